@@ -1,0 +1,85 @@
+# The Transformer in C, chapter by chapter. `make help` lists the targets.
+#
+# Every chapter's sources except its main.c go into one library,
+# build/libtransformer.a; each chapter's main.c becomes build/NN_name (the
+# chapter program) and each tests/test_NN_name.c becomes build/test_NN_name.
+
+CC      := cc
+CFLAGS  := -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -fopenmp -D_DEFAULT_SOURCE \
+           $(addprefix -I,$(wildcard chapters/*)) -Itests
+LDLIBS  := -lcjson -lm
+PYTHON  := .venv/bin/python
+
+LIB_SRC  := $(filter-out %/main.c,$(wildcard chapters/*/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=build/obj/%.o)
+PROGRAMS := $(patsubst chapters/%/main.c,build/%,$(wildcard chapters/[0-9][0-9]_*/main.c))
+TESTS    := $(patsubst tests/%.c,build/%,$(wildcard tests/test_[0-9][0-9]_*.c))
+
+.PHONY: all help deps demo test grade golden golden-check verify plots student clean
+.DEFAULT_GOAL := all
+
+all: deps $(PROGRAMS) $(TESTS)
+
+help:
+	@echo "make demo                run every chapter program's demo"
+	@echo "make test                build and run the cmocka tests against golden/"
+	@echo "make grade               the same tests as a per-chapter score table"
+	@echo "make golden              regenerate golden/ with the PyTorch reference"
+	@echo "make verify [SEED=n] [CASES=n]  fresh random cases: PyTorch against C"
+	@echo "make plots               render plots/*.gp into build/plots/*.png"
+	@echo "make student DEST=dir    export the exercise copy (solutions cut out)"
+
+# Installs what is missing (compiler, cmocka, cJSON, gnuplot) or says how.
+deps:
+	@tools/install-deps.sh build
+
+build/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+build/libtransformer.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/test_%: build/obj/tests/test_%.o build/obj/tests/helpers.o build/libtransformer.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
+
+build/%: build/obj/chapters/%/main.o build/libtransformer.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+demo: all
+	@for p in $(PROGRAMS); do echo "== $$p --demo"; $$p --demo || exit 1; echo; done
+
+test: all
+	@tools/run-tests.sh $(TESTS)
+
+grade: all
+	@tools/grade.sh $(TESTS)
+
+# The PyTorch reference lives in a local virtual environment, made on first use.
+$(PYTHON): reference/requirements.txt
+	@tools/install-deps.sh python
+	python3 -m venv .venv
+	.venv/bin/pip install --disable-pip-version-check -q -r reference/requirements.txt
+	@touch $@
+
+golden: $(PYTHON)
+	$(PYTHON) -m reference.golden
+
+golden-check: $(PYTHON)
+	$(PYTHON) -m reference.golden --check
+
+verify: all $(PYTHON)
+	$(PYTHON) -m reference.verify $(if $(SEED),--seed $(SEED)) $(if $(CASES),--cases $(CASES))
+
+plots: all
+	@tools/render-plots.sh
+
+student:
+	@test -n "$(DEST)" || { echo "make student: give the destination, e.g. make student DEST=../exercise" >&2; exit 2; }
+	@tools/export-student.sh "$(DEST)"
+
+clean:
+	rm -rf build
+
+-include $(shell find build/obj -name '*.d' 2>/dev/null)

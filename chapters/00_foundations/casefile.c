@@ -1,0 +1,46 @@
+/* casefile.c - see casefile.h. */
+#include "casefile.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int run_case_file(const char *prog, const char *in_path, const char *out_path, CaseEval eval)
+{
+    Error err;
+    TensorFile in, out = {0};
+    if (safetensors_read(in_path, &in, &err) != 0) {
+        fprintf(stderr, "%s: %s\n", prog, err.msg);
+        return 1;
+    }
+    int rc = eval(&in, &out, &err);
+    if (rc == 0) {
+        const char *op = tensorfile_meta(&in, "op");
+        if (op) rc = tensorfile_set_meta(&out, "op", op, &err);
+    }
+    if (rc == 0) rc = safetensors_write(out_path, &out, &err);
+    if (rc != 0) fprintf(stderr, "%s: %s\n", prog, err.msg);
+    tensorfile_free(&in);
+    tensorfile_free(&out);
+    return rc == 0 ? 0 : 1;
+}
+
+int case_main(int argc, char **argv, const char *usage, int (*demo)(void), CaseEval eval)
+{
+    if (argc == 2 && strcmp(argv[1], "--demo") == 0) return demo() == 0 ? 0 : 1;
+    const char *in = NULL, *out = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--case") == 0 && i + 1 < argc) {
+            in = argv[++i];
+        } else if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) {
+            out = argv[++i];
+        } else {
+            fprintf(stderr, "%s: unknown or incomplete option '%s'\n%s", argv[0], argv[i], usage);
+            return 2;
+        }
+    }
+    if (!in || !out) {
+        fprintf(stderr, "%s", usage);
+        return 2;
+    }
+    return run_case_file(argv[0], in, out, eval);
+}

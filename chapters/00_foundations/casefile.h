@@ -1,0 +1,32 @@
+/*
+ * casefile.h - the case-file contract every chapter program follows.
+ *
+ *     build/NN_name --case in.safetensors --out out.safetensors
+ *
+ * reads the inputs and options (metadata "op" and the op's own keys) from the
+ * case, runs the op, and writes the outputs and gradients under the names the
+ * case's "outputs" metadata lists. `make verify` drives the programs this way,
+ * and so can any PyTorch script.
+ *
+ * run_case_file() does the reading, the writing and the error reporting; a
+ * chapter supplies only the function that evaluates one case.
+ */
+#ifndef CASEFILE_H
+#define CASEFILE_H
+
+#include "safetensors.h"
+
+/* Evaluates the case `in`, adding its outputs to `out`. */
+typedef int (*CaseEval)(const TensorFile *in, TensorFile *out, Error *err);
+
+/* Reads in_path, evaluates it, writes out_path (atomically: on failure no
+ * output file appears). On failure prints "prog: <error>" to stderr. Returns
+ * the exit status: 0 or 1. */
+int run_case_file(const char *prog, const char *in_path, const char *out_path, CaseEval eval);
+
+/* The common command line: `--demo`, or `--case IN --out OUT`. Anything else
+ * prints `usage` and returns 2. A chapter with more options of its own parses
+ * them first and calls this for the rest. */
+int case_main(int argc, char **argv, const char *usage, int (*demo)(void), CaseEval eval);
+
+#endif

@@ -1,0 +1,178 @@
+/*
+ * main.c - the chapter 00 program.
+ *
+ *     build/00_foundations --demo
+ *     build/00_foundations --case in.safetensors --out out.safetensors
+ *
+ * The demo multiplies two small matrices in all three forms, shows softmax
+ * surviving huge and -inf inputs, and draws a few random numbers. The case
+ * mode evaluates the ops of this chapter (see reference/ch00_foundations.py):
+ *
+ *     matmul_nt, matmul_nn, matmul_tn   a, b -> c
+ *     softmax                           input -> output
+ *     softmax_backward                  output, grad_output -> grad_input
+ *     rng_stream                        (metadata rng_seed, rng_stream, count)
+ *                                       -> u32, uniform, normal, below10
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "casefile.h"
+#include "matmul.h"
+#include "rng.h"
+#include "softmax.h"
+
+static const char USAGE[] =
+    "usage: 00_foundations --demo\n"
+    "       00_foundations --case IN.safetensors --out OUT.safetensors\n";
+
+static void print_matrix(const char *name, const float *m, int rows, int cols)
+{
+    printf("%s (%d, %d):\n", name, rows, cols);
+    for (int r = 0; r < rows; r++) {
+        printf("  ");
+        for (int c = 0; c < cols; c++) printf(" %8.4f", m[r * cols + c]);
+        printf("\n");
+    }
+}
+
+static int demo(void)
+{
+    /* x (2, 3) times a weight W (4, 3) stored [out, in] as nn.Linear does. */
+    float x[2 * 3] = {1, 2, 3, 4, 5, 6};
+    float W[4 * 3] = {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1};
+    float y[2 * 4], dx[2 * 3], dW[4 * 3];
+    print_matrix("x", x, 2, 3);
+    print_matrix("W", W, 4, 3);
+    if (matmul_nt(y, x, W, 2, 4, 3, 0) != 0) return -1;
+    print_matrix("y = x W^T (matmul_nt)", y, 2, 4);
+    /* Pretend the upstream gradient is y itself. */
+    if (matmul_nn(dx, y, W, 2, 3, 4, 0) != 0) return -1;
+    print_matrix("dx = dy W (matmul_nn)", dx, 2, 3);
+    if (matmul_tn(dW, y, x, 4, 3, 2, 0) != 0) return -1;
+    print_matrix("dW = dy^T x (matmul_tn)", dW, 4, 3);
+
+    float logits[3 * 4] = {1, 2, 3, 4, 1000, 1001, 1002, 1003, 0, -INFINITY, 0, -INFINITY};
+    float probs[3 * 4];
+    if (softmax_forward(probs, logits, 3, 4) != 0) return -1;
+    print_matrix("softmax rows: [1 2 3 4], [1000 .. 1003] (no overflow), [0 -inf 0 -inf]",
+                 probs, 3, 4);
+
+    Rng rng;
+    rng_seed(&rng, 42, 0);
+    printf("PCG32, seed 42: u32 %u, uniform %.6f, normal %.6f, below(10) %u\n",
+           rng_u32(&rng), rng_uniform(&rng), rng_normal(&rng), rng_below(&rng, 10));
+    return 0;
+}
+
+/* Reads the F32 tensor `name` and checks it has the given shape. */
+static int get_matrix(const TensorFile *in, const char *name, int64_t rows, int64_t cols,
+                      const float **out, Error *err)
+{
+    const Tensor *t;
+    if (tensorfile_get(in, name, DTYPE_F32, 2, &t, err) != 0) return -1;
+    if (t->shape[0] != rows || t->shape[1] != cols)
+        return error_set(err, "%s: tensor '%s' has shape (%lld, %lld), expected (%lld, %lld)",
+                         in->path, name, (long long)t->shape[0], (long long)t->shape[1],
+                         (long long)rows, (long long)cols);
+    *out = t->data;
+    return 0;
+}
+
+static int eval_matmul(const char *op, const TensorFile *in, TensorFile *out, Error *err)
+{
+    const Tensor *a, *b;
+    if (tensorfile_get(in, "a", DTYPE_F32, 2, &a, err) != 0 ||
+        tensorfile_get(in, "b", DTYPE_F32, 2, &b, err) != 0)
+        return -1;
+    int transpose_a = strcmp(op, "matmul_tn") == 0, transpose_b = strcmp(op, "matmul_nt") == 0;
+    int64_t M = a->shape[transpose_a ? 1 : 0], K = a->shape[transpose_a ? 0 : 1];
+    int64_t N = b->shape[transpose_b ? 0 : 1], Kb = b->shape[transpose_b ? 1 : 0];
+    if (K != Kb)
+        return error_set(err, "%s: %s needs matching inner dimensions, got %lld and %lld",
+                         in->path, op, (long long)K, (long long)Kb);
+    Tensor c;
+    if (tensor_alloc(&c, DTYPE_F32, 2, (int64_t[]){M, N}, err) != 0) return -1;
+    int rc = transpose_a   ? matmul_tn(c.data, a->data, b->data, M, N, K, 0)
+             : transpose_b ? matmul_nt(c.data, a->data, b->data, M, N, K, 0)
+                           : matmul_nn(c.data, a->data, b->data, M, N, K, 0);
+    if (rc != 0) error_set(err, "%s failed", op);
+    if (rc != 0 || tensorfile_add(out, "c", &c, err) != 0) {
+        tensor_free(&c);
+        return -1;
+    }
+    return 0;
+}
+
+static int eval_softmax(const char *op, const TensorFile *in, TensorFile *out, Error *err)
+{
+    int backward = strcmp(op, "softmax_backward") == 0;
+    const Tensor *x;
+    if (tensorfile_get(in, backward ? "output" : "input", DTYPE_F32, 2, &x, err) != 0) return -1;
+    int64_t rows = x->shape[0], cols = x->shape[1];
+    const float *dy = NULL;
+    if (backward && get_matrix(in, "grad_output", rows, cols, &dy, err) != 0) return -1;
+
+    Tensor result;
+    if (tensor_alloc(&result, DTYPE_F32, 2, x->shape, err) != 0) return -1;
+    int rc = backward ? softmax_backward(result.data, x->data, dy, rows, cols)
+                      : softmax_forward(result.data, x->data, rows, cols);
+    if (rc != 0) error_set(err, "%s failed", op);
+    if (rc != 0 || tensorfile_add(out, backward ? "grad_input" : "output", &result, err) != 0) {
+        tensor_free(&result);
+        return -1;
+    }
+    return 0;
+}
+
+static int eval_rng(const TensorFile *in, TensorFile *out, Error *err)
+{
+    long long seed, stream, count;
+    if (tensorfile_meta_int(in, "rng_seed", 0, &seed, err) != 0 ||
+        tensorfile_meta_int(in, "rng_stream", 0, &stream, err) != 0 ||
+        tensorfile_meta_int(in, "count", 16, &count, err) != 0)
+        return -1;
+    if (count < 0 || count > 1 << 24)
+        return error_set(err, "%s: metadata count %lld is outside 0..2^24", in->path, count);
+    Tensor t[4];
+    const char *names[4] = {"u32", "uniform", "normal", "below10"};
+    DType dtypes[4] = {DTYPE_I64, DTYPE_F32, DTYPE_F32, DTYPE_I64};
+    for (int i = 0; i < 4; i++) {
+        if (tensor_alloc(&t[i], dtypes[i], 1, (int64_t[]){count}, err) != 0) {
+            while (i-- > 0) tensor_free(&t[i]);
+            return -1;
+        }
+    }
+    /* The draws come in the same order as reference/rng.py makes them. */
+    Rng rng;
+    rng_seed(&rng, (uint64_t)seed, (uint64_t)stream);
+    for (long long i = 0; i < count; i++) ((int64_t *)t[0].data)[i] = rng_u32(&rng);
+    for (long long i = 0; i < count; i++) ((float *)t[1].data)[i] = rng_uniform(&rng);
+    for (long long i = 0; i < count; i++) ((float *)t[2].data)[i] = rng_normal(&rng);
+    for (long long i = 0; i < count; i++) ((int64_t *)t[3].data)[i] = rng_below(&rng, 10);
+    int rc = 0;
+    for (int i = 0; i < 4; i++) {
+        if (rc == 0) rc = tensorfile_add(out, names[i], &t[i], err);
+        tensor_free(&t[i]);   /* no-op once added: the file owns the data */
+    }
+    return rc;
+}
+
+static int eval_case(const TensorFile *in, TensorFile *out, Error *err)
+{
+    const char *op = tensorfile_meta(in, "op");
+    if (!op) return error_set(err, "%s: metadata 'op' is missing", in->path);
+    if (!strcmp(op, "matmul_nt") || !strcmp(op, "matmul_nn") || !strcmp(op, "matmul_tn"))
+        return eval_matmul(op, in, out, err);
+    if (!strcmp(op, "softmax") || !strcmp(op, "softmax_backward"))
+        return eval_softmax(op, in, out, err);
+    if (!strcmp(op, "rng_stream")) return eval_rng(in, out, err);
+    return error_set(err, "%s: op '%s' is not a chapter 00 op (matmul_nt, matmul_nn, "
+                     "matmul_tn, softmax, softmax_backward, rng_stream)", in->path, op);
+}
+
+int main(int argc, char **argv)
+{
+    return case_main(argc, argv, USAGE, demo, eval_case);
+}

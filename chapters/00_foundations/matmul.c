@@ -1,0 +1,63 @@
+/*
+ * matmul.c - see matmul.h for the three forms and when each is used.
+ *
+ * Plain loops, ordered so that the innermost loop walks memory contiguously:
+ * the dot product of two rows for matmul_nt, a row of B scaled into a row of
+ * C for matmul_nn and matmul_tn. The compiler vectorises the latter two.
+ * Letters: C is (M, N); K is the summed dimension.
+ */
+#include "matmul.h"
+
+#include <string.h>
+
+int matmul_nt(float *C, const float *A, const float *B, int M, int N, int K, int accumulate)
+{
+    /* BEGIN SOLUTION */
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < M; i++) {
+        const float *a = A + (size_t)i * K;          /* row i of A, (K,) */
+        for (int j = 0; j < N; j++) {
+            const float *b = B + (size_t)j * K;      /* row j of B, (K,) */
+            float sum = 0.0f;
+            for (int k = 0; k < K; k++) sum += a[k] * b[k];
+            float *c = &C[(size_t)i * N + j];
+            *c = accumulate ? *c + sum : sum;
+        }
+    }
+    return 0;
+    /* END SOLUTION */
+}
+
+int matmul_nn(float *C, const float *A, const float *B, int M, int N, int K, int accumulate)
+{
+    /* BEGIN SOLUTION */
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < M; i++) {
+        float *c = C + (size_t)i * N;                /* row i of C, (N,) */
+        if (!accumulate) memset(c, 0, (size_t)N * sizeof *c);
+        for (int k = 0; k < K; k++) {
+            float a = A[(size_t)i * K + k];
+            const float *b = B + (size_t)k * N;      /* row k of B, (N,) */
+            for (int j = 0; j < N; j++) c[j] += a * b[j];
+        }
+    }
+    return 0;
+    /* END SOLUTION */
+}
+
+int matmul_tn(float *C, const float *A, const float *B, int M, int N, int K, int accumulate)
+{
+    /* BEGIN SOLUTION */
+    #pragma omp parallel for schedule(static)
+    for (int i = 0; i < M; i++) {
+        float *c = C + (size_t)i * N;                /* row i of C, (N,) */
+        if (!accumulate) memset(c, 0, (size_t)N * sizeof *c);
+        for (int k = 0; k < K; k++) {
+            float a = A[(size_t)k * M + i];          /* A^T[i, k] */
+            const float *b = B + (size_t)k * N;      /* row k of B, (N,) */
+            for (int j = 0; j < N; j++) c[j] += a * b[j];
+        }
+    }
+    return 0;
+    /* END SOLUTION */
+}

@@ -1,0 +1,525 @@
+/* safetensors.c - see safetensors.h for the format and the checks. */
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char *copy_string(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+void tensorfile_free(TensorFile *file)
+{
+    for (int i = 0; i < file->n_tensors; i++) {
+        free(file->tensors[i].name);
+        tensor_free(&file->tensors[i].tensor);
+    }
+    for (int i = 0; i < file->n_meta; i++) {
+        free(file->meta_keys[i]);
+        free(file->meta_values[i]);
+    }
+    free(file->tensors);
+    free(file->meta_keys);
+    free(file->meta_values);
+    free(file->path);
+    memset(file, 0, sizeof *file);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reading                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Reads the whole file into memory. */
+static int read_all(const char *path, unsigned char **out, size_t *size, Error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return error_set(err, "cannot open %s: %s", path, strerror(errno));
+    unsigned char *buf = NULL;
+    size_t used = 0, cap = 0;
+    for (;;) {
+        if (used == cap) {
+            cap = cap ? cap * 2 : 1 << 16;
+            unsigned char *bigger = realloc(buf, cap);
+            if (!bigger) {
+                free(buf);
+                fclose(f);
+                return error_set(err, "%s: out of memory reading the file", path);
+            }
+            buf = bigger;
+        }
+        size_t got = fread(buf + used, 1, cap - used, f);
+        used += got;
+        if (got == 0) break;
+    }
+    int failed = ferror(f);
+    fclose(f);
+    if (failed) {
+        free(buf);
+        return error_set(err, "cannot read %s: %s", path, strerror(errno));
+    }
+    *out = buf;
+    *size = used;
+    return 0;
+}
+
+/* A non-negative integer that a double holds exactly. */
+static int json_to_u64(const cJSON *item, uint64_t *out)
+{
+    if (!cJSON_IsNumber(item)) return -1;
+    double v = item->valuedouble;
+    if (v < 0 || v > 9007199254740992.0 || v != (double)(uint64_t)v) return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+typedef struct {
+    const char *name;
+    uint64_t begin, end;
+} Range;
+
+static int compare_ranges(const void *a, const void *b)
+{
+    const Range *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    return x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* Checks one tensor entry of the header and copies its bytes into `nt`. */
+static int read_entry(const char *path, const cJSON *entry, const unsigned char *data,
+                      uint64_t data_size, NamedTensor *nt, Range *range, Error *err)
+{
+    const char *name = entry->string;
+    if (!cJSON_IsObject(entry))
+        return error_set(err, "%s: tensor '%s': header entry is not an object", path, name);
+
+    const cJSON *jdtype = cJSON_GetObjectItemCaseSensitive(entry, "dtype");
+    const cJSON *jshape = cJSON_GetObjectItemCaseSensitive(entry, "shape");
+    const cJSON *joffs = cJSON_GetObjectItemCaseSensitive(entry, "data_offsets");
+    if (!cJSON_IsString(jdtype))
+        return error_set(err, "%s: tensor '%s': missing string \"dtype\"", path, name);
+    if (!cJSON_IsArray(jshape))
+        return error_set(err, "%s: tensor '%s': missing array \"shape\"", path, name);
+    if (!cJSON_IsArray(joffs) || cJSON_GetArraySize(joffs) != 2)
+        return error_set(err, "%s: tensor '%s': \"data_offsets\" must be [begin, end]",
+                         path, name);
+
+    DType dtype;
+    if (dtype_from_name(jdtype->valuestring, &dtype) != 0)
+        return error_set(err, "%s: tensor '%s': unsupported dtype '%s' (this project reads "
+                         "F32, F64, I64, I32, U8, BOOL)", path, name, jdtype->valuestring);
+
+    int ndim = cJSON_GetArraySize(jshape);
+    if (ndim > TENSOR_MAX_DIMS)
+        return error_set(err, "%s: tensor '%s': rank %d is above the limit of %d", path, name,
+                         ndim, TENSOR_MAX_DIMS);
+    int64_t shape[TENSOR_MAX_DIMS];
+    uint64_t numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        uint64_t dim;
+        if (json_to_u64(cJSON_GetArrayItem(jshape, i), &dim) != 0)
+            return error_set(err, "%s: tensor '%s': shape entry %d is not a non-negative "
+                             "integer", path, name, i);
+        if (dim != 0 && numel > (UINT64_MAX / 16) / dim)
+            return error_set(err, "%s: tensor '%s': shape is too large", path, name);
+        numel *= dim;
+        shape[i] = (int64_t)dim;
+    }
+
+    uint64_t begin, end;
+    if (json_to_u64(cJSON_GetArrayItem(joffs, 0), &begin) != 0 ||
+        json_to_u64(cJSON_GetArrayItem(joffs, 1), &end) != 0 || end < begin)
+        return error_set(err, "%s: tensor '%s': data_offsets must be integers with "
+                         "0 <= begin <= end", path, name);
+    if (end > data_size)
+        return error_set(err, "%s: tensor '%s': data_offsets [%llu, %llu] lie outside the "
+                         "%llu-byte data section (file truncated?)", path, name,
+                         (unsigned long long)begin, (unsigned long long)end,
+                         (unsigned long long)data_size);
+    uint64_t expect = numel * dtype_size(dtype);
+    if (end - begin != expect)
+        return error_set(err, "%s: tensor '%s': shape and dtype %s need %llu bytes but "
+                         "data_offsets give %llu", path, name, dtype_name(dtype),
+                         (unsigned long long)expect, (unsigned long long)(end - begin));
+
+    nt->name = copy_string(name);
+    if (!nt->name || tensor_alloc(&nt->tensor, dtype, ndim, shape, err) != 0)
+        return error_set(err, "%s: out of memory for tensor '%s'", path, name);
+    memcpy(nt->tensor.data, data + begin, (size_t)expect);
+    *range = (Range){nt->name, begin, end};
+    return 0;
+}
+
+/* The ranges must tile [0, data_size): sorted by begin, each starts where the
+ * previous one ended. */
+static int check_ranges(const char *path, Range *ranges, int n, uint64_t data_size,
+                        Error *err)
+{
+    qsort(ranges, (size_t)n, sizeof *ranges, compare_ranges);
+    uint64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        if (ranges[i].begin < at)
+            return error_set(err, "%s: tensor '%s' overlaps the tensor before it in the "
+                             "data section", path, ranges[i].name);
+        if (ranges[i].begin > at)
+            return error_set(err, "%s: gap of %llu unused bytes before tensor '%s'", path,
+                             (unsigned long long)(ranges[i].begin - at), ranges[i].name);
+        at = ranges[i].end;
+    }
+    if (at != data_size)
+        return error_set(err, "%s: %llu bytes after the last tensor belong to no tensor",
+                         path, (unsigned long long)(data_size - at));
+    return 0;
+}
+
+static int read_metadata(const char *path, const cJSON *meta, TensorFile *file, Error *err)
+{
+    if (!cJSON_IsObject(meta))
+        return error_set(err, "%s: \"__metadata__\" is not an object", path);
+    const cJSON *item;
+    cJSON_ArrayForEach(item, meta) {
+        if (!cJSON_IsString(item))
+            return error_set(err, "%s: metadata '%s' is not a string", path, item->string);
+        if (tensorfile_set_meta(file, item->string, item->valuestring, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int parse(const char *path, const unsigned char *buf, size_t size, TensorFile *file,
+                 Error *err)
+{
+    if (size < 8)
+        return error_set(err, "%s: file is %zu bytes, too short for the 8-byte header "
+                         "length (truncated?)", path, size);
+    uint64_t header_len = 0;
+    for (int i = 7; i >= 0; i--) header_len = (header_len << 8) | buf[i];
+    if (header_len > SAFETENSORS_MAX_HEADER)
+        return error_set(err, "%s: header length %llu is above the 100 MB limit (not a "
+                         "safetensors file?)", path, (unsigned long long)header_len);
+    if (header_len > size - 8)
+        return error_set(err, "%s: header length %llu runs past the end of the %zu-byte "
+                         "file (truncated?)", path, (unsigned long long)header_len, size);
+
+    const char *json = (const char *)buf + 8;
+    const char *json_end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(json, (size_t)header_len, &json_end, 0);
+    if (!root)
+        return error_set(err, "%s: header is not valid JSON (near byte %ld of the header)",
+                         path, cJSON_GetErrorPtr() ? (long)(cJSON_GetErrorPtr() - json) : 0L);
+    for (const char *p = json_end; p < json + header_len; p++) {
+        if (*p != ' ') {   /* the format allows only space padding after the JSON */
+            cJSON_Delete(root);
+            return error_set(err, "%s: unexpected bytes after the JSON header", path);
+        }
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return error_set(err, "%s: header is not a JSON object", path);
+    }
+
+    const unsigned char *data = buf + 8 + header_len;
+    uint64_t data_size = size - 8 - header_len;
+    int n = 0;
+    for (const cJSON *e = root->child; e; e = e->next) n++;
+    Range *ranges = calloc((size_t)n + 1, sizeof *ranges);
+    file->tensors = calloc((size_t)n + 1, sizeof *file->tensors);
+    if (!ranges || !file->tensors) {
+        free(ranges);
+        cJSON_Delete(root);
+        return error_set(err, "%s: out of memory", path);
+    }
+
+    int rc = 0, n_ranges = 0;
+    for (const cJSON *e = root->child; e && rc == 0; e = e->next) {
+        if (strcmp(e->string, "__metadata__") == 0) {
+            rc = read_metadata(path, e, file, err);
+            continue;
+        }
+        if (tensorfile_find(file, e->string)) {
+            rc = error_set(err, "%s: tensor '%s' appears twice in the header", path,
+                           e->string);
+            break;
+        }
+        NamedTensor *nt = &file->tensors[file->n_tensors];
+        rc = read_entry(path, e, data, data_size, nt, &ranges[n_ranges], err);
+        if (nt->name) file->n_tensors++;   /* so that free() finds a partial entry */
+        if (rc == 0) n_ranges++;
+    }
+    if (rc == 0) rc = check_ranges(path, ranges, n_ranges, data_size, err);
+    free(ranges);
+    cJSON_Delete(root);
+    return rc;
+}
+
+int safetensors_read(const char *path, TensorFile *file, Error *err)
+{
+    memset(file, 0, sizeof *file);
+    unsigned char *buf = NULL;
+    size_t size = 0;
+    if (read_all(path, &buf, &size, err) != 0) return -1;
+    file->path = copy_string(path);
+    int rc = file->path ? parse(path, buf, size, file, err)
+                        : error_set(err, "%s: out of memory", path);
+    free(buf);
+    if (rc != 0) tensorfile_free(file);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writing                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* The JSON header, padded with spaces to a multiple of 8 bytes so that the
+ * data section starts aligned. */
+static char *build_header(const TensorFile *file, size_t *len)
+{
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    int ok = 1;
+    if (file->n_meta > 0) {
+        cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
+        for (int i = 0; ok && i < file->n_meta; i++)
+            ok = meta && cJSON_AddStringToObject(meta, file->meta_keys[i],
+                                                 file->meta_values[i]) != NULL;
+    }
+    uint64_t offset = 0;
+    for (int i = 0; ok && i < file->n_tensors; i++) {
+        const Tensor *t = &file->tensors[i].tensor;
+        uint64_t bytes = (uint64_t)tensor_numel(t) * dtype_size(t->dtype);
+        cJSON *entry = cJSON_AddObjectToObject(root, file->tensors[i].name);
+        cJSON *shape = cJSON_CreateArray();
+        cJSON *offs = cJSON_CreateArray();
+        ok = entry && shape && offs &&
+             cJSON_AddStringToObject(entry, "dtype", dtype_name(t->dtype));
+        for (int d = 0; ok && d < t->ndim; d++)
+            ok = cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
+        ok = ok && cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)offset)) &&
+             cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)(offset + bytes)));
+        if (ok) {
+            cJSON_AddItemToObject(entry, "shape", shape);
+            cJSON_AddItemToObject(entry, "data_offsets", offs);
+        } else {
+            cJSON_Delete(shape);
+            cJSON_Delete(offs);
+        }
+        offset += bytes;
+    }
+    char *json = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (!json) return NULL;
+    size_t n = strlen(json), padded = (n + 7) / 8 * 8;
+    char *out = malloc(padded + 1);
+    if (out) {
+        memcpy(out, json, n);
+        memset(out + n, ' ', padded - n);
+        out[padded] = '\0';
+        *len = padded;
+    }
+    free(json);
+    return out;
+}
+
+int safetensors_write(const char *path, const TensorFile *file, Error *err)
+{
+    size_t header_len;
+    char *header = build_header(file, &header_len);
+    if (!header) return error_set(err, "%s: out of memory building the header", path);
+
+    /* Write beside the destination, then rename: readers never see half a file. */
+    size_t tmp_len = strlen(path) + 16;
+    char *tmp = malloc(tmp_len);
+    if (!tmp) {
+        free(header);
+        return error_set(err, "%s: out of memory", path);
+    }
+    snprintf(tmp, tmp_len, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        int saved = errno;
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        free(tmp);
+        free(header);
+        return error_set(err, "cannot create %s: %s", path, strerror(saved));
+    }
+
+    unsigned char len_bytes[8];
+    for (int i = 0; i < 8; i++) len_bytes[i] = (unsigned char)((uint64_t)header_len >> (8 * i));
+    int ok = fwrite(len_bytes, 1, 8, f) == 8 && fwrite(header, 1, header_len, f) == header_len;
+    for (int i = 0; ok && i < file->n_tensors; i++) {
+        const Tensor *t = &file->tensors[i].tensor;
+        size_t bytes = (size_t)tensor_numel(t) * dtype_size(t->dtype);
+        ok = fwrite(t->data, 1, bytes, f) == bytes;
+    }
+    int saved = errno;
+    ok = (fclose(f) == 0) && ok;
+    if (ok && rename(tmp, path) != 0) {
+        saved = errno;
+        ok = 0;
+    }
+    if (!ok) unlink(tmp);
+    free(tmp);
+    free(header);
+    return ok ? 0 : error_set(err, "cannot write %s: %s", path, strerror(saved));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tensors and metadata by name                                             */
+/* ------------------------------------------------------------------------ */
+
+const Tensor *tensorfile_find(const TensorFile *file, const char *name)
+{
+    for (int i = 0; i < file->n_tensors; i++)
+        if (strcmp(file->tensors[i].name, name) == 0) return &file->tensors[i].tensor;
+    return NULL;
+}
+
+static const char *file_label(const TensorFile *file)
+{
+    return file->path ? file->path : "(case)";
+}
+
+int tensorfile_get(const TensorFile *file, const char *name, DType dtype, int ndim,
+                   const Tensor **out, Error *err)
+{
+    const Tensor *t = tensorfile_find(file, name);
+    if (!t) return error_set(err, "%s: tensor '%s' is missing", file_label(file), name);
+    if (t->dtype != dtype)
+        return error_set(err, "%s: tensor '%s' has dtype %s, expected %s", file_label(file),
+                         name, dtype_name(t->dtype), dtype_name(dtype));
+    if (ndim >= 0 && t->ndim != ndim)
+        return error_set(err, "%s: tensor '%s' has rank %d, expected %d", file_label(file),
+                         name, t->ndim, ndim);
+    *out = t;
+    return 0;
+}
+
+int tensorfile_add(TensorFile *file, const char *name, Tensor *tensor, Error *err)
+{
+    for (int i = 0; i < file->n_tensors; i++) {
+        if (strcmp(file->tensors[i].name, name) == 0) {
+            tensor_free(&file->tensors[i].tensor);
+            file->tensors[i].tensor = *tensor;
+            memset(tensor, 0, sizeof *tensor);
+            return 0;
+        }
+    }
+    NamedTensor *grown = realloc(file->tensors, (size_t)(file->n_tensors + 1) * sizeof *grown);
+    if (!grown) return error_set(err, "out of memory adding tensor '%s'", name);
+    file->tensors = grown;
+    char *copy = copy_string(name);
+    if (!copy) return error_set(err, "out of memory adding tensor '%s'", name);
+    file->tensors[file->n_tensors++] = (NamedTensor){copy, *tensor};
+    memset(tensor, 0, sizeof *tensor);
+    return 0;
+}
+
+int tensorfile_add_f32(TensorFile *file, const char *name, const float *data, int ndim,
+                       const int64_t *shape, Error *err)
+{
+    Tensor t;
+    if (tensor_alloc(&t, DTYPE_F32, ndim, shape, err) != 0) return -1;
+    memcpy(t.data, data, (size_t)tensor_numel(&t) * sizeof(float));
+    if (tensorfile_add(file, name, &t, err) != 0) {
+        tensor_free(&t);
+        return -1;
+    }
+    return 0;
+}
+
+const char *tensorfile_meta(const TensorFile *file, const char *key)
+{
+    for (int i = 0; i < file->n_meta; i++)
+        if (strcmp(file->meta_keys[i], key) == 0) return file->meta_values[i];
+    return NULL;
+}
+
+int tensorfile_set_meta(TensorFile *file, const char *key, const char *value, Error *err)
+{
+    char *v = copy_string(value);
+    if (!v) return error_set(err, "out of memory setting metadata '%s'", key);
+    for (int i = 0; i < file->n_meta; i++) {
+        if (strcmp(file->meta_keys[i], key) == 0) {
+            free(file->meta_values[i]);
+            file->meta_values[i] = v;
+            return 0;
+        }
+    }
+    char *k = copy_string(key);
+    char **keys = realloc(file->meta_keys, (size_t)(file->n_meta + 1) * sizeof *keys);
+    if (keys) file->meta_keys = keys;
+    char **values = realloc(file->meta_values, (size_t)(file->n_meta + 1) * sizeof *values);
+    if (values) file->meta_values = values;
+    if (!k || !keys || !values) {
+        free(k);
+        free(v);
+        return error_set(err, "out of memory setting metadata '%s'", key);
+    }
+    file->meta_keys[file->n_meta] = k;
+    file->meta_values[file->n_meta] = v;
+    file->n_meta++;
+    return 0;
+}
+
+int tensorfile_meta_double(const TensorFile *file, const char *key, double fallback,
+                           double *out, Error *err)
+{
+    const char *s = tensorfile_meta(file, key);
+    if (!s) {
+        *out = fallback;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || errno == ERANGE)
+        return error_set(err, "%s: metadata '%s' is '%s', expected a number",
+                         file_label(file), key, s);
+    *out = v;
+    return 0;
+}
+
+int tensorfile_meta_int(const TensorFile *file, const char *key, long long fallback,
+                        long long *out, Error *err)
+{
+    const char *s = tensorfile_meta(file, key);
+    if (!s) {
+        *out = fallback;
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || *end != '\0' || errno == ERANGE)
+        return error_set(err, "%s: metadata '%s' is '%s', expected an integer",
+                         file_label(file), key, s);
+    *out = v;
+    return 0;
+}
+
+int tensorfile_meta_bool(const TensorFile *file, const char *key, int fallback, int *out,
+                         Error *err)
+{
+    const char *s = tensorfile_meta(file, key);
+    if (!s)
+        *out = fallback;
+    else if (strcmp(s, "true") == 0)
+        *out = 1;
+    else if (strcmp(s, "false") == 0)
+        *out = 0;
+    else
+        return error_set(err, "%s: metadata '%s' is '%s', expected true or false",
+                         file_label(file), key, s);
+    return 0;
+}

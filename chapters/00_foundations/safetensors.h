@@ -1,0 +1,83 @@
+/*
+ * safetensors.h - reading and writing tensor files in the safetensors format.
+ *
+ * Every golden case, every case file that `make verify` draws and every model
+ * checkpoint is a safetensors file, the format PyTorch users already share
+ * weights in. The layout is three parts:
+ *
+ *     [8 bytes]  N, the header length, unsigned 64-bit little-endian
+ *     [N bytes]  a JSON object:
+ *                  { "__metadata__": { "op": "sdpa", ... },          (optional)
+ *                    "query": { "dtype": "F32", "shape": [2, 3],
+ *                               "data_offsets": [0, 24] }, ... }
+ *     [rest]     the data section: each tensor's bytes, row-major, little-endian,
+ *                at [begin, end) relative to the start of this section
+ *
+ * The reader trusts nothing: it checks the header length against the file, the
+ * JSON, every dtype, that each shape matches its byte range, that ranges lie
+ * inside the data section and that they tile it without overlap or gap (the
+ * same rules the reference Rust library enforces). Any problem is one line in
+ * `err` naming the file, and nothing is leaked.
+ *
+ * The writer builds the header with cJSON and writes to a temporary file that
+ * is renamed into place, so a crash never leaves a half-written file.
+ *
+ * This code assumes a little-endian host (x86-64, ARM64).
+ */
+#ifndef SAFETENSORS_H
+#define SAFETENSORS_H
+
+#include "tensor.h"
+
+/* safetensors' own limit on the JSON header. */
+#define SAFETENSORS_MAX_HEADER (100u * 1000u * 1000u)
+
+typedef struct {
+    char *name;
+    Tensor tensor;
+} NamedTensor;
+
+/* The contents of one safetensors file: named tensors plus string metadata. */
+typedef struct {
+    char *path;              /* the file it was read from, for error messages */
+    int n_tensors;
+    NamedTensor *tensors;
+    int n_meta;
+    char **meta_keys;
+    char **meta_values;
+} TensorFile;
+
+int safetensors_read(const char *path, TensorFile *file, Error *err);
+int safetensors_write(const char *path, const TensorFile *file, Error *err);
+void tensorfile_free(TensorFile *file);
+
+/* The tensor called `name`, or NULL. */
+const Tensor *tensorfile_find(const TensorFile *file, const char *name);
+
+/* Like tensorfile_find, but a missing tensor, another dtype or (when ndim >= 0)
+ * another rank is an error that names the file and the tensor. */
+int tensorfile_get(const TensorFile *file, const char *name, DType dtype, int ndim,
+                   const Tensor **out, Error *err);
+
+/* Adds a tensor (replacing one of the same name). The file takes ownership of
+ * tensor->data and the caller's Tensor is emptied. */
+int tensorfile_add(TensorFile *file, const char *name, Tensor *tensor, Error *err);
+
+/* Adds a copy of `data` as a float32 tensor of the given shape. */
+int tensorfile_add_f32(TensorFile *file, const char *name, const float *data,
+                       int ndim, const int64_t *shape, Error *err);
+
+/* Metadata: the value for `key`, or NULL. */
+const char *tensorfile_meta(const TensorFile *file, const char *key);
+int tensorfile_set_meta(TensorFile *file, const char *key, const char *value, Error *err);
+
+/* Typed metadata. A missing key gives `fallback`; a value that does not parse
+ * is an error naming the file and the key. Booleans are "true" or "false". */
+int tensorfile_meta_double(const TensorFile *file, const char *key, double fallback,
+                           double *out, Error *err);
+int tensorfile_meta_int(const TensorFile *file, const char *key, long long fallback,
+                        long long *out, Error *err);
+int tensorfile_meta_bool(const TensorFile *file, const char *key, int fallback,
+                         int *out, Error *err);
+
+#endif

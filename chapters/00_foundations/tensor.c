@@ -1,0 +1,81 @@
+/* tensor.c - see tensor.h. */
+#include "tensor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    DType dtype;
+    const char *name;
+    size_t size;
+} DTYPES[] = {
+    {DTYPE_F32, "F32", 4}, {DTYPE_F64, "F64", 8}, {DTYPE_I64, "I64", 8},
+    {DTYPE_I32, "I32", 4}, {DTYPE_U8, "U8", 1},   {DTYPE_BOOL, "BOOL", 1},
+};
+#define N_DTYPES (sizeof DTYPES / sizeof DTYPES[0])
+
+size_t dtype_size(DType dtype)
+{
+    for (size_t i = 0; i < N_DTYPES; i++)
+        if (DTYPES[i].dtype == dtype) return DTYPES[i].size;
+    return 0;
+}
+
+const char *dtype_name(DType dtype)
+{
+    for (size_t i = 0; i < N_DTYPES; i++)
+        if (DTYPES[i].dtype == dtype) return DTYPES[i].name;
+    return "?";
+}
+
+int dtype_from_name(const char *name, DType *dtype)
+{
+    for (size_t i = 0; i < N_DTYPES; i++) {
+        if (strcmp(DTYPES[i].name, name) == 0) {
+            *dtype = DTYPES[i].dtype;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int64_t tensor_numel(const Tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+int tensor_alloc(Tensor *t, DType dtype, int ndim, const int64_t *shape, Error *err)
+{
+    memset(t, 0, sizeof *t);
+    if (ndim < 0 || ndim > TENSOR_MAX_DIMS)
+        return error_set(err, "tensor rank %d is outside 0..%d", ndim, TENSOR_MAX_DIMS);
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) return error_set(err, "tensor dimension %d is negative", i);
+        t->shape[i] = shape[i];
+    }
+    size_t bytes = (size_t)tensor_numel(t) * dtype_size(dtype);
+    t->data = calloc(bytes ? bytes : 1, 1);   /* never NULL, even when empty */
+    if (!t->data) return error_set(err, "out of memory allocating %zu bytes", bytes);
+    return 0;
+}
+
+void tensor_free(Tensor *t)
+{
+    free(t->data);
+    memset(t, 0, sizeof *t);
+}
+
+const char *tensor_shape_str(const Tensor *t, char *buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "(");
+    for (int i = 0; i < t->ndim && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, i ? ", %lld" : "%lld",
+                                 (long long)t->shape[i]);
+    if (used < size) snprintf(buf + used, size - used, ")");
+    return buf;
+}

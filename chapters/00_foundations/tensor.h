@@ -1,0 +1,63 @@
+/*
+ * tensor.h - the one tensor type of the project.
+ *
+ * A Tensor is a dtype, a shape and a pointer to contiguous row-major data:
+ * element (i0, i1, ..., i{n-1}) sits at offset
+ *     ((i0 * shape[1] + i1) * shape[2] + i2) ... 
+ * There are no strides and no views: every layer takes raw `float *`
+ * pointers plus the sizes it needs (B, T, C, ...), the way llm.c does, and a
+ * Tensor is only how data travels in and out of files.
+ *
+ * Compute is float32 throughout. The integer and boolean dtypes exist because
+ * case files carry token ids (I64) and attention masks (BOOL).
+ *
+ * Read next: safetensors.h (how tensors are stored), matmul.h, softmax.h.
+ */
+#ifndef TENSOR_H
+#define TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define TENSOR_MAX_DIMS 8
+
+typedef enum {
+    DTYPE_F32,
+    DTYPE_F64,
+    DTYPE_I64,
+    DTYPE_I32,
+    DTYPE_U8,
+    DTYPE_BOOL,   /* one byte per element, 0 or 1 */
+} DType;
+
+typedef struct {
+    DType dtype;
+    int ndim;                          /* 0 (a scalar) .. TENSOR_MAX_DIMS */
+    int64_t shape[TENSOR_MAX_DIMS];
+    void *data;                        /* owned, contiguous row-major */
+} Tensor;
+
+/* Bytes per element of a dtype. */
+size_t dtype_size(DType dtype);
+
+/* The safetensors spelling of a dtype ("F32", "BOOL", ...). */
+const char *dtype_name(DType dtype);
+
+/* Parses a safetensors dtype name; returns -1 for one this project does not read. */
+int dtype_from_name(const char *name, DType *dtype);
+
+/* Number of elements: the product of the shape (1 for a scalar). */
+int64_t tensor_numel(const Tensor *t);
+
+/* Allocates zeroed data for the given dtype and shape. */
+int tensor_alloc(Tensor *t, DType dtype, int ndim, const int64_t *shape, Error *err);
+
+/* Frees the data and leaves an empty tensor; safe on an empty tensor. */
+void tensor_free(Tensor *t);
+
+/* Writes "(2, 3, 4)" into buf. */
+const char *tensor_shape_str(const Tensor *t, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,109 @@
+/* helpers.c - see helpers.h. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "helpers.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void load_golden(TensorFile *file, const char *chapter, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "golden/%s/%s.safetensors", chapter, name);
+    Error err;
+    if (safetensors_read(path, file, &err) != 0) {
+        print_error("%s (run make golden)\n", err.msg);
+        fail();
+    }
+}
+
+const Tensor *golden_tensor(const TensorFile *file, const char *name, DType dtype)
+{
+    const Tensor *t = NULL;
+    Error err;
+    if (tensorfile_get(file, name, dtype, -1, &t, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    return t;
+}
+
+void golden_tolerance(const TensorFile *file, double *atol, double *rtol)
+{
+    Error err;
+    if (!tensorfile_meta(file, "atol") || !tensorfile_meta(file, "rtol")) {
+        print_error("%s: metadata atol and rtol are required\n", file->path);
+        fail();
+    }
+    if (tensorfile_meta_double(file, "atol", 0, atol, &err) != 0 ||
+        tensorfile_meta_double(file, "rtol", 0, rtol, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+}
+
+void assert_close(const char *label, const float *actual, const float *expected, int64_t n,
+                  double atol, double rtol)
+{
+    double max_abs = 0, max_rel = 0;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double a = actual[i], e = expected[i];
+        int ok;
+        double diff;
+        if (isinf(e) || isinf(a)) {
+            ok = (a == e);
+            diff = ok ? 0 : INFINITY;
+        } else {
+            diff = fabs(a - e);       /* NaN in either gives NaN: not ok below */
+            ok = diff <= atol + rtol * fabs(e);
+        }
+        if (isnan(diff)) diff = INFINITY;
+        if (diff > max_abs) max_abs = diff;
+        if (e != 0 && diff / fabs(e) > max_rel) max_rel = diff / fabs(e);
+        if (!ok) {
+            if (bad < 5)
+                print_message("    %s[%lld]: got %.9g, expected %.9g (diff %.3g)\n", label,
+                              (long long)i, a, e, diff);
+            bad++;
+        }
+    }
+    print_message("  %-44s %7lld values  max abs err %.3g  max rel err %.3g  (atol %.0e, "
+                  "rtol %.0e)%s\n", label, (long long)n, max_abs, max_rel, atol, rtol,
+                  bad ? "  FAILED" : "");
+    if (bad) {
+        print_error("%s: %lld of %lld values outside tolerance; max abs err %.3g\n", label,
+                    (long long)bad, (long long)n, max_abs);
+        fail();
+    }
+}
+
+void assert_close_to_golden(const TensorFile *file, const char *name, const float *actual,
+                            int64_t n, double atol, double rtol)
+{
+    const Tensor *t = golden_tensor(file, name, DTYPE_F32);
+    if (tensor_numel(t) != n) {
+        print_error("%s: '%s' has %lld values, the code produced %lld\n", file->path, name,
+                    (long long)tensor_numel(t), (long long)n);
+        fail();
+    }
+    /* Label comparisons "case/tensor", the case being the file name's stem. */
+    const char *base = strrchr(file->path, '/');
+    base = base ? base + 1 : file->path;
+    char label[160];
+    snprintf(label, sizeof label, "%.*s/%s", (int)strcspn(base, "."), base, name);
+    assert_close(label, actual, t->data, n, atol, rtol);
+}
+
+float *test_floats(int64_t n)
+{
+    float *p = calloc((size_t)(n > 0 ? n : 1), sizeof *p);
+    assert_non_null(p);
+    return p;
+}

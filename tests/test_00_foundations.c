@@ -1,0 +1,530 @@
+/*
+ * test_00_foundations.c - chapter 00: matmul, softmax, the RNG, and the
+ * safetensors reader and writer, against goldens made by reference/ch00_foundations.py.
+ *
+ * The malformed-file tests write small broken files themselves (they are
+ * inputs, not expected values) and check that the reader refuses each one
+ * with a message naming the file and the problem. CI also runs this program
+ * under valgrind, so a leak on any error path fails the build.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "matmul.h"
+#include "rng.h"
+#include "softmax.h"
+
+#define CHAPTER "00_foundations"
+
+/* ------------------------------------------------------------------------ */
+/* matmul                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static int64_t meta_int(const TensorFile *f, const char *key)
+{
+    long long v;
+    Error err;
+    if (tensorfile_meta_int(f, key, -1, &v, &err) != 0 || v < 0) {
+        print_error("%s: metadata '%s' missing or bad\n", f->path, key);
+        fail();
+    }
+    return v;
+}
+
+static void test_matmul_case(void **state)
+{
+    const char *name = *state;
+    TensorFile f;
+    load_golden(&f, CHAPTER, name);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    int M = meta_int(&f, "M"), N = meta_int(&f, "N"), K = meta_int(&f, "K");
+    const char *op = tensorfile_meta(&f, "op");
+    const float *a = golden_tensor(&f, "a", DTYPE_F32)->data;
+    const float *b = golden_tensor(&f, "b", DTYPE_F32)->data;
+
+    float *c = test_floats((int64_t)M * N);
+    int rc = !strcmp(op, "matmul_nt")   ? matmul_nt(c, a, b, M, N, K, 0)
+             : !strcmp(op, "matmul_nn") ? matmul_nn(c, a, b, M, N, K, 0)
+                                        : matmul_tn(c, a, b, M, N, K, 0);
+    assert_int_equal(rc, 0);
+    assert_close_to_golden(&f, "c", c, (int64_t)M * N, atol, rtol);
+    free(c);
+    tensorfile_free(&f);
+}
+
+/* With accumulate set, the product is added: doing it twice into a zeroed
+ * buffer gives twice the golden. */
+static void test_matmul_accumulates(void **state)
+{
+    const char *names[] = {"matmul_nt_7x2x9", "matmul_nn_7x2x9", "matmul_tn_7x2x9"};
+    for (int i = 0; i < 3; i++) {
+        TensorFile f;
+        load_golden(&f, CHAPTER, names[i]);
+        const float *a = golden_tensor(&f, "a", DTYPE_F32)->data;
+        const float *b = golden_tensor(&f, "b", DTYPE_F32)->data;
+        const float *expected = golden_tensor(&f, "c", DTYPE_F32)->data;
+        float c[7 * 2] = {0}, twice[7 * 2];
+        for (int rep = 0; rep < 2; rep++) {
+            int rc = i == 0 ? matmul_nt(c, a, b, 7, 2, 9, 1)
+                     : i == 1 ? matmul_nn(c, a, b, 7, 2, 9, 1)
+                              : matmul_tn(c, a, b, 7, 2, 9, 1);
+            assert_int_equal(rc, 0);
+        }
+        for (int j = 0; j < 14; j++) twice[j] = 2 * expected[j];
+        assert_close(names[i], c, twice, 14, 4e-5, 1e-5);
+        tensorfile_free(&f);
+    }
+}
+
+/* The same product with 1 and 2 threads is bit-identical. */
+static void test_matmul_thread_count_independent(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, "matmul_nt_64x96x80");
+    const float *a = golden_tensor(&f, "a", DTYPE_F32)->data;
+    const float *b = golden_tensor(&f, "b", DTYPE_F32)->data;
+    float *one = test_floats(64 * 96), *two = test_floats(64 * 96);
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    assert_int_equal(matmul_nt(one, a, b, 64, 96, 80, 0), 0);
+    omp_set_num_threads(2);
+    assert_int_equal(matmul_nt(two, a, b, 64, 96, 80, 0), 0);
+    omp_set_num_threads(saved);
+    assert_memory_equal(one, two, 64 * 96 * sizeof(float));
+    free(one);
+    free(two);
+    tensorfile_free(&f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* softmax                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static void test_softmax_case(void **state)
+{
+    const char *name = *state;
+    TensorFile f;
+    load_golden(&f, CHAPTER, name);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    int backward = !strcmp(tensorfile_meta(&f, "op"), "softmax_backward");
+    const Tensor *x = golden_tensor(&f, backward ? "output" : "input", DTYPE_F32);
+    int rows = x->shape[0], cols = x->shape[1];
+    float *result = test_floats((int64_t)rows * cols);
+    if (backward) {
+        const float *dy = golden_tensor(&f, "grad_output", DTYPE_F32)->data;
+        assert_int_equal(softmax_backward(result, x->data, dy, rows, cols), 0);
+        assert_close_to_golden(&f, "grad_input", result, (int64_t)rows * cols, atol, rtol);
+    } else {
+        assert_int_equal(softmax_forward(result, x->data, rows, cols), 0);
+        assert_close_to_golden(&f, "output", result, (int64_t)rows * cols, atol, rtol);
+    }
+    free(result);
+    tensorfile_free(&f);
+}
+
+/* The documented rule: a row of all -inf gives zeros, never NaN, and its
+ * gradient is zero too. Other rows are unaffected. */
+static void test_softmax_all_masked_row_is_zero(void **state)
+{
+    float x[2 * 3] = {-INFINITY, -INFINITY, -INFINITY, 0.0f, 0.0f, -INFINITY};
+    float y[6], dy[6] = {1, 2, 3, 1, 2, 3}, dx[6];
+    assert_int_equal(softmax_forward(y, x, 2, 3), 0);
+    float expected_y[6] = {0, 0, 0, 0.5f, 0.5f, 0};
+    assert_close("all -inf row", y, expected_y, 6, 0, 0);
+    assert_int_equal(softmax_backward(dx, y, dy, 2, 3), 0);
+    /* Row 2: dx = y * (dy - (0.5*1 + 0.5*2)) = 0.5 * (1 - 1.5), 0.5 * (2 - 1.5), 0 */
+    float expected_dx[6] = {0, 0, 0, -0.25f, 0.25f, 0};
+    assert_close("its gradient", dx, expected_dx, 6, 1e-7, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* RNG                                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* C draws the same stream as reference/rng.py. */
+static void test_rng_case(void **state)
+{
+    const char *name = *state;
+    TensorFile f;
+    load_golden(&f, CHAPTER, name);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    int64_t n = meta_int(&f, "count");
+    Rng rng;
+    rng_seed(&rng, meta_int(&f, "rng_seed"), meta_int(&f, "rng_stream"));
+    const int64_t *u32 = golden_tensor(&f, "u32", DTYPE_I64)->data;
+    for (int64_t i = 0; i < n; i++) assert_int_equal(rng_u32(&rng), u32[i]);
+    float *got = test_floats(n);
+    for (int64_t i = 0; i < n; i++) got[i] = rng_uniform(&rng);
+    assert_close_to_golden(&f, "uniform", got, n, 0, 0);    /* exact: 24-bit fractions */
+    for (int64_t i = 0; i < n; i++) got[i] = rng_normal(&rng);
+    assert_close_to_golden(&f, "normal", got, n, atol, rtol);
+    const int64_t *below = golden_tensor(&f, "below10", DTYPE_I64)->data;
+    for (int64_t i = 0; i < n; i++) assert_int_equal(rng_below(&rng, 10), below[i]);
+    free(got);
+    tensorfile_free(&f);
+}
+
+/* 100 000 draws: the moments of uniform and normal are where they belong
+ * (bounds are about 5 standard errors wide). */
+static void test_rng_statistics(void **state)
+{
+    Rng rng;
+    rng_seed(&rng, 1234, 0);
+    const int n = 100000;
+    double su = 0, su2 = 0, sn = 0, sn2 = 0;
+    int counts[10] = {0};
+    for (int i = 0; i < n; i++) {
+        double u = rng_uniform(&rng), z = rng_normal(&rng);
+        assert_true(u >= 0 && u < 1);
+        su += u, su2 += u * u, sn += z, sn2 += z * z;
+        counts[rng_below(&rng, 10)]++;
+    }
+    double mean_u = su / n, var_u = su2 / n - mean_u * mean_u;
+    double mean_n = sn / n, var_n = sn2 / n - mean_n * mean_n;
+    print_message("  uniform mean %.4f var %.4f, normal mean %.4f var %.4f\n", mean_u, var_u,
+                  mean_n, var_n);
+    assert_true(fabs(mean_u - 0.5) < 0.005 && fabs(var_u - 1.0 / 12) < 0.002);
+    assert_true(fabs(mean_n) < 0.016 && fabs(var_n - 1.0) < 0.025);
+    for (int d = 0; d < 10; d++) assert_true(abs(counts[d] - n / 10) < 500);
+}
+
+/* ------------------------------------------------------------------------ */
+/* safetensors: files written by PyTorch, and round trips                    */
+/* ------------------------------------------------------------------------ */
+
+/* golden/00_foundations/dtypes.safetensors was written by PyTorch's
+ * safetensors; element i of every tensor holds i (i % 2 for BOOL). */
+static void test_read_pytorch_file(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, "dtypes");
+    const struct { const char *name; DType dtype; } want[] = {
+        {"f32", DTYPE_F32}, {"f64", DTYPE_F64}, {"i64", DTYPE_I64},
+        {"i32", DTYPE_I32}, {"u8", DTYPE_U8},   {"bool", DTYPE_BOOL},
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        const Tensor *t = golden_tensor(&f, want[k].name, want[k].dtype);
+        assert_int_equal(t->ndim, 3);
+        assert_int_equal(t->shape[0], 2);
+        assert_int_equal(t->shape[1], 3);
+        assert_int_equal(t->shape[2], 4);
+        for (int i = 0; i < 24; i++) {
+            double v = 0;
+            switch (t->dtype) {
+            case DTYPE_F32: v = ((float *)t->data)[i]; break;
+            case DTYPE_F64: v = ((double *)t->data)[i]; break;
+            case DTYPE_I64: v = (double)((int64_t *)t->data)[i]; break;
+            case DTYPE_I32: v = ((int32_t *)t->data)[i]; break;
+            case DTYPE_U8: v = ((uint8_t *)t->data)[i]; break;
+            case DTYPE_BOOL: v = ((uint8_t *)t->data)[i]; break;
+            }
+            assert_true(v == (t->dtype == DTYPE_BOOL ? i % 2 : i));
+        }
+    }
+    const Tensor *scalar = golden_tensor(&f, "scalar", DTYPE_F32);
+    assert_int_equal(scalar->ndim, 0);
+    assert_true(((float *)scalar->data)[0] == 3.5f);
+    const Tensor *empty = golden_tensor(&f, "empty", DTYPE_F32);
+    assert_int_equal(tensor_numel(empty), 0);
+    assert_string_equal(tensorfile_meta(&f, "note"), "element i holds i");
+    tensorfile_free(&f);
+}
+
+/* A temporary path for one test; the file is removed by the caller. */
+static void temp_path(char *buf, size_t size, const char *tag)
+{
+    snprintf(buf, size, "build/tmp_%s_%d.safetensors", tag, (int)getpid());
+}
+
+/* Writing what PyTorch wrote and reading it back loses nothing. */
+static void test_round_trip(void **state)
+{
+    TensorFile f, back;
+    Error err;
+    load_golden(&f, CHAPTER, "dtypes");
+    char path[256];
+    temp_path(path, sizeof path, "roundtrip");
+    assert_int_equal(tensorfile_set_meta(&f, "written_by", "C", &err), 0);
+    assert_int_equal(safetensors_write(path, &f, &err), 0);
+    assert_int_equal(safetensors_read(path, &back, &err), 0);
+    assert_int_equal(back.n_tensors, f.n_tensors);
+    for (int i = 0; i < f.n_tensors; i++) {
+        const Tensor *a = &f.tensors[i].tensor;
+        const Tensor *b = tensorfile_find(&back, f.tensors[i].name);
+        assert_non_null(b);
+        assert_int_equal(a->dtype, b->dtype);
+        assert_int_equal(a->ndim, b->ndim);
+        assert_memory_equal(a->shape, b->shape, sizeof a->shape[0] * a->ndim);
+        assert_memory_equal(a->data, b->data, tensor_numel(a) * dtype_size(a->dtype));
+    }
+    assert_string_equal(tensorfile_meta(&back, "written_by"), "C");
+    assert_string_equal(tensorfile_meta(&back, "note"), "element i holds i");
+    tensorfile_free(&f);
+    tensorfile_free(&back);
+    unlink(path);
+}
+
+/* The writer never leaves a partial file: a path in a missing folder fails
+ * cleanly and creates nothing. */
+static void test_write_failure_leaves_nothing(void **state)
+{
+    TensorFile f = {0};
+    Error err;
+    float x[2] = {1, 2};
+    assert_int_equal(tensorfile_add_f32(&f, "x", x, 1, (int64_t[]){2}, &err), 0);
+    const char *path = "build/no_such_folder/out.safetensors";
+    assert_int_equal(safetensors_write(path, &f, &err), -1);
+    print_message("  error: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, path));
+    assert_int_equal(access(path, F_OK), -1);
+    tensorfile_free(&f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* safetensors: malformed files                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Writes an 8-byte length (taken from `declared`, or the JSON's real length
+ * when declared < 0), the JSON, then `data_bytes` bytes of data. */
+static void write_raw(const char *path, long long declared, const char *json, size_t data_bytes)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint64_t len = declared < 0 ? strlen(json) : (uint64_t)declared;
+    unsigned char bytes[8];
+    for (int i = 0; i < 8; i++) bytes[i] = (unsigned char)(len >> (8 * i));
+    fwrite(bytes, 1, 8, f);
+    fwrite(json, 1, strlen(json), f);
+    for (size_t i = 0; i < data_bytes; i++) fputc(0, f);
+    fclose(f);
+}
+
+typedef struct {
+    const char *name;
+    long long declared;     /* header length to declare; -1: the true one */
+    const char *json;
+    size_t data_bytes;
+    const char *expect;     /* a phrase the error must contain */
+} Malformed;
+
+static const Malformed MALFORMED[] = {
+    {"huge_header_length", 1LL << 60, "{}", 0, "above the 100 MB limit"},
+    {"header_past_end", 4096, "{\"x\":{}}", 0, "runs past the end"},
+    {"bad_json", -1, "{\"x\": {\"dtype\": \"F32\",", 0, "not valid JSON"},
+    {"json_not_object", -1, "[1, 2, 3]", 0, "not a JSON object"},
+    {"trailing_garbage", -1, "{}xyz", 0, "unexpected bytes after"},
+    {"unknown_dtype", -1, "{\"x\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}",
+     2, "unsupported dtype 'F8_E4M3'"},
+    {"shape_size_disagree", -1,
+     "{\"x\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,20]}}", 20,
+     "need 24 bytes but data_offsets give 20"},
+    {"offsets_outside_file", -1,
+     "{\"x\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8, "lie outside"},
+    {"offsets_reversed", -1,
+     "{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,4]}}", 8, "begin <= end"},
+    {"overlapping", -1,
+     "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+     "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "overlaps"},
+    {"gap_between", -1,
+     "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+     "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12, "gap of 4"},
+    {"trailing_data", -1, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 9,
+     "belong to no tensor"},
+    {"negative_shape", -1, "{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,0]}}",
+     0, "not a non-negative integer"},
+    {"fractional_shape", -1,
+     "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4,
+     "not a non-negative integer"},
+    {"missing_offsets", -1, "{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, "data_offsets"},
+    {"missing_dtype", -1, "{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "dtype"},
+    {"entry_not_object", -1, "{\"a\":5}", 0, "not an object"},
+    {"metadata_not_strings", -1, "{\"__metadata__\":{\"atol\":1e-5}}", 0, "not a string"},
+    {"duplicate_name", -1,
+     "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+     "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "appears twice"},
+    {"rank_too_high", -1,
+     "{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4,
+     "rank 9"},
+    {"shape_overflows", -1,
+     "{\"a\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}",
+     4, "too large"},
+};
+
+static void expect_read_error(const char *path, const char *phrase)
+{
+    TensorFile f;
+    Error err = {{0}};
+    int rc = safetensors_read(path, &f, &err);
+    print_message("  %s\n", err.msg);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err.msg, path));   /* the message names the file */
+    if (!strstr(err.msg, phrase)) {
+        print_error("expected the error to mention '%s'\n", phrase);
+        fail();
+    }
+    /* The reader leaves an empty TensorFile: freeing it again is harmless. */
+    assert_int_equal(f.n_tensors, 0);
+    tensorfile_free(&f);
+}
+
+static void test_malformed(void **state)
+{
+    const Malformed *m = *state;
+    char path[256];
+    temp_path(path, sizeof path, m->name);
+    write_raw(path, m->declared, m->json, m->data_bytes);
+    expect_read_error(path, m->expect);
+    unlink(path);
+}
+
+static void test_empty_file(void **state)
+{
+    char path[256];
+    temp_path(path, sizeof path, "empty");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fclose(f);
+    expect_read_error(path, "too short for the 8-byte header length");
+    unlink(path);
+}
+
+/* Every prefix of a valid file is refused without a crash. */
+static void test_truncated_everywhere(void **state)
+{
+    FILE *src = fopen("golden/00_foundations/softmax_normal_4x7.safetensors", "rb");
+    if (!src) {
+        print_error("cannot open the softmax golden (run make golden)\n");
+        fail();
+    }
+    unsigned char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, src);
+    fclose(src);
+    assert_true(n > 100 && n < sizeof buf);
+    char path[256];
+    temp_path(path, sizeof path, "truncated");
+    for (size_t cut = 0; cut < n; cut++) {
+        FILE *f = fopen(path, "wb");
+        assert_non_null(f);
+        fwrite(buf, 1, cut, f);
+        fclose(f);
+        TensorFile tf;
+        Error err;
+        if (safetensors_read(path, &tf, &err) == 0) {
+            print_error("a file cut to %zu of %zu bytes was accepted\n", cut, n);
+            fail();
+        }
+    }
+    unlink(path);
+}
+
+static void test_missing_file(void **state)
+{
+    expect_read_error("build/does_not_exist.safetensors", "No such file");
+}
+
+/* Reading a tensor of the wrong dtype or rank, or bad metadata, is an error
+ * that names the file and the tensor or key. */
+static void test_typed_access_errors(void **state)
+{
+    TensorFile f;
+    Error err;
+    const Tensor *t;
+    load_golden(&f, CHAPTER, "dtypes");
+    assert_int_equal(tensorfile_get(&f, "i64", DTYPE_F32, -1, &t, &err), -1);
+    assert_non_null(strstr(err.msg, "'i64' has dtype I64, expected F32"));
+    assert_int_equal(tensorfile_get(&f, "f32", DTYPE_F32, 2, &t, &err), -1);
+    assert_non_null(strstr(err.msg, "rank 3, expected 2"));
+    assert_int_equal(tensorfile_get(&f, "nope", DTYPE_F32, -1, &t, &err), -1);
+    assert_non_null(strstr(err.msg, "'nope' is missing"));
+    double d;
+    assert_int_equal(tensorfile_meta_double(&f, "note", 0, &d, &err), -1);
+    assert_non_null(strstr(err.msg, "expected a number"));
+    assert_int_equal(tensorfile_meta_double(&f, "absent", 2.5, &d, &err), 0);
+    assert_true(d == 2.5);
+    int b;
+    assert_int_equal(tensorfile_meta_bool(&f, "note", 0, &b, &err), -1);
+    assert_non_null(strstr(err.msg, "golden/00_foundations/dtypes.safetensors"));
+    tensorfile_free(&f);
+}
+
+/* ------------------------------------------------------------------------ */
+
+int main(void)
+{
+    static const struct CMUnitTest tests[] = {
+        GOLDEN_TEST(test_matmul_case, "matmul_nt_1x1x1"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nt_3x5x4"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nt_7x2x9"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nt_16x16x16"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nt_33x17x65"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nt_64x96x80"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nt_2x128x256"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nt_5x1x300"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nn_1x1x1"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nn_3x5x4"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nn_7x2x9"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nn_16x16x16"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nn_33x17x65"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nn_64x96x80"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nn_2x128x256"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nn_5x1x300"),
+        GOLDEN_TEST(test_matmul_case, "matmul_tn_1x1x1"),
+        GOLDEN_TEST(test_matmul_case, "matmul_tn_3x5x4"),
+        GOLDEN_TEST(test_matmul_case, "matmul_tn_7x2x9"),
+        GOLDEN_TEST(test_matmul_case, "matmul_tn_16x16x16"),
+        GOLDEN_TEST(test_matmul_case, "matmul_tn_33x17x65"),
+        GOLDEN_TEST(test_matmul_case, "matmul_tn_64x96x80"),
+        GOLDEN_TEST(test_matmul_case, "matmul_tn_2x128x256"),
+        GOLDEN_TEST(test_matmul_case, "matmul_tn_5x1x300"),
+        cmocka_unit_test(test_matmul_accumulates),
+        cmocka_unit_test(test_matmul_thread_count_independent),
+
+        GOLDEN_TEST(test_softmax_case, "softmax_normal_4x7"),
+        GOLDEN_TEST(test_softmax_case, "softmax_normal_1x1"),
+        GOLDEN_TEST(test_softmax_case, "softmax_normal_16x513"),
+        GOLDEN_TEST(test_softmax_case, "softmax_large_5x9"),
+        GOLDEN_TEST(test_softmax_case, "softmax_masked_8x12"),
+        GOLDEN_TEST(test_softmax_case, "softmax_peaked_6x10"),
+        GOLDEN_TEST(test_softmax_case, "softmax_backward_normal_4x7"),
+        GOLDEN_TEST(test_softmax_case, "softmax_backward_normal_1x1"),
+        GOLDEN_TEST(test_softmax_case, "softmax_backward_normal_16x513"),
+        GOLDEN_TEST(test_softmax_case, "softmax_backward_large_5x9"),
+        GOLDEN_TEST(test_softmax_case, "softmax_backward_masked_8x12"),
+        GOLDEN_TEST(test_softmax_case, "softmax_backward_peaked_6x10"),
+        cmocka_unit_test(test_softmax_all_masked_row_is_zero),
+
+        GOLDEN_TEST(test_rng_case, "rng_seed42"),
+        GOLDEN_TEST(test_rng_case, "rng_seed7_stream3"),
+        cmocka_unit_test(test_rng_statistics),
+
+        cmocka_unit_test(test_read_pytorch_file),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_write_failure_leaves_nothing),
+        cmocka_unit_test(test_empty_file),
+        cmocka_unit_test(test_truncated_everywhere),
+        cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_typed_access_errors),
+#define MALFORMED_TEST(i) {MALFORMED[i].name, test_malformed, NULL, NULL, (void *)&MALFORMED[i]}
+        MALFORMED_TEST(0), MALFORMED_TEST(1), MALFORMED_TEST(2), MALFORMED_TEST(3),
+        MALFORMED_TEST(4), MALFORMED_TEST(5), MALFORMED_TEST(6), MALFORMED_TEST(7),
+        MALFORMED_TEST(8), MALFORMED_TEST(9), MALFORMED_TEST(10), MALFORMED_TEST(11),
+        MALFORMED_TEST(12), MALFORMED_TEST(13), MALFORMED_TEST(14), MALFORMED_TEST(15),
+        MALFORMED_TEST(16), MALFORMED_TEST(17), MALFORMED_TEST(18), MALFORMED_TEST(19),
+        MALFORMED_TEST(20),
+    };
+    return cmocka_run_group_tests_name("chapter 00: foundations", tests, NULL, NULL);
+}
