@@ -9,6 +9,8 @@ CFLAGS  := -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -fopenmp -D_DEFAU
            $(addprefix -I,$(wildcard chapters/*)) -Itests
 LDLIBS  := -lcjson -lm
 PYTHON  := .venv/bin/python
+# A stamp file: the reference's pinned requirements are installed in .venv.
+VENV_OK := .venv/installed
 
 LIB_SRC  := $(filter-out %/main.c,$(wildcard chapters/*/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=build/obj/%.o)
@@ -17,6 +19,7 @@ TESTS    := $(patsubst tests/%.c,build/%,$(wildcard tests/test_[0-9][0-9]_*.c))
 
 .PHONY: all help deps demo test grade golden golden-check verify plots student clean
 .DEFAULT_GOAL := all
+.SECONDARY:   # keep the object files make builds along the way
 
 all: deps $(PROGRAMS) $(TESTS)
 
@@ -57,19 +60,20 @@ grade: all
 	@tools/grade.sh $(TESTS)
 
 # The PyTorch reference lives in a local virtual environment, made on first use.
-$(PYTHON): reference/requirements.txt
+$(VENV_OK): reference/requirements.txt
 	@tools/install-deps.sh python
 	python3 -m venv .venv
+	@echo "installing the PyTorch reference into .venv (first use only; about 1.5 GB)"
 	.venv/bin/pip install --disable-pip-version-check -q -r reference/requirements.txt
 	@touch $@
 
-golden: $(PYTHON)
+golden: $(VENV_OK)
 	$(PYTHON) -m reference.golden
 
-golden-check: $(PYTHON)
+golden-check: $(VENV_OK)
 	$(PYTHON) -m reference.golden --check
 
-verify: all $(PYTHON)
+verify: all $(VENV_OK)
 	$(PYTHON) -m reference.verify $(if $(SEED),--seed $(SEED)) $(if $(CASES),--cases $(CASES))
 
 plots: all
