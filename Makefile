@@ -63,7 +63,7 @@ grade: all
 $(VENV_OK): reference/requirements.txt
 	@tools/install-deps.sh python
 	python3 -m venv .venv
-	@echo "installing the PyTorch reference into .venv (first use only; about 1.5 GB)"
+	@echo "installing the PyTorch reference into .venv (first use only; about 5 GB, most of it the CUDA libraries of the PyPI wheel)"
 	.venv/bin/pip install --disable-pip-version-check -q -r reference/requirements.txt
 	@touch $@
 

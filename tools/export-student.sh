@@ -70,7 +70,7 @@ for f in "$tmp"/chapters/*/*.c; do
     mv "$f.stub" "$f"
     rm "$f.count"
 done
-if grep -rl 'SOLUTION \*/' "$tmp/chapters" >/dev/null; then
+if grep -rl --include='*.c' --include='*.h' 'SOLUTION \*/' "$tmp/chapters" >/dev/null; then
     echo "make student: a solution marker survived the export (is it on a line of its own?)" >&2
     exit 1
 fi
