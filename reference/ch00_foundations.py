@@ -3,6 +3,8 @@ the RNG stream, and a file of every dtype written by PyTorch's safetensors.
 
 Case tensors (see chapters/00_foundations/README.md):
     matmul_nt / matmul_nn / matmul_tn   a, b -> c
+    linear                              input, weight, bias -> output   (nn.Linear names)
+    linear_backward                     + grad_output -> grad_input, grad_weight, grad_bias
     softmax                             input -> output
     softmax_backward                    output, grad_output -> grad_input
     rng_stream                          -> u32, uniform, normal  (options seed, stream)
@@ -41,6 +43,30 @@ def matmul_case(name, op, M, N, K, seed):
         c = a.T @ b
     return Case(name, {"a": a, "b": b, "c": c},
                 case_meta(op, seed, outputs=["c"], M=M, N=N, K=K, **MATMUL_TOL))
+
+
+def linear_case(name, M, K, N, bias, seed, backward=False):
+    """nn.Linear(K, N) on M rows, in float64; parameters under state_dict names."""
+    g = generator(seed)
+    layer = torch.nn.Linear(K, N, bias=bias, dtype=torch.float64)
+    with torch.no_grad():                 # float32-representable values, as C sees them
+        layer.weight.copy_(randn(g, N, K).float().double() / math.sqrt(K))
+        if bias:
+            layer.bias.copy_(randn(g, N).float().double())
+    x = randn(g, M, K).float().double().requires_grad_(True)
+    y = layer(x)
+    tensors = {"input": x, **layer.state_dict(), "output": y}
+    outputs = ["output"]
+    if backward:
+        dy = randn(g, M, N).float().double()
+        y.backward(dy)
+        tensors.update(grad_output=dy, grad_input=x.grad, grad_weight=layer.weight.grad)
+        outputs += ["grad_input", "grad_weight"]
+        if bias:
+            tensors["grad_bias"] = layer.bias.grad
+            outputs.append("grad_bias")
+    op = "linear_backward" if backward else "linear"
+    return Case(name, tensors, case_meta(op, seed, outputs=outputs, bias=bias, **MATMUL_TOL))
 
 
 def softmax_inputs(g, rows, cols, kind):
@@ -106,6 +132,12 @@ def golden_cases():
     for op in ("matmul_nt", "matmul_nn", "matmul_tn"):
         for i, (M, N, K) in enumerate(shapes):
             cases.append(matmul_case(f"{op}_{M}x{N}x{K}", op, M, N, K, seed=100 + i))
+    for i, (M, K, N, bias) in enumerate([(1, 1, 1, True), (5, 8, 3, True), (32, 64, 48, True),
+                                         (7, 20, 9, False), (128, 32, 64, True)]):
+        tag = f"{M}x{K}x{N}{'' if bias else '_nobias'}"
+        cases.append(linear_case(f"linear_{tag}", M, K, N, bias, seed=400 + i))
+        cases.append(linear_case(f"linear_backward_{tag}", M, K, N, bias, seed=500 + i,
+                                 backward=True))
     for kind, rows, cols in [("normal", 4, 7), ("normal", 1, 1), ("normal", 16, 513),
                              ("large", 5, 9), ("masked", 8, 12), ("peaked", 6, 10)]:
         cases.append(softmax_case(f"softmax_{kind}_{rows}x{cols}", rows, cols, kind, seed=200 + cols))
@@ -117,7 +149,8 @@ def golden_cases():
     return cases
 
 
-VERIFY_OPS = ["matmul_nt", "matmul_nn", "matmul_tn", "softmax", "softmax_backward"]
+VERIFY_OPS = ["matmul_nt", "matmul_nn", "matmul_tn", "linear", "linear_backward", "softmax",
+              "softmax_backward"]
 
 
 def random_case(op, seed):
@@ -125,6 +158,9 @@ def random_case(op, seed):
     if op.startswith("matmul"):
         M, N, K = (draw.randint(1, 70) for _ in range(3))
         return matmul_case(op, op, M, N, K, seed)
+    if op.startswith("linear"):
+        M, K, N = (draw.randint(1, 70) for _ in range(3))
+        return linear_case(op, M, K, N, draw.random() < 0.7, seed, backward=(op == "linear_backward"))
     kind = draw.choice(["normal", "large", "masked", "peaked"])
     rows, cols = draw.randint(1, 40), draw.randint(1, 300)
     return softmax_case(op, rows, cols, kind, seed, backward=(op == "softmax_backward"))

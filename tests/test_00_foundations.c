@@ -64,6 +64,37 @@ static void test_matmul_case(void **state)
     tensorfile_free(&f);
 }
 
+/* nn.Linear forward and backward; gradients start from zero buffers. */
+static void test_linear_case(void **state)
+{
+    const char *name = *state;
+    TensorFile f;
+    load_golden(&f, CHAPTER, name);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
+    const Tensor *w = golden_tensor(&f, "weight", DTYPE_F32);
+    const Tensor *b = tensorfile_find(&f, "bias");
+    int M = x->shape[0], K = x->shape[1], N = w->shape[0];
+    float *y = test_floats((int64_t)M * N);
+    assert_int_equal(linear_forward(y, x->data, w->data, b ? b->data : NULL, M, K, N), 0);
+    assert_close_to_golden(&f, "output", y, (int64_t)M * N, atol, rtol);
+    if (!strcmp(tensorfile_meta(&f, "op"), "linear_backward")) {
+        const float *dy = golden_tensor(&f, "grad_output", DTYPE_F32)->data;
+        float *dx = test_floats((int64_t)M * K), *dw = test_floats((int64_t)N * K);
+        float *db = test_floats(N);
+        assert_int_equal(linear_backward(dx, dw, b ? db : NULL, dy, x->data, w->data, M, K, N), 0);
+        assert_close_to_golden(&f, "grad_input", dx, (int64_t)M * K, atol, rtol);
+        assert_close_to_golden(&f, "grad_weight", dw, (int64_t)N * K, atol, rtol);
+        if (b) assert_close_to_golden(&f, "grad_bias", db, N, atol, rtol);
+        free(dx);
+        free(dw);
+        free(db);
+    }
+    free(y);
+    tensorfile_free(&f);
+}
+
 /* With accumulate set, the product is added: doing it twice into a zeroed
  * buffer gives twice the golden. */
 static void test_matmul_accumulates(void **state)
@@ -491,6 +522,16 @@ int main(void)
         GOLDEN_TEST(test_matmul_case, "matmul_tn_2x128x256"),
         GOLDEN_TEST(test_matmul_case, "matmul_tn_5x1x300"),
         cmocka_unit_test(test_matmul_accumulates),
+        GOLDEN_TEST(test_linear_case, "linear_1x1x1"),
+        GOLDEN_TEST(test_linear_case, "linear_5x8x3"),
+        GOLDEN_TEST(test_linear_case, "linear_32x64x48"),
+        GOLDEN_TEST(test_linear_case, "linear_7x20x9_nobias"),
+        GOLDEN_TEST(test_linear_case, "linear_128x32x64"),
+        GOLDEN_TEST(test_linear_case, "linear_backward_1x1x1"),
+        GOLDEN_TEST(test_linear_case, "linear_backward_5x8x3"),
+        GOLDEN_TEST(test_linear_case, "linear_backward_32x64x48"),
+        GOLDEN_TEST(test_linear_case, "linear_backward_7x20x9_nobias"),
+        GOLDEN_TEST(test_linear_case, "linear_backward_128x32x64"),
         cmocka_unit_test(test_matmul_thread_count_independent),
 
         GOLDEN_TEST(test_softmax_case, "softmax_normal_4x7"),

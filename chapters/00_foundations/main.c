@@ -9,6 +9,8 @@
  * mode evaluates the ops of this chapter (see reference/ch00_foundations.py):
  *
  *     matmul_nt, matmul_nn, matmul_tn   a, b -> c
+ *     linear                            input, weight, bias (optional) -> output
+ *     linear_backward                   + grad_output -> grad_input, grad_weight, grad_bias
  *     softmax                           input -> output
  *     softmax_backward                  output, grad_output -> grad_input
  *     rng_stream                        (metadata rng_seed, rng_stream, count)
@@ -105,6 +107,54 @@ static int eval_matmul(const char *op, const TensorFile *in, TensorFile *out, Er
     return 0;
 }
 
+/* Adds a float32 tensor of the given shape, filled by the caller through *data. */
+static int add_output(TensorFile *out, const char *name, int ndim, const int64_t *shape,
+                      float **data, Error *err)
+{
+    Tensor t;
+    if (tensor_alloc(&t, DTYPE_F32, ndim, shape, err) != 0) return -1;
+    if (tensorfile_add(out, name, &t, err) != 0) {
+        tensor_free(&t);
+        return -1;
+    }
+    *data = (float *)tensorfile_find(out, name)->data;
+    return 0;
+}
+
+static int eval_linear(const char *op, const TensorFile *in, TensorFile *out, Error *err)
+{
+    int backward = strcmp(op, "linear_backward") == 0;
+    const Tensor *x, *w;
+    if (tensorfile_get(in, "input", DTYPE_F32, 2, &x, err) != 0 ||
+        tensorfile_get(in, "weight", DTYPE_F32, 2, &w, err) != 0)
+        return -1;
+    int64_t M = x->shape[0], K = x->shape[1], N = w->shape[0];
+    if (w->shape[1] != K)
+        return error_set(err, "%s: weight has %lld input features, input has %lld", in->path,
+                         (long long)w->shape[1], (long long)K);
+    const float *bias = NULL, *dy = NULL;
+    const Tensor *b = tensorfile_find(in, "bias");
+    if (b) {
+        if (b->dtype != DTYPE_F32 || b->ndim != 1 || b->shape[0] != N)
+            return error_set(err, "%s: bias must be F32 of shape (%lld)", in->path, (long long)N);
+        bias = b->data;
+    }
+    if (backward && get_matrix(in, "grad_output", M, N, &dy, err) != 0) return -1;
+
+    float *y, *dx, *dw, *db = NULL;
+    if (add_output(out, "output", 2, (int64_t[]){M, N}, &y, err) != 0) return -1;
+    if (linear_forward(y, x->data, w->data, bias, M, K, N) != 0)
+        return error_set(err, "linear_forward failed");
+    if (!backward) return 0;
+    if (add_output(out, "grad_input", 2, x->shape, &dx, err) != 0 ||
+        add_output(out, "grad_weight", 2, w->shape, &dw, err) != 0 ||
+        (bias && add_output(out, "grad_bias", 1, b->shape, &db, err) != 0))
+        return -1;
+    if (linear_backward(dx, dw, db, dy, x->data, w->data, M, K, N) != 0)
+        return error_set(err, "linear_backward failed");
+    return 0;
+}
+
 static int eval_softmax(const char *op, const TensorFile *in, TensorFile *out, Error *err)
 {
     int backward = strcmp(op, "softmax_backward") == 0;
@@ -165,11 +215,13 @@ static int eval_case(const TensorFile *in, TensorFile *out, Error *err)
     if (!op) return error_set(err, "%s: metadata 'op' is missing", in->path);
     if (!strcmp(op, "matmul_nt") || !strcmp(op, "matmul_nn") || !strcmp(op, "matmul_tn"))
         return eval_matmul(op, in, out, err);
+    if (!strcmp(op, "linear") || !strcmp(op, "linear_backward"))
+        return eval_linear(op, in, out, err);
     if (!strcmp(op, "softmax") || !strcmp(op, "softmax_backward"))
         return eval_softmax(op, in, out, err);
     if (!strcmp(op, "rng_stream")) return eval_rng(in, out, err);
     return error_set(err, "%s: op '%s' is not a chapter 00 op (matmul_nt, matmul_nn, "
-                     "matmul_tn, softmax, softmax_backward, rng_stream)", in->path, op);
+                     "matmul_tn, linear, linear_backward, softmax, softmax_backward, rng_stream)", in->path, op);
 }
 
 int main(int argc, char **argv)

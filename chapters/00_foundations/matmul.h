@@ -29,4 +29,19 @@ int matmul_nt(float *C, const float *A, const float *B, int M, int N, int K, int
 int matmul_nn(float *C, const float *A, const float *B, int M, int N, int K, int accumulate);
 int matmul_tn(float *C, const float *A, const float *B, int M, int N, int K, int accumulate);
 
+/*
+ * The linear layer itself, nn.Linear(K, N) applied to M rows:
+ *     out (M, N) = x (M, K) @ weight^T + bias      weight (N, K), bias (N,) or NULL
+ *
+ * Backward ADDS into the gradient buffers, which the caller zeroes once per
+ * step (a weight used twice collects both contributions):
+ *     dx      (M, K) += dout @ weight              skipped when dx is NULL
+ *     dweight (N, K) += dout^T @ x
+ *     dbias   (N,)   += sum over rows of dout      skipped when dbias is NULL
+ */
+int linear_forward(float *out, const float *x, const float *weight, const float *bias,
+                   int M, int K, int N);
+int linear_backward(float *dx, float *dweight, float *dbias, const float *dout,
+                    const float *x, const float *weight, int M, int K, int N);
+
 #endif
