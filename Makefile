@@ -17,7 +17,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=build/obj/%.o)
 PROGRAMS := $(patsubst chapters/%/main.c,build/%,$(wildcard chapters/[0-9][0-9]_*/main.c))
 TESTS    := $(patsubst tests/%.c,build/%,$(wildcard tests/test_[0-9][0-9]_*.c))
 
-.PHONY: all help deps demo test grade golden golden-check verify student clean
+.PHONY: all help deps demo test grade golden golden-check verify plots student clean
 .DEFAULT_GOAL := all
 .SECONDARY:   # keep the object files make builds along the way
 
@@ -29,6 +29,7 @@ help:
 	@echo "make grade               the same tests as a per-chapter score table"
 	@echo "make golden              regenerate golden/ with the PyTorch reference"
 	@echo "make verify [SEED=n] [CASES=n]  fresh random cases: PyTorch against C"
+	@echo "make plots               render plots/*.gp into build/plots/*.png"
 	@echo "make student DEST=dir    export the exercise copy (solutions cut out)"
 
 # Installs what is missing (compiler, cmocka, cJSON, gnuplot) or says how.
@@ -74,6 +75,9 @@ golden-check: $(VENV_OK)
 
 verify: all $(VENV_OK)
 	$(PYTHON) -m reference.verify $(if $(SEED),--seed $(SEED)) $(if $(CASES),--cases $(CASES))
+
+plots: all
+	@tools/render-plots.sh
 
 student:
 	@test -n "$(DEST)" || { echo "make student: give the destination, e.g. make student DEST=../exercise" >&2; exit 2; }

@@ -20,13 +20,26 @@ from reference.common import write_case
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 
 
-def write_chapter(module, folder):
+def write_chapter(module, folder, keep_identical=False):
+    """Writes every case of a chapter into folder. With keep_identical, a file
+    whose content already equals the new case is left untouched (safetensors
+    orders metadata keys differently from run to run, so bytes alone would
+    always change)."""
     folder.mkdir(parents=True, exist_ok=True)
     names = set()
     for case in module.golden_cases():
         assert case.name not in names, f"duplicate case name {case.name}"
         names.add(case.name)
-        write_case(folder / f"{case.name}.safetensors", case)
+        path = folder / f"{case.name}.safetensors"
+        if keep_identical and path.exists():
+            fresh = path.with_suffix(".new")
+            write_case(fresh, case)
+            if differences(fresh, path):
+                fresh.replace(path)
+            else:
+                fresh.unlink()
+        else:
+            write_case(path, case)
     return names
 
 
@@ -66,7 +79,7 @@ def main():
     if not args.check:
         for module in CHAPTER_MODULES:
             folder = GOLDEN / module.CHAPTER
-            names = write_chapter(module, folder)
+            names = write_chapter(module, folder, keep_identical=True)
             for stale in folder.glob("*.safetensors"):
                 if stale.stem not in names:
                     stale.unlink()

@@ -85,7 +85,7 @@ def main():
     failed_dir = WORK / "failed"
 
     print(f"make verify: seed {seed}, {args.cases} cases per op (replay with make verify SEED={seed})")
-    header = f"{'op':<28} {'cases':>6} {'max abs err':>12} {'max rel err':>12}  result"
+    header = f"{'op':<32} {'cases':>6} {'max abs err':>12} {'max rel err':>12}  result"
     print(header)
     print("-" * len(header))
     all_ok = True
@@ -108,7 +108,7 @@ def main():
                     failures.append(f"  {kept.relative_to(ROOT)}: {message}")
                 index += 1
             result = "pass" if not failures else f"FAIL ({len(failures)})"
-            print(f"{op:<28} {args.cases:>6} {worst_abs:>12.3g} {worst_rel:>12.3g}  {result}",
+            print(f"{op:<32} {args.cases:>6} {worst_abs:>12.3g} {worst_rel:>12.3g}  {result}",
                   flush=True)
             for line in failures[:5]:
                 print(line)

@@ -6,7 +6,7 @@
 
 int run_case_file(const char *prog, const char *in_path, const char *out_path, CaseEval eval)
 {
-    Error err;
+    Error err = {{0}};   /* a stub may fail without a message */
     TensorFile in, out = {0};
     if (safetensors_read(in_path, &in, &err) != 0) {
         fprintf(stderr, "%s: %s\n", prog, err.msg);
@@ -18,7 +18,7 @@ int run_case_file(const char *prog, const char *in_path, const char *out_path, C
         if (op) rc = tensorfile_set_meta(&out, "op", op, &err);
     }
     if (rc == 0) rc = safetensors_write(out_path, &out, &err);
-    if (rc != 0) fprintf(stderr, "%s: %s\n", prog, err.msg);
+    if (rc != 0) fprintf(stderr, "%s: %s\n", prog, err.msg[0] ? err.msg : "failed");
     tensorfile_free(&in);
     tensorfile_free(&out);
     return rc == 0 ? 0 : 1;

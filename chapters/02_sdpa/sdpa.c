@@ -1,0 +1,140 @@
+/*
+ * sdpa.c - scaled dot-product attention; see sdpa.h for the shapes, the mask
+ * conventions and the fully-masked rule.
+ *
+ * Each batch entry b (one head of one sequence) is an independent problem of
+ * three small matrix products and a softmax, so the loop over b is the one
+ * that runs in parallel. Every value is still summed by one thread in a
+ * fixed order, so the results do not depend on the number of threads.
+ *
+ * Letters: B batch (all leading dims), L queries, S keys, E query/key
+ * features, Ev value features.
+ */
+#include "sdpa.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "matmul.h"
+#include "softmax.h"
+#include "tensor.h"
+
+float sdpa_default_scale(int E)
+{
+    return (float)(1.0 / sqrt((double)E));
+}
+
+int sdpa_mask_bias(float *bias, const void *mask, int is_bool, const int64_t *mask_shape,
+                   int mask_ndim, const int64_t *att_shape, int att_ndim)
+{
+    /* BEGIN SOLUTION */
+    /* Broadcasting by strides: stride[d] is how far the read position in the
+     * mask moves when index d of the attention grows by one. A mask dimension
+     * of size 1, or one the mask does not have (it is aligned to the right),
+     * repeats: its stride is 0. */
+    int64_t stride[TENSOR_MAX_DIMS];
+    int64_t step = 1;                             /* contiguous stride in the mask */
+    for (int d = att_ndim - 1; d >= 0; d--) {
+        int md = d - (att_ndim - mask_ndim);      /* the mask's dimension, < 0: none */
+        stride[d] = (md >= 0 && mask_shape[md] != 1) ? step : 0;
+        if (md >= 0) step *= mask_shape[md];
+    }
+    int64_t n = 1;                                /* B * L * S */
+    for (int d = 0; d < att_ndim; d++) n *= att_shape[d];
+
+    for (int64_t i = 0; i < n; i++) {
+        /* Split the flat index i into one index per dimension, last fastest. */
+        int64_t rest = i, at = 0;
+        for (int d = att_ndim - 1; d >= 0; d--) {
+            at += (rest % att_shape[d]) * stride[d];
+            rest /= att_shape[d];
+        }
+        if (is_bool)   /* F.scaled_dot_product_attention: true = may attend */
+            bias[i] = ((const uint8_t *)mask)[at] ? 0.0f : -INFINITY;
+        else
+            bias[i] = ((const float *)mask)[at];
+    }
+    return 0;
+    /* END SOLUTION */
+}
+
+int sdpa_forward(float *out, float *scores, float *att,
+                 const float *q, const float *k, const float *v, const float *bias,
+                 int B, int L, int S, int E, int Ev, float scale, int is_causal)
+{
+    /* BEGIN SOLUTION */
+    int rc = 0;
+    /* With one batch entry there is nothing to share out here; the threads
+     * are left to the matmuls inside (an inner parallel loop only runs in
+     * parallel when the outer one does not). */
+    #pragma omp parallel for schedule(static) reduction(|:rc) if (B > 1)
+    for (int b = 0; b < B; b++) {
+        const float *qb = q + (size_t)b * L * E;                 /* (L, E) */
+        const float *kb = k + (size_t)b * S * E;                 /* (S, E) */
+        const float *vb = v + (size_t)b * S * Ev;                /* (S, Ev) */
+        const float *biasb = bias ? bias + (size_t)b * L * S : NULL; /* (L, S) */
+        float *sb = scores + (size_t)b * L * S;                  /* (L, S) */
+        float *ab = att + (size_t)b * L * S;                     /* (L, S) */
+        float *ob = out + (size_t)b * L * Ev;                    /* (L, Ev) */
+
+        /* scores[i, j] = q_i . k_j: how well query i matches key j */
+        rc |= matmul_nt(sb, qb, kb, L, S, E, 0);
+        for (int i = 0; i < L; i++) {
+            float *row = sb + (size_t)i * S;
+            for (int j = 0; j < S; j++) {
+                row[j] *= scale;
+                if (biasb) row[j] += biasb[(size_t)i * S + j];
+                /* causal, top-left aligned: query i sees keys 0..i */
+                if (is_causal && j > i) row[j] = -INFINITY;
+            }
+        }
+        /* Each row becomes a probability distribution over the keys; a row
+         * that is -inf everywhere becomes zeros (the fully-masked rule). */
+        rc |= softmax_forward(ab, sb, L, S);
+        /* out_i = sum_j att[i, j] v_j: a weighted average of the values */
+        rc |= matmul_nn(ob, ab, vb, L, Ev, S, 0);
+    }
+    return rc ? -1 : 0;
+    /* END SOLUTION */
+}
+
+int sdpa_backward(float *dq, float *dk, float *dv, float *datt, float *dscores,
+                  const float *dout, const float *q, const float *k, const float *v,
+                  const float *att, int B, int L, int S, int E, int Ev, float scale)
+{
+    /* BEGIN SOLUTION */
+    int rc = 0;
+    #pragma omp parallel for schedule(static) reduction(|:rc) if (B > 1)
+    for (int b = 0; b < B; b++) {
+        const float *qb = q + (size_t)b * L * E;                 /* (L, E) */
+        const float *kb = k + (size_t)b * S * E;                 /* (S, E) */
+        const float *vb = v + (size_t)b * S * Ev;                /* (S, Ev) */
+        const float *ab = att + (size_t)b * L * S;               /* (L, S) */
+        const float *dob = dout + (size_t)b * L * Ev;            /* (L, Ev) */
+        float *dqb = dq + (size_t)b * L * E;                     /* (L, E) */
+        float *dkb = dk + (size_t)b * S * E;                     /* (S, E) */
+        float *dvb = dv + (size_t)b * S * Ev;                    /* (S, Ev) */
+        float *dab = datt + (size_t)b * L * S;                   /* (L, S) */
+        float *dsb = dscores + (size_t)b * L * S;                /* (L, S) */
+
+        /* out = att V, a plain matrix product, gives both of its inputs a
+         * gradient: dV += att^T dout and datt = dout V^T. */
+        rc |= matmul_tn(dvb, ab, dob, S, Ev, L, 1);
+        rc |= matmul_nt(dab, dob, vb, L, S, Ev, 0);
+        /* Through the softmax, row by row (the Jacobian of a softmax row is
+         * diag(p) - p p^T): dscores = att * (datt - sum_j datt[j] * att[j]).
+         * Masked entries have att = 0 and so get no gradient, and neither
+         * does a fully-masked row. */
+        rc |= softmax_backward(dsb, ab, dab, L, S);
+        /* scores = scale * Q K^T + bias: the bias is a constant, and the scale
+         * multiplies through. From here on dscores is d(loss)/d(Q K^T). */
+        for (size_t i = 0; i < (size_t)L * S; i++) dsb[i] *= scale;
+        /* dQ += dscores K and dK += dscores^T Q, the two halves of Q K^T. */
+        rc |= matmul_nn(dqb, dsb, kb, L, E, S, 1);
+        rc |= matmul_tn(dkb, dsb, qb, S, E, L, 1);
+    }
+    return rc ? -1 : 0;
+    /* END SOLUTION */
+}

@@ -1,0 +1,85 @@
+/*
+ * sdpa.h - scaled dot-product attention, forward and backward, with the
+ * semantics of PyTorch's F.scaled_dot_product_attention (dropout_p = 0).
+ *
+ *     scores = Q K^T * scale + mask        (B, L, S)   what the softmax sees
+ *     att    = softmax(scores)             (B, L, S)   over the keys, row by row
+ *     out    = att V                       (B, L, Ev)
+ *
+ * Letters, used the same way in every file of this chapter:
+ *     B   batch: every leading dimension of the inputs flattened into one
+ *         (N * h for the usual (N, h, L, E) layout, 1 for a plain (L, E) input)
+ *     L   queries (target length)          S   keys and values (source length)
+ *     E   query/key feature size           Ev  value feature size
+ *
+ * Masks. The softmax only ever sees one additive float bias (B, L, S): 0 where
+ * a query may look at a key, -inf where it may not, or any float the caller
+ * chose. sdpa_mask_bias() turns the case's attn_mask into that bias:
+ *   - a boolean mask means, as in F.scaled_dot_product_attention,
+ *     true = "may attend" -> 0, false = "masked" -> -inf
+ *     (nn.MultiheadAttention uses the opposite convention; see chapter 03);
+ *   - a float mask is added as it is;
+ *   - either is broadcast: its shape is aligned to the right of the attention
+ *     shape, and each of its dimensions is 1 or the full size.
+ * is_causal needs no buffer: sdpa_forward() itself masks key j for query i
+ * when j > i (top-left aligned, also when L != S).
+ *
+ * Fully-masked rows. A query that may attend to no key gets attention weights
+ * of zero and an output row of zero, and passes no gradient back: the rule of
+ * softmax_forward() in chapter 00, and what torch 2.15 returns.
+ *
+ * Not here: dropout on the attention weights (dropout_p must be 0),
+ * grouped-query attention (enable_gqa; K and V have as many heads as Q), and
+ * broadcasting of Q, K, V over batch dimensions (their leading dimensions must
+ * be equal). The case-file reader and its checks are in sdpa_case.h.
+ *
+ * Read next: sdpa.c, then sdpa_case.c (how a case file becomes these calls).
+ */
+#ifndef SDPA_H
+#define SDPA_H
+
+#include <stdint.h>
+
+/* 1 / sqrt(E), the scale F.scaled_dot_product_attention uses when none is given. */
+float sdpa_default_scale(int E);
+
+/* Fills bias (B, L, S) with the additive form of attn_mask.
+ *   mask        mask_ndim dims of mask_shape; uint8 0/1 values when is_bool
+ *               (1 = may attend), float otherwise
+ *   att_shape   the attention shape, att_ndim (<= TENSOR_MAX_DIMS) dims
+ *               ending in (L, S); their product is B * L * S
+ * The shapes must already be broadcast-compatible (sdpa_case.c checks): the
+ * mask's last dimension lines up with S, the one before it with L, and so on
+ * to the left; a mask dimension of 1, or a missing one, repeats.
+ * Returns 0 (the exercise stub returns -1). */
+int sdpa_mask_bias(float *bias, const void *mask, int is_bool, const int64_t *mask_shape,
+                   int mask_ndim, const int64_t *att_shape, int att_ndim);
+
+/* Forward pass.
+ *   out     (B, L, Ev)  the attention output
+ *   scores  (B, L, S)   Q K^T * scale + bias, -inf above the diagonal if causal
+ *   att     (B, L, S)   softmax(scores): the attention weights, saved for backward
+ *   q (B, L, E), k (B, S, E), v (B, S, Ev)
+ *   bias    (B, L, S) additive mask, or NULL for none
+ *   is_causal           1: query i may only attend to keys j <= i
+ * Results do not depend on the number of OpenMP threads.
+ * Returns 0 (the exercise stub returns -1). */
+int sdpa_forward(float *out, float *scores, float *att,
+                 const float *q, const float *k, const float *v, const float *bias,
+                 int B, int L, int S, int E, int Ev, float scale, int is_causal);
+
+/* Backward pass. ADDS the gradients into dq (B, L, E), dk (B, S, E) and
+ * dv (B, S, Ev), as every backward in this project does (zero them first for
+ * a plain gradient).
+ *   dout    (B, L, Ev)  gradient of the loss with respect to out
+ *   att     (B, L, S)   the weights sdpa_forward() saved
+ *   datt    (B, L, S)   scratch: gradient with respect to att
+ *   dscores (B, L, S)   scratch: gradient with respect to the unscaled Q K^T
+ * The mask needs no gradient and no argument: a masked entry has att = 0,
+ * and that alone stops its gradient.
+ * Returns 0 (the exercise stub returns -1). */
+int sdpa_backward(float *dq, float *dk, float *dv, float *datt, float *dscores,
+                  const float *dout, const float *q, const float *k, const float *v,
+                  const float *att, int B, int L, int S, int E, int Ev, float scale);
+
+#endif

@@ -1,0 +1,263 @@
+/*
+ * sdpa_case.c - see sdpa_case.h: the checks a case passes before sdpa.c
+ * sees it, and the evaluation of ops sdpa and sdpa_backward.
+ */
+#include "sdpa_case.h"
+
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sdpa.h"
+
+/* The attention weights are (B, L, S) floats, and so are three more buffers;
+ * past 2^31 values per buffer a case is refused rather than left to fail
+ * half-way through an allocation. */
+#define SDPA_MAX_ATT_VALUES (1LL << 31)
+
+static const char *label(const TensorFile *in)
+{
+    return in->path ? in->path : "(case)";
+}
+
+/* "(2, 3, 4)" for a shape given as an array. */
+static const char *shape_str(const int64_t *shape, int ndim, char *buf, size_t size)
+{
+    Tensor t = {.ndim = ndim};
+    memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
+    return tensor_shape_str(&t, buf, size);
+}
+
+/* Every dimension of a tensor must be at least 1 and fit an int. */
+static int check_dims(const TensorFile *in, const char *name, const Tensor *t, Error *err)
+{
+    char buf[128];
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] < 1 || t->shape[d] > INT_MAX)
+            return error_set(err, "%s: tensor '%s' has shape %s; every dimension must be "
+                             "between 1 and %d", label(in), name,
+                             tensor_shape_str(t, buf, sizeof buf), INT_MAX);
+    return 0;
+}
+
+/* The mask must broadcast to the attention shape att_shape (att_ndim dims):
+ * aligned to the right, each mask dimension 1 or the full size. */
+static int check_mask(const TensorFile *in, const Tensor *mask, const int64_t *att_shape,
+                      int att_ndim, Error *err)
+{
+    char mbuf[128], abuf[128];
+    tensor_shape_str(mask, mbuf, sizeof mbuf);
+    shape_str(att_shape, att_ndim, abuf, sizeof abuf);
+    if (mask->dtype != DTYPE_BOOL && mask->dtype != DTYPE_F32)
+        return error_set(err, "%s: tensor 'attn_mask' has dtype %s, expected BOOL (true = may "
+                         "attend) or F32 (added to the scores)", label(in),
+                         dtype_name(mask->dtype));
+    if (mask->ndim > att_ndim)
+        return error_set(err, "%s: attn_mask of shape %s cannot broadcast to the attention "
+                         "shape %s: it has more dimensions", label(in), mbuf, abuf);
+    for (int md = 0; md < mask->ndim; md++) {
+        int d = md + (att_ndim - mask->ndim);     /* aligned to the right */
+        if (mask->shape[md] != 1 && mask->shape[md] != att_shape[d])
+            return error_set(err, "%s: attn_mask of shape %s cannot broadcast to the "
+                             "attention shape %s: dimension %d is %lld, expected 1 or %lld",
+                             label(in), mbuf, abuf, md, (long long)mask->shape[md],
+                             (long long)att_shape[d]);
+    }
+    return 0;
+}
+
+static int read_options(const TensorFile *in, SdpaCase *c, Error *err)
+{
+    if (tensorfile_meta_bool(in, "is_causal", 0, &c->is_causal, err) != 0) return -1;
+
+    double scale;
+    if (tensorfile_meta_double(in, "scale", sdpa_default_scale(c->E), &scale, err) != 0)
+        return -1;
+    if (!isfinite(scale) || fabs(scale) > FLT_MAX)
+        return error_set(err, "%s: metadata 'scale' is '%s', expected a finite float32 number",
+                         label(in), tensorfile_meta(in, "scale"));
+    c->scale = (float)scale;
+
+    double dropout_p;
+    if (tensorfile_meta_double(in, "dropout_p", 0.0, &dropout_p, err) != 0) return -1;
+    if (dropout_p != 0.0)
+        return error_set(err, "%s: metadata 'dropout_p' is '%s'; this chapter has no dropout "
+                         "on the attention weights, only 0 is supported", label(in),
+                         tensorfile_meta(in, "dropout_p"));
+    int gqa;
+    if (tensorfile_meta_bool(in, "enable_gqa", 0, &gqa, err) != 0) return -1;
+    if (gqa)
+        return error_set(err, "%s: metadata 'enable_gqa' is true; grouped-query attention is "
+                         "not supported (key and value need as many heads as query)",
+                         label(in));
+    return 0;
+}
+
+int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err)
+{
+    memset(c, 0, sizeof *c);
+    const char *op = tensorfile_meta(in, "op");
+    if (!op) return error_set(err, "%s: metadata 'op' is missing", label(in));
+    if (strcmp(op, "sdpa") != 0 && strcmp(op, "sdpa_backward") != 0)
+        return error_set(err, "%s: op '%s' is not a chapter 02 op (sdpa, sdpa_backward)",
+                         label(in), op);
+    c->backward = strcmp(op, "sdpa_backward") == 0;
+
+    /* query, key, value: F32, rank >= 2, the same leading dimensions. */
+    const Tensor *q, *k, *v;
+    if (tensorfile_get(in, "query", DTYPE_F32, -1, &q, err) != 0 ||
+        tensorfile_get(in, "key", DTYPE_F32, -1, &k, err) != 0 ||
+        tensorfile_get(in, "value", DTYPE_F32, -1, &v, err) != 0)
+        return -1;
+    if (q->ndim < 2)
+        return error_set(err, "%s: tensor 'query' has rank %d; it needs at least (L, E)",
+                         label(in), q->ndim);
+    if (k->ndim != q->ndim || v->ndim != q->ndim)
+        return error_set(err, "%s: query, key and value have ranks %d, %d and %d; they must "
+                         "be equal (broadcasting over batch dimensions is not supported)",
+                         label(in), q->ndim, k->ndim, v->ndim);
+    if (check_dims(in, "query", q, err) != 0 || check_dims(in, "key", k, err) != 0 ||
+        check_dims(in, "value", v, err) != 0)
+        return -1;
+    int n = q->ndim;
+    char qbuf[128], kbuf[128], vbuf[128];
+    tensor_shape_str(q, qbuf, sizeof qbuf);
+    tensor_shape_str(k, kbuf, sizeof kbuf);
+    tensor_shape_str(v, vbuf, sizeof vbuf);
+    int64_t B = 1;
+    for (int d = 0; d < n - 2; d++) {
+        if (k->shape[d] != q->shape[d] || v->shape[d] != q->shape[d])
+            return error_set(err, "%s: query %s, key %s and value %s differ in batch "
+                             "dimension %d; the leading dimensions must be equal",
+                             label(in), qbuf, kbuf, vbuf, d);
+        c->batch_shape[d] = q->shape[d];
+        B *= q->shape[d];
+    }
+    if (k->shape[n - 1] != q->shape[n - 1])
+        return error_set(err, "%s: query %s and key %s must have the same last dimension E",
+                         label(in), qbuf, kbuf);
+    if (v->shape[n - 2] != k->shape[n - 2])
+        return error_set(err, "%s: key %s and value %s must have the same number of "
+                         "positions S", label(in), kbuf, vbuf);
+    c->ndim = n;
+    c->L = q->shape[n - 2];
+    c->E = q->shape[n - 1];
+    c->S = k->shape[n - 2];
+    c->Ev = v->shape[n - 1];
+    if (B > INT_MAX || (double)B * c->L * c->S > (double)SDPA_MAX_ATT_VALUES)
+        return error_set(err, "%s: the attention weights would hold %lld values (B %lld, L %d, "
+                         "S %d), more than this implementation allows (%lld)", label(in),
+                         (long long)(B * c->L * c->S), (long long)B, c->L, c->S,
+                         SDPA_MAX_ATT_VALUES);
+    c->B = (int)B;
+    c->q = q->data;
+    c->k = k->data;
+    c->v = v->data;
+
+    if (read_options(in, c, err) != 0) return -1;
+
+    /* attn_mask: optional, broadcast to (..., L, S); not together with is_causal. */
+    c->mask = tensorfile_find(in, "attn_mask");
+    if (c->mask) {
+        int64_t att_shape[TENSOR_MAX_DIMS];
+        memcpy(att_shape, c->batch_shape, (size_t)(n - 2) * sizeof *att_shape);
+        att_shape[n - 2] = c->L;
+        att_shape[n - 1] = c->S;
+        if (check_mask(in, c->mask, att_shape, n, err) != 0) return -1;
+        if (c->is_causal)
+            return error_set(err, "%s: attn_mask is given and is_causal is true; "
+                             "F.scaled_dot_product_attention refuses both at once (put the "
+                             "causal pattern into attn_mask instead)", label(in));
+    }
+
+    /* grad_output: exactly the shape of the output. */
+    if (c->backward) {
+        const Tensor *dout;
+        if (tensorfile_get(in, "grad_output", DTYPE_F32, n, &dout, err) != 0) return -1;
+        int same = dout->shape[n - 2] == c->L && dout->shape[n - 1] == c->Ev;
+        for (int d = 0; d < n - 2; d++) same = same && dout->shape[d] == c->batch_shape[d];
+        if (!same) {
+            int64_t want[TENSOR_MAX_DIMS];
+            memcpy(want, c->batch_shape, (size_t)(n - 2) * sizeof *want);
+            want[n - 2] = c->L;
+            want[n - 1] = c->Ev;
+            char gbuf[128], wbuf[128];
+            return error_set(err, "%s: tensor 'grad_output' has shape %s, expected %s (the "
+                             "output's shape)", label(in),
+                             tensor_shape_str(dout, gbuf, sizeof gbuf),
+                             shape_str(want, n, wbuf, sizeof wbuf));
+        }
+        c->dout = dout->data;
+    }
+    return 0;
+}
+
+/* Allocates an F32 tensor of shape (batch_shape..., rows, cols). */
+static int alloc_batched(Tensor *t, const SdpaCase *c, int64_t rows, int64_t cols, Error *err)
+{
+    int64_t shape[TENSOR_MAX_DIMS];
+    memcpy(shape, c->batch_shape, (size_t)(c->ndim - 2) * sizeof *shape);
+    shape[c->ndim - 2] = rows;
+    shape[c->ndim - 1] = cols;
+    return tensor_alloc(t, DTYPE_F32, c->ndim, shape, err);
+}
+
+int sdpa_eval_case(const TensorFile *in, TensorFile *out, Error *err)
+{
+    SdpaCase c;
+    if (sdpa_case_read(in, &c, err) != 0) return -1;
+    int B = c.B, L = c.L, S = c.S, E = c.E, Ev = c.Ev;
+
+    /* Every buffer, so that one loop frees whatever was not handed to `out`. */
+    enum { OUTPUT, ATT, SCORES, BIAS, DQ, DK, DV, DATT, DSCORES, N_BUFFERS };
+    Tensor t[N_BUFFERS];
+    memset(t, 0, sizeof t);
+    int rc = -1;
+
+    if (alloc_batched(&t[OUTPUT], &c, L, Ev, err) != 0 ||      /* (B, L, Ev) */
+        alloc_batched(&t[ATT], &c, L, S, err) != 0 ||          /* (B, L, S) */
+        alloc_batched(&t[SCORES], &c, L, S, err) != 0)         /* (B, L, S) */
+        goto done;
+    const float *bias = NULL;                                  /* (B, L, S) or NULL */
+    if (c.mask) {
+        if (alloc_batched(&t[BIAS], &c, L, S, err) != 0) goto done;
+        if (sdpa_mask_bias(t[BIAS].data, c.mask->data, c.mask->dtype == DTYPE_BOOL,
+                           c.mask->shape, c.mask->ndim, t[BIAS].shape, c.ndim) != 0) {
+            error_set(err, "%s: sdpa_mask_bias failed", label(in));
+            goto done;
+        }
+        bias = t[BIAS].data;
+    }
+    if (sdpa_forward(t[OUTPUT].data, t[SCORES].data, t[ATT].data, c.q, c.k, c.v, bias,
+                     B, L, S, E, Ev, c.scale, c.is_causal) != 0) {
+        error_set(err, "%s: sdpa_forward failed", label(in));
+        goto done;
+    }
+    if (c.backward) {
+        /* sdpa_backward adds into the gradients: tensor_alloc zeroed them. */
+        if (alloc_batched(&t[DQ], &c, L, E, err) != 0 ||       /* (B, L, E) */
+            alloc_batched(&t[DK], &c, S, E, err) != 0 ||       /* (B, S, E) */
+            alloc_batched(&t[DV], &c, S, Ev, err) != 0 ||      /* (B, S, Ev) */
+            alloc_batched(&t[DATT], &c, L, S, err) != 0 ||     /* (B, L, S) */
+            alloc_batched(&t[DSCORES], &c, L, S, err) != 0)    /* (B, L, S) */
+            goto done;
+        if (sdpa_backward(t[DQ].data, t[DK].data, t[DV].data, t[DATT].data, t[DSCORES].data,
+                          c.dout, c.q, c.k, c.v, t[ATT].data, B, L, S, E, Ev, c.scale) != 0) {
+            error_set(err, "%s: sdpa_backward failed", label(in));
+            goto done;
+        }
+    }
+    if (tensorfile_add(out, "output", &t[OUTPUT], err) != 0 ||
+        tensorfile_add(out, "attn_weights", &t[ATT], err) != 0)
+        goto done;
+    if (c.backward && (tensorfile_add(out, "grad_query", &t[DQ], err) != 0 ||
+                       tensorfile_add(out, "grad_key", &t[DK], err) != 0 ||
+                       tensorfile_add(out, "grad_value", &t[DV], err) != 0))
+        goto done;
+    rc = 0;
+done:
+    for (int i = 0; i < N_BUFFERS; i++) tensor_free(&t[i]);   /* no-op once added */
+    return rc;
+}

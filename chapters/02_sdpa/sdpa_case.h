@@ -1,0 +1,50 @@
+/*
+ * sdpa_case.h - reading, checking and evaluating an sdpa case file.
+ *
+ * A case (see reference/ch02_sdpa.py and the chapter README) holds
+ *     query (..., L, E)   key (..., S, E)   value (..., S, Ev)   all F32
+ *     attn_mask           optional: BOOL (true = may attend) or F32 (added),
+ *                         broadcastable to the attention shape (..., L, S)
+ *     grad_output (..., L, Ev)               op sdpa_backward only
+ * and in its metadata the op ("sdpa" or "sdpa_backward"), is_causal ("true" or
+ * "false", default false) and scale (a number; absent means 1/sqrt(E)).
+ * The leading "..." are batch dimensions, none or several, the same for
+ * query, key and value (usually (N, h)).
+ *
+ * It writes output (..., L, Ev) and attn_weights (..., L, S), and for
+ * sdpa_backward also grad_query, grad_key and grad_value, shaped like the
+ * inputs.
+ *
+ * All checking happens here, before any arithmetic, so a bad case is one line
+ * naming the file and the problem, never a crash: a missing tensor, another
+ * dtype, ranks or sizes that disagree, a mask that does not broadcast,
+ * attn_mask together with is_causal (which F.scaled_dot_product_attention
+ * refuses as well), a scale that is not a finite number, dropout_p other than
+ * 0, enable_gqa, or an empty dimension.
+ */
+#ifndef SDPA_CASE_H
+#define SDPA_CASE_H
+
+#include "safetensors.h"
+
+/* A checked case: borrowed pointers into the TensorFile, and the sizes in
+ * sdpa.h's letters. */
+typedef struct {
+    int backward;                          /* op is sdpa_backward */
+    const float *q, *k, *v;                /* (B, L, E), (B, S, E), (B, S, Ev) */
+    const float *dout;                     /* (B, L, Ev), or NULL for op sdpa */
+    const Tensor *mask;                    /* attn_mask (BOOL or F32), or NULL */
+    int ndim;                              /* rank of query, key and value, >= 2 */
+    int64_t batch_shape[TENSOR_MAX_DIMS];  /* the ndim - 2 leading dimensions */
+    int B, L, S, E, Ev;                    /* B: product of batch_shape */
+    float scale;                           /* from the case, or 1/sqrt(E) */
+    int is_causal;
+} SdpaCase;
+
+/* Reads and checks the inputs and options of `in` (see above). */
+int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err);
+
+/* Evaluates ops sdpa and sdpa_backward: the CaseEval of the chapter program. */
+int sdpa_eval_case(const TensorFile *in, TensorFile *out, Error *err);
+
+#endif

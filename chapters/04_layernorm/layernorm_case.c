@@ -1,0 +1,236 @@
+/*
+ * layernorm_case.c - see layernorm_case.h for the ops and their tensors.
+ *
+ * Each evaluator checks everything it reads before it computes: the dtype and
+ * shape of every tensor, the options in the metadata, and that sizes fit the
+ * int arguments of the layer functions. Results are allocated as Tensors and
+ * handed to the output file only when every one of them is ready.
+ */
+#include "layernorm_case.h"
+
+#include "layernorm.h"
+#include "residual.h"
+
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+/* The file name for messages (a case built in memory may have none). */
+static const char *label(const TensorFile *in)
+{
+    return in->path ? in->path : "(case)";
+}
+
+/* Results of one op, added to the output file together at the end. */
+#define MAX_RESULTS 6
+typedef struct {
+    int n;
+    const char *names[MAX_RESULTS];
+    Tensor tensors[MAX_RESULTS];
+} Results;
+
+/* Allocates a zeroed F32 result called `name`; returns its data or NULL. */
+static float *result_new(Results *res, const char *name, int ndim, const int64_t *shape,
+                         Error *err)
+{
+    Tensor *t = &res->tensors[res->n];
+    if (tensor_alloc(t, DTYPE_F32, ndim, shape, err) != 0) return NULL;
+    res->names[res->n++] = name;
+    return t->data;
+}
+
+static void results_free(Results *res)
+{
+    for (int i = 0; i < res->n; i++) tensor_free(&res->tensors[i]);
+    res->n = 0;
+}
+
+/* Moves every result into out. */
+static int results_add(Results *res, TensorFile *out, Error *err)
+{
+    for (int i = 0; i < res->n; i++) {
+        if (tensorfile_add(out, res->names[i], &res->tensors[i], err) != 0) {
+            results_free(res);
+            return -1;
+        }
+    }
+    res->n = 0;
+    return 0;
+}
+
+/* The F32 tensor `name` with at least one dimension and at most INT_MAX
+ * elements (the layer functions take int sizes). */
+static int get_input(const TensorFile *in, const char *name, const Tensor **t, Error *err)
+{
+    if (tensorfile_get(in, name, DTYPE_F32, -1, t, err) != 0) return -1;
+    if ((*t)->ndim < 1)
+        return error_set(err, "%s: tensor '%s' is a scalar; expected at least one dimension",
+                         label(in), name);
+    if (tensor_numel(*t) > INT_MAX)
+        return error_set(err, "%s: tensor '%s' has %lld elements, more than this program "
+                         "handles (%d)", label(in), name, (long long)tensor_numel(*t), INT_MAX);
+    return 0;
+}
+
+/* The F32 tensor `name` with exactly the shape of `like`. */
+static int get_same_shape(const TensorFile *in, const char *name, const Tensor *like,
+                          const char *like_name, const Tensor **t, Error *err)
+{
+    if (tensorfile_get(in, name, DTYPE_F32, -1, t, err) != 0) return -1;
+    if ((*t)->ndim != like->ndim ||
+        memcmp((*t)->shape, like->shape, sizeof like->shape[0] * like->ndim) != 0) {
+        char got[128], want[128];
+        return error_set(err, "%s: tensor '%s' has shape %s, expected %s like '%s'", label(in),
+                         name, tensor_shape_str(*t, got, sizeof got),
+                         tensor_shape_str(like, want, sizeof want), like_name);
+    }
+    return 0;
+}
+
+/* weight or bias: an F32 tensor of shape (C,). */
+static int get_param(const TensorFile *in, const char *name, int64_t C, const Tensor **t,
+                     Error *err)
+{
+    if (tensorfile_get(in, name, DTYPE_F32, -1, t, err) != 0) return -1;
+    if ((*t)->ndim != 1 || (*t)->shape[0] != C) {
+        char got[128];
+        return error_set(err, "%s: tensor '%s' has shape %s, expected (%lld): one value per "
+                         "entry of the normalised last dimension", label(in), name,
+                         tensor_shape_str(*t, got, sizeof got), (long long)C);
+    }
+    return 0;
+}
+
+/* The options of a LayerNorm case: eps, and which parameters it has. */
+static int layernorm_options(const TensorFile *in, int64_t C, float *eps, int *affine,
+                             int *has_bias, Error *err)
+{
+    long long normalized;
+    if (tensorfile_meta_int(in, "normalized_shape", C, &normalized, err) != 0) return -1;
+    if (normalized != C)
+        return error_set(err, "%s: metadata normalized_shape is %lld but tensor 'input' has "
+                         "last dimension %lld", label(in), normalized, (long long)C);
+
+    double e;
+    if (tensorfile_meta_double(in, "eps", LAYERNORM_DEFAULT_EPS, &e, err) != 0) return -1;
+    /* !(e > 0) also catches NaN; an eps too small for float32 would round to 0. */
+    if (!(e > 0) || !isfinite(e) || !((float)e > 0))
+        return error_set(err, "%s: metadata eps is '%s'; it must be a positive finite number "
+                         "(nn.LayerNorm's default is 1e-5)", label(in), tensorfile_meta(in, "eps"));
+    *eps = (float)e;
+
+    int has_weight_tensor = tensorfile_find(in, "weight") != NULL;
+    int has_bias_tensor = tensorfile_find(in, "bias") != NULL;
+    if (tensorfile_meta_bool(in, "elementwise_affine", has_weight_tensor, affine, err) != 0)
+        return -1;
+    if (tensorfile_meta_bool(in, "bias", *affine && has_bias_tensor, has_bias, err) != 0)
+        return -1;
+    if (!*affine) *has_bias = 0;   /* nn.LayerNorm ignores bias=True without affine */
+    if (!*affine && (has_weight_tensor || has_bias_tensor))
+        return error_set(err, "%s: elementwise_affine is false but the case holds a '%s' "
+                         "tensor", label(in), has_weight_tensor ? "weight" : "bias");
+    if (*affine && !*has_bias && has_bias_tensor)
+        return error_set(err, "%s: metadata bias is false but the case holds a 'bias' tensor",
+                         label(in));
+    return 0;
+}
+
+static int eval_layernorm(const char *op, const TensorFile *in, TensorFile *out, Error *err)
+{
+    int backward = strcmp(op, "layernorm_backward") == 0;
+    const Tensor *x, *weight = NULL, *bias = NULL, *dy = NULL;
+    if (get_input(in, "input", &x, err) != 0) return -1;
+    int64_t C = x->shape[x->ndim - 1];
+    if (C < 1)
+        return error_set(err, "%s: tensor 'input' has an empty last dimension; LayerNorm "
+                         "needs at least one value to normalise", label(in));
+    int64_t N = tensor_numel(x) / C;   /* rows: every dimension but the last, flattened */
+
+    float eps = LAYERNORM_DEFAULT_EPS;
+    int affine = 0, has_bias = 0;
+    if (layernorm_options(in, C, &eps, &affine, &has_bias, err) != 0) return -1;
+    if (affine && get_param(in, "weight", C, &weight, err) != 0) return -1;
+    if (has_bias && get_param(in, "bias", C, &bias, err) != 0) return -1;
+    if (backward && get_same_shape(in, "grad_output", x, "input", &dy, err) != 0) return -1;
+
+    /* mean and rstd, (N,) each: what the forward saves for the backward. */
+    Tensor stats[2] = {{0}};
+    Results res = {0};
+    if (tensor_alloc(&stats[0], DTYPE_F32, 1, &N, err) != 0 ||
+        tensor_alloc(&stats[1], DTYPE_F32, 1, &N, err) != 0)
+        goto fail;
+    float *mean = stats[0].data, *rstd = stats[1].data;
+
+    float *y = result_new(&res, "output", x->ndim, x->shape, err);
+    if (!y) goto fail;
+    const float *w = weight ? weight->data : NULL, *b = bias ? bias->data : NULL;
+    if (layernorm_forward(y, mean, rstd, x->data, w, b, 1, (int)N, (int)C, eps) != 0) {
+        error_set(err, "%s: layernorm_forward failed", label(in));
+        goto fail;
+    }
+    if (backward) {
+        float *dx = result_new(&res, "grad_input", x->ndim, x->shape, err);
+        float *dw = NULL, *db = NULL;
+        if (!dx) goto fail;
+        if (affine && !(dw = result_new(&res, "grad_weight", 1, &C, err))) goto fail;
+        if (has_bias && !(db = result_new(&res, "grad_bias", 1, &C, err))) goto fail;
+        /* The buffers start at zero, so the accumulated gradient is the gradient. */
+        if (layernorm_backward(dx, dw, db, dy->data, x->data, w, mean, rstd, 1, (int)N,
+                               (int)C) != 0) {
+            error_set(err, "%s: layernorm_backward failed", label(in));
+            goto fail;
+        }
+    }
+    tensor_free(&stats[0]);
+    tensor_free(&stats[1]);
+    return results_add(&res, out, err);
+fail:
+    tensor_free(&stats[0]);
+    tensor_free(&stats[1]);
+    results_free(&res);
+    return -1;
+}
+
+static int eval_residual(const char *op, const TensorFile *in, TensorFile *out, Error *err)
+{
+    Results res = {0};
+    if (strcmp(op, "residual") == 0) {
+        const Tensor *x, *fx;
+        if (get_input(in, "input", &x, err) != 0 ||
+            get_same_shape(in, "sublayer_output", x, "input", &fx, err) != 0)
+            return -1;
+        float *y = result_new(&res, "output", x->ndim, x->shape, err);
+        if (!y) return -1;
+        if (residual_forward(y, x->data, fx->data, (int)tensor_numel(x)) != 0) {
+            error_set(err, "%s: residual_forward failed", label(in));
+            goto fail;
+        }
+    } else {
+        const Tensor *dy;
+        if (get_input(in, "grad_output", &dy, err) != 0) return -1;
+        float *dx = result_new(&res, "grad_input", dy->ndim, dy->shape, err);
+        float *dfx = dx ? result_new(&res, "grad_sublayer_output", dy->ndim, dy->shape, err)
+                        : NULL;
+        if (!dfx) goto fail;
+        if (residual_backward(dx, dfx, dy->data, (int)tensor_numel(dy)) != 0) {
+            error_set(err, "%s: residual_backward failed", label(in));
+            goto fail;
+        }
+    }
+    return results_add(&res, out, err);
+fail:
+    results_free(&res);
+    return -1;
+}
+
+int layernorm_case_eval(const TensorFile *in, TensorFile *out, Error *err)
+{
+    const char *op = tensorfile_meta(in, "op");
+    if (!op) return error_set(err, "%s: metadata 'op' is missing", label(in));
+    if (!strcmp(op, "layernorm") || !strcmp(op, "layernorm_backward"))
+        return eval_layernorm(op, in, out, err);
+    if (!strcmp(op, "residual") || !strcmp(op, "residual_backward"))
+        return eval_residual(op, in, out, err);
+    return error_set(err, "%s: op '%s' is not a chapter 04 op (layernorm, layernorm_backward, "
+                     "residual, residual_backward)", label(in), op);
+}

@@ -1,0 +1,467 @@
+/*
+ * encoder_case.c - see encoder_case.h for the ops, their tensors and options.
+ *
+ * Each evaluator reads and checks all of its inputs first, then allocates its
+ * results, then calls the layer functions. Results are collected in an
+ * Outputs list and handed to the output file only when all of them are
+ * computed, so a failure leaves `out` untouched.
+ */
+#include "encoder_case.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "dropout.h"
+#include "embedding.h"
+#include "ffn.h"
+#include "positional.h"
+#include "rng.h"
+
+/* The file name for messages; a case built in memory has none. */
+static const char *label(const TensorFile *in)
+{
+    return in->path ? in->path : "(case)";
+}
+
+/* ------------------------------------------------------------------------ */
+/* Outputs, added to the file together at the end                           */
+/* ------------------------------------------------------------------------ */
+
+#define MAX_OUTPUTS 8
+
+typedef struct {
+    int n;
+    const char *names[MAX_OUTPUTS];
+    Tensor tensors[MAX_OUTPUTS];
+} Outputs;
+
+/* A zeroed tensor called `name`; returns its data, or NULL on failure. */
+static void *output_new(Outputs *o, const char *name, DType dtype, int ndim,
+                        const int64_t *shape, Error *err)
+{
+    Tensor *t = &o->tensors[o->n];
+    if (tensor_alloc(t, dtype, ndim, shape, err) != 0) return NULL;
+    o->names[o->n++] = name;
+    return t->data;
+}
+
+static float *output_f32(Outputs *o, const char *name, int ndim, const int64_t *shape,
+                         Error *err)
+{
+    return output_new(o, name, DTYPE_F32, ndim, shape, err);
+}
+
+static void outputs_free(Outputs *o)
+{
+    for (int i = 0; i < o->n; i++) tensor_free(&o->tensors[i]);
+    o->n = 0;
+}
+
+/* Moves every output into `out`, or frees them all. */
+static int outputs_move(Outputs *o, TensorFile *out, Error *err)
+{
+    for (int i = 0; i < o->n; i++) {
+        if (tensorfile_add(out, o->names[i], &o->tensors[i], err) != 0) {
+            outputs_free(o);
+            return -1;
+        }
+    }
+    o->n = 0;
+    return 0;
+}
+
+/* Frees the outputs and reports that a layer function failed (an exercise
+ * stub returns -1 and has printed "not implemented: ..."). */
+static int layer_failed(Outputs *o, const TensorFile *in, const char *function, Error *err)
+{
+    outputs_free(o);
+    return error_set(err, "%s: %s failed", label(in), function);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reading and checking inputs                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Fails unless n elements fit the int sizes of the layer functions. */
+static int check_size(const TensorFile *in, const char *what, int64_t n, Error *err)
+{
+    if (n > INT_MAX)
+        return error_set(err, "%s: %s has %lld elements, more than this program handles (%d)",
+                         label(in), what, (long long)n, INT_MAX);
+    return 0;
+}
+
+/* The tensor `name` of the given dtype and rank. Each entry of `expect` that
+ * is >= 0 must match the shape; `letters` names the dimensions for the
+ * message, e.g. "(D, F)". */
+static int get_tensor(const TensorFile *in, const char *name, DType dtype, int ndim,
+                      const int64_t *expect, const char *letters, const Tensor **t, Error *err)
+{
+    if (tensorfile_get(in, name, dtype, ndim, t, err) != 0) return -1;
+    for (int i = 0; expect && i < ndim; i++) {
+        if (expect[i] >= 0 && (*t)->shape[i] != expect[i]) {
+            char got[128], want[128];
+            size_t used = (size_t)snprintf(want, sizeof want, "(");
+            for (int j = 0; j < ndim && used < sizeof want; j++)
+                used += (size_t)snprintf(want + used, sizeof want - used,
+                                         expect[j] >= 0 ? "%s%lld" : "%s*", j ? ", " : "",
+                                         (long long)expect[j]);
+            if (used < sizeof want) snprintf(want + used, sizeof want - used, ")");
+            return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", label(in),
+                             name, tensor_shape_str(*t, got, sizeof got), letters, want);
+        }
+    }
+    return check_size(in, name, tensor_numel(*t), err);
+}
+
+/* A tensor of the given dtype with exactly the shape of `like`; like_what
+ * describes `like` for the message ("'input'"). */
+static int get_like(const TensorFile *in, const char *name, const Tensor *like,
+                    const char *like_what, DType dtype, const Tensor **t, Error *err)
+{
+    if (tensorfile_get(in, name, dtype, -1, t, err) != 0) return -1;
+    if ((*t)->ndim != like->ndim ||
+        memcmp((*t)->shape, like->shape, sizeof like->shape[0] * like->ndim) != 0) {
+        char got[128], want[128];
+        return error_set(err, "%s: tensor '%s' has shape %s, expected %s like %s", label(in),
+                         name, tensor_shape_str(*t, got, sizeof got),
+                         tensor_shape_str(like, want, sizeof want), like_what);
+    }
+    return 0;
+}
+
+/* A dimension that must be at least 1 (d_model, the vocabulary, ...). */
+static int check_positive(const TensorFile *in, const char *name, int dim, const Tensor *t,
+                          const char *what, Error *err)
+{
+    if (t->shape[dim] < 1)
+        return error_set(err, "%s: tensor '%s' has %s = 0; it must be at least 1", label(in),
+                         name, what);
+    return 0;
+}
+
+/* A mask tensor: BOOL of the given shape, each byte 0 or 1. */
+static int get_mask(const TensorFile *in, const char *name, const Tensor *like,
+                    const char *like_what, const Tensor **t, Error *err)
+{
+    if (get_like(in, name, like, like_what, DTYPE_BOOL, t, err) != 0) return -1;
+    const uint8_t *m = (*t)->data;
+    for (int64_t i = 0; i < tensor_numel(*t); i++)
+        if (m[i] > 1)
+            return error_set(err, "%s: tensor '%s' holds the byte %d at flat index %lld; a "
+                             "BOOL mask holds only 0 and 1", label(in), name, m[i],
+                             (long long)i);
+    return 0;
+}
+
+/* A dropout probability from metadata `key`: a number in [0, 1]. With
+ * required set, a missing key is an error. */
+static int get_probability(const TensorFile *in, const char *key, int required, float *p,
+                           Error *err)
+{
+    if (required && !tensorfile_meta(in, key))
+        return error_set(err, "%s: metadata '%s' (the dropout probability) is missing",
+                         label(in), key);
+    double v;
+    if (tensorfile_meta_double(in, key, 0.0, &v, err) != 0) return -1;
+    if (!(v >= 0.0 && v <= 1.0))   /* also refuses NaN */
+        return error_set(err, "%s: metadata %s is %s; a dropout probability must lie in "
+                         "[0, 1]", label(in), key, tensorfile_meta(in, key));
+    *p = (float)v;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Token embedding                                                           */
+/* ------------------------------------------------------------------------ */
+
+static int eval_embedding(const TensorFile *in, TensorFile *out, int backward, Error *err)
+{
+    const Tensor *ids, *w, *dy = NULL;
+    if (tensorfile_get(in, "input", DTYPE_I64, 2, &ids, err) != 0 ||
+        check_size(in, "tensor 'input'", tensor_numel(ids), err) != 0 ||
+        get_tensor(in, "embedding.weight", DTYPE_F32, 2, NULL, "(V, D)", &w, err) != 0 ||
+        check_positive(in, "embedding.weight", 0, w, "V (rows, the vocabulary)", err) != 0 ||
+        check_positive(in, "embedding.weight", 1, w, "D (columns, d_model)", err) != 0)
+        return -1;
+    int64_t B = ids->shape[0], T = ids->shape[1], V = w->shape[0], D = w->shape[1];
+    if (check_size(in, "the output (B, T, D)", B * T * D, err) != 0) return -1;
+
+    double scale;
+    if (tensorfile_meta_double(in, "scale", 1.0, &scale, err) != 0) return -1;
+    if (!isfinite(scale) || !isfinite((float)scale))
+        return error_set(err, "%s: metadata scale is %s; it must be a finite number (1 for "
+                         "none, sqrt(d_model) as in the paper)", label(in),
+                         tensorfile_meta(in, "scale"));
+    long long padding_idx = EMBEDDING_NO_PADDING;
+    if (tensorfile_meta(in, "padding_idx")) {
+        if (tensorfile_meta_int(in, "padding_idx", 0, &padding_idx, err) != 0) return -1;
+        if (padding_idx < -V || padding_idx >= V)
+            return error_set(err, "%s: metadata padding_idx is %lld, outside -%lld..%lld for "
+                             "'embedding.weight' with %lld rows", label(in), padding_idx,
+                             (long long)V, (long long)(V - 1), (long long)V);
+        if (padding_idx < 0) padding_idx += V;   /* nn.Embedding counts from the end */
+    }
+
+    char where[600];
+    snprintf(where, sizeof where, "%s: tensor 'input'", label(in));
+    if (embedding_check_ids(ids->data, B * T, V, where, err) != 0) return -1;
+    if (backward &&
+        get_tensor(in, "grad_output", DTYPE_F32, 3, (int64_t[]){B, T, D}, "(B, T, D)", &dy,
+                   err) != 0)
+        return -1;
+
+    Outputs o = {0};
+    float *y = output_f32(&o, "output", 3, (int64_t[]){B, T, D}, err);
+    float *dw = NULL;
+    if (!y || (backward && !(dw = output_f32(&o, "grad_embedding.weight", 2, w->shape, err)))) {
+        outputs_free(&o);
+        return -1;
+    }
+    if (embedding_forward(y, ids->data, w->data, B, T, D, (float)scale) != 0)
+        return layer_failed(&o, in, "embedding_forward", err);
+    if (backward && embedding_backward(dw, dy->data, ids->data, B, T, D, (float)scale,
+                                       padding_idx) != 0)
+        return layer_failed(&o, in, "embedding_backward", err);
+    return outputs_move(&o, out, err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Positions                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static int eval_positional(const TensorFile *in, TensorFile *out, int learned, int backward,
+                           Error *err)
+{
+    const Tensor *x, *w = NULL, *dy = NULL;
+    if (get_tensor(in, "input", DTYPE_F32, 3, NULL, "(B, T, D)", &x, err) != 0 ||
+        check_positive(in, "input", 2, x, "D (d_model)", err) != 0)
+        return -1;
+    int64_t B = x->shape[0], T = x->shape[1], D = x->shape[2];
+
+    /* The table's length: the rows of a learned table, or the metadata
+     * max_len (optional for the sinusoidal table, which has no fixed size). */
+    long long max_len;
+    if (learned) {
+        if (get_tensor(in, "pos_embedding.weight", DTYPE_F32, 2, (int64_t[]){-1, D}, "(L, D)",
+                       &w, err) != 0)
+            return -1;
+        max_len = w->shape[0];
+    } else if (tensorfile_meta_int(in, "max_len", T, &max_len, err) != 0) {
+        return -1;
+    }
+    if (T > max_len)
+        return error_set(err, "%s: the sequence is longer than the position table: tensor "
+                         "'input' has T = %lld positions, max_len is %lld%s", label(in),
+                         (long long)T, max_len,
+                         learned ? " (the rows of 'pos_embedding.weight')" : "");
+    long long meta_len;
+    if (learned && (tensorfile_meta_int(in, "max_len", max_len, &meta_len, err) != 0))
+        return -1;
+    if (learned && meta_len != max_len)
+        return error_set(err, "%s: metadata max_len is %lld but 'pos_embedding.weight' has "
+                         "%lld rows", label(in), meta_len, max_len);
+    if (backward && get_like(in, "grad_output", x, "'input'", DTYPE_F32, &dy, err) != 0)
+        return -1;
+
+    Outputs o = {0};
+    float *y = output_f32(&o, "output", 3, x->shape, err);
+    float *pe = NULL, *dx = NULL, *dw = NULL;
+    int ok = y != NULL;
+    if (ok && !learned) ok = (pe = output_f32(&o, "pe", 2, (int64_t[]){T, D}, err)) != NULL;
+    if (ok && backward) ok = (dx = output_f32(&o, "grad_input", 3, x->shape, err)) != NULL;
+    if (ok && backward && learned)
+        ok = (dw = output_f32(&o, "grad_pos_embedding.weight", 2, w->shape, err)) != NULL;
+    if (!ok) {
+        outputs_free(&o);
+        return -1;
+    }
+    if (!learned && positional_sinusoidal_table(pe, T, D) != 0)
+        return layer_failed(&o, in, "positional_sinusoidal_table", err);
+    if (positional_forward(y, x->data, learned ? w->data : pe, B, T, D) != 0)
+        return layer_failed(&o, in, "positional_forward", err);
+    if (backward && positional_backward(dx, dw, dy->data, B, T, D) != 0)
+        return layer_failed(&o, in, "positional_backward", err);
+    return outputs_move(&o, out, err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dropout                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* dropout_mask, dropout_mask_backward: PyTorch's mask, given by the case. */
+static int eval_dropout_mask(const TensorFile *in, TensorFile *out, int backward, Error *err)
+{
+    const Tensor *x, *mask = NULL, *dy = NULL;
+    float p;
+    int training;
+    if (tensorfile_get(in, "input", DTYPE_F32, -1, &x, err) != 0 ||
+        check_size(in, "tensor 'input'", tensor_numel(x), err) != 0 ||
+        get_probability(in, "p", 1, &p, err) != 0 ||
+        tensorfile_meta_bool(in, "training", 1, &training, err) != 0)
+        return -1;
+    if (training && get_mask(in, "mask", x, "'input'", &mask, err) != 0) return -1;
+    if (backward && get_like(in, "grad_output", x, "'input'", DTYPE_F32, &dy, err) != 0)
+        return -1;
+
+    int n = (int)tensor_numel(x);
+    const uint8_t *m = mask ? mask->data : NULL;   /* NULL: evaluation mode */
+    Outputs o = {0};
+    float *y = output_f32(&o, "output", x->ndim, x->shape, err);
+    float *dx = NULL;
+    if (!y || (backward && !(dx = output_f32(&o, "grad_input", x->ndim, x->shape, err)))) {
+        outputs_free(&o);
+        return -1;
+    }
+    if (dropout_forward(y, x->data, m, n, p) != 0)
+        return layer_failed(&o, in, "dropout_forward", err);
+    if (backward && dropout_backward(dx, dy->data, m, n, p) != 0)
+        return layer_failed(&o, in, "dropout_backward", err);
+    return outputs_move(&o, out, err);
+}
+
+/* dropout_rng: the mask drawn by this project's RNG from a seed. */
+static int eval_dropout_rng(const TensorFile *in, TensorFile *out, Error *err)
+{
+    const Tensor *x;
+    float p;
+    long long seed, stream;
+    if (tensorfile_get(in, "input", DTYPE_F32, -1, &x, err) != 0 ||
+        check_size(in, "tensor 'input'", tensor_numel(x), err) != 0 ||
+        get_probability(in, "p", 1, &p, err) != 0)
+        return -1;
+    if (!tensorfile_meta(in, "rng_seed"))
+        return error_set(err, "%s: metadata 'rng_seed' is missing", label(in));
+    if (tensorfile_meta_int(in, "rng_seed", 0, &seed, err) != 0 ||
+        tensorfile_meta_int(in, "rng_stream", 0, &stream, err) != 0)
+        return -1;
+    if (seed < 0 || stream < 0)
+        return error_set(err, "%s: metadata rng_seed and rng_stream must be non-negative",
+                         label(in));
+
+    int n = (int)tensor_numel(x);
+    Outputs o = {0};
+    uint8_t *mask = output_new(&o, "mask", DTYPE_BOOL, x->ndim, x->shape, err);
+    float *y = mask ? output_f32(&o, "output", x->ndim, x->shape, err) : NULL;
+    if (!y) {
+        outputs_free(&o);
+        return -1;
+    }
+    Rng rng;
+    rng_seed(&rng, (uint64_t)seed, (uint64_t)stream);
+    if (dropout_mask(mask, n, p, &rng) != 0) return layer_failed(&o, in, "dropout_mask", err);
+    if (dropout_forward(y, x->data, mask, n, p) != 0)
+        return layer_failed(&o, in, "dropout_forward", err);
+    return outputs_move(&o, out, err);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The feed-forward block                                                    */
+/* ------------------------------------------------------------------------ */
+
+static int eval_ffn(const TensorFile *in, TensorFile *out, int backward, Error *err)
+{
+    const Tensor *x, *w1, *w2, *b1 = NULL, *b2 = NULL, *mask = NULL, *dy = NULL;
+    if (get_tensor(in, "input", DTYPE_F32, 3, NULL, "(B, T, D)", &x, err) != 0 ||
+        check_positive(in, "input", 2, x, "D (d_model)", err) != 0)
+        return -1;
+    int64_t B = x->shape[0], T = x->shape[1], D = x->shape[2];
+    if (get_tensor(in, "linear1.weight", DTYPE_F32, 2, (int64_t[]){-1, D}, "(F, D)", &w1,
+                   err) != 0 ||
+        check_positive(in, "linear1.weight", 0, w1, "F (dim_feedforward)", err) != 0)
+        return -1;
+    int64_t F = w1->shape[0];
+    if (get_tensor(in, "linear2.weight", DTYPE_F32, 2, (int64_t[]){D, F}, "(D, F)", &w2,
+                   err) != 0 ||
+        check_size(in, "the hidden layer (B, T, F)", B * T * F, err) != 0)
+        return -1;
+
+    int bias;
+    if (tensorfile_meta_bool(in, "bias", tensorfile_find(in, "linear1.bias") != NULL, &bias,
+                             err) != 0)
+        return -1;
+    if (bias) {
+        if (get_tensor(in, "linear1.bias", DTYPE_F32, 1, (int64_t[]){F}, "(F,)", &b1, err) ||
+            get_tensor(in, "linear2.bias", DTYPE_F32, 1, (int64_t[]){D}, "(D,)", &b2, err))
+            return -1;
+    } else if (tensorfile_find(in, "linear1.bias") || tensorfile_find(in, "linear2.bias")) {
+        return error_set(err, "%s: metadata bias is false but the case holds a bias tensor",
+                         label(in));
+    }
+
+    float p;
+    int training;
+    if (get_probability(in, "dropout", 0, &p, err) != 0 ||
+        tensorfile_meta_bool(in, "training", 1, &training, err) != 0)
+        return -1;
+    /* The shape the mask must have: that of the hidden layer. */
+    Tensor hidden_shape = {.dtype = DTYPE_F32, .ndim = 3, .shape = {B, T, F}};
+    if (training && (p > 0.0f || tensorfile_find(in, "dropout_mask"))) {
+        if (!tensorfile_find(in, "dropout_mask"))
+            return error_set(err, "%s: dropout is %g in training mode, so the case must hold "
+                             "the BOOL tensor 'dropout_mask' (B, T, F) (C cannot draw "
+                             "PyTorch's mask)", label(in), p);
+        if (get_mask(in, "dropout_mask", &hidden_shape, "the hidden layer (B, T, F)", &mask,
+                     err) != 0)
+            return -1;
+    }
+    if (backward && get_like(in, "grad_output", x, "'input'", DTYPE_F32, &dy, err) != 0)
+        return -1;
+
+    /* pre, hidden and dhidden are working space, not outputs. */
+    Tensor work[3] = {{0}};
+    Outputs o = {0};
+    int ok = 1;
+    for (int i = 0; ok && i < (backward ? 3 : 2); i++)
+        ok = tensor_alloc(&work[i], DTYPE_F32, 3, hidden_shape.shape, err) == 0;
+    float *y = NULL, *dx = NULL, *dw1 = NULL, *db1 = NULL, *dw2 = NULL, *db2 = NULL;
+    if (ok) ok = (y = output_f32(&o, "output", 3, x->shape, err)) != NULL;
+    if (ok && backward) {
+        ok = (dx = output_f32(&o, "grad_input", 3, x->shape, err)) &&
+             (dw1 = output_f32(&o, "grad_linear1.weight", 2, w1->shape, err)) &&
+             (!bias || (db1 = output_f32(&o, "grad_linear1.bias", 1, b1->shape, err))) &&
+             (dw2 = output_f32(&o, "grad_linear2.weight", 2, w2->shape, err)) &&
+             (!bias || (db2 = output_f32(&o, "grad_linear2.bias", 1, b2->shape, err)));
+    }
+    const uint8_t *m = mask ? mask->data : NULL;
+    const float *pb1 = b1 ? b1->data : NULL, *pb2 = b2 ? b2->data : NULL;
+    int rc = ok ? 0 : -1;
+    if (rc == 0 && ffn_forward(y, work[0].data, work[1].data, x->data, w1->data, pb1,
+                               w2->data, pb2, m, p, B, T, D, F) != 0)
+        rc = layer_failed(&o, in, "ffn_forward", err);
+    if (rc == 0 && backward &&
+        ffn_backward(dx, dw1, db1, dw2, db2, work[2].data, dy->data, x->data, work[0].data,
+                     work[1].data, w1->data, w2->data, m, p, B, T, D, F) != 0)
+        rc = layer_failed(&o, in, "ffn_backward", err);
+    for (int i = 0; i < 3; i++) tensor_free(&work[i]);
+    if (rc != 0) {
+        outputs_free(&o);
+        return -1;
+    }
+    return outputs_move(&o, out, err);
+}
+
+/* ------------------------------------------------------------------------ */
+
+int encoder_case_eval(const TensorFile *in, TensorFile *out, Error *err)
+{
+    const char *op = tensorfile_meta(in, "op");
+    if (!op) return error_set(err, "%s: metadata 'op' is missing", label(in));
+    if (!strcmp(op, "embedding")) return eval_embedding(in, out, 0, err);
+    if (!strcmp(op, "embedding_backward")) return eval_embedding(in, out, 1, err);
+    if (!strcmp(op, "positional_sinusoidal")) return eval_positional(in, out, 0, 0, err);
+    if (!strcmp(op, "positional_sinusoidal_backward")) return eval_positional(in, out, 0, 1, err);
+    if (!strcmp(op, "positional_learned")) return eval_positional(in, out, 1, 0, err);
+    if (!strcmp(op, "positional_learned_backward")) return eval_positional(in, out, 1, 1, err);
+    if (!strcmp(op, "dropout_mask")) return eval_dropout_mask(in, out, 0, err);
+    if (!strcmp(op, "dropout_mask_backward")) return eval_dropout_mask(in, out, 1, err);
+    if (!strcmp(op, "dropout_rng")) return eval_dropout_rng(in, out, err);
+    if (!strcmp(op, "ffn")) return eval_ffn(in, out, 0, err);
+    if (!strcmp(op, "ffn_backward")) return eval_ffn(in, out, 1, err);
+    return error_set(err, "%s: op '%s' is not a chapter 05 op (embedding, embedding_backward, "
+                     "positional_sinusoidal, positional_sinusoidal_backward, "
+                     "positional_learned, positional_learned_backward, dropout_mask, "
+                     "dropout_mask_backward, dropout_rng, ffn, ffn_backward)", label(in), op);
+}

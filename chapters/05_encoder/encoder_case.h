@@ -1,0 +1,49 @@
+/*
+ * encoder_case.h - evaluating a chapter 05 case file: the work behind
+ * `build/05_encoder --case IN --out OUT`, kept in the library so the tests
+ * can hand it broken cases directly.
+ *
+ * Ops, their tensors and metadata (the README has the same table). Letters:
+ * B batch, T sequence length, D d_model, V vocabulary, L max_len, F
+ * dim_feedforward; every float tensor is F32.
+ *
+ *   embedding                  input I64 (B, T), embedding.weight (V, D) -> output (B, T, D)
+ *   embedding_backward         + grad_output (B, T, D) -> output, grad_embedding.weight (V, D)
+ *                              metadata: scale (default 1), padding_idx (optional, -V..V-1)
+ *   positional_sinusoidal      input (B, T, D) -> output (B, T, D), pe (T, D)
+ *   positional_sinusoidal_backward  + grad_output -> output, pe, grad_input
+ *                              metadata: max_len (optional; T <= max_len)
+ *   positional_learned         input (B, T, D), pos_embedding.weight (L, D) -> output
+ *   positional_learned_backward  + grad_output -> output, grad_input,
+ *                              grad_pos_embedding.weight (L, D)
+ *                              metadata: max_len (optional, = L); T <= L
+ *   dropout_mask               input (any shape), mask BOOL (same shape) -> output
+ *   dropout_mask_backward      + grad_output -> output, grad_input
+ *                              metadata: p (required, in [0, 1]), training (default
+ *                              true; false: the identity, mask not needed)
+ *   dropout_rng                input (any shape) -> mask BOOL, output, the mask drawn
+ *                              by dropout_mask(); metadata p, rng_seed, rng_stream
+ *   ffn                        input (B, T, D), linear1.weight (F, D), linear1.bias (F,),
+ *                              linear2.weight (D, F), linear2.bias (D,),
+ *                              dropout_mask BOOL (B, T, F) -> output (B, T, D)
+ *   ffn_backward               + grad_output -> output, grad_input, grad_linear1.weight,
+ *                              grad_linear1.bias, grad_linear2.weight, grad_linear2.bias
+ *                              metadata: dropout (default 0, in [0, 1]), training
+ *                              (default true), bias (default: linear1.bias is present);
+ *                              dropout_mask is required when training with dropout > 0
+ *
+ * Everything is checked before any arithmetic: each tensor's presence, dtype
+ * and shape, ids inside the vocabulary, T against the position table, p in
+ * [0, 1], mask bytes 0 or 1, sizes that fit an int. A problem is one line in
+ * err naming the file (or "(case)" for a TensorFile built in memory) and the
+ * problem, and -1; run_case_file then writes no output file.
+ */
+#ifndef ENCODER_CASE_H
+#define ENCODER_CASE_H
+
+#include "safetensors.h"
+
+/* The CaseEval of the chapter program. */
+int encoder_case_eval(const TensorFile *in, TensorFile *out, Error *err);
+
+#endif

@@ -1,0 +1,203 @@
+/*
+ * main.c - the chapter 05 program.
+ *
+ *     build/05_encoder --demo
+ *     build/05_encoder --case in.safetensors --out out.safetensors
+ *     build/05_encoder --plot-data DIR
+ *
+ * The demo embeds a short id sequence with the sqrt(D) scale, prints
+ * sinusoidal encodings small enough to check by hand and adds them, runs
+ * one position through the feed-forward block, and measures dropout's
+ * statistics. The case mode evaluates this chapter's ops (encoder_case.h has
+ * the list, reference/ch05_encoder.py makes the cases). --plot-data writes
+ * the data that plots/positional_encoding.gp and plots/positional_curves.gp
+ * draw (make plots runs both).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "casefile.h"
+#include "dropout.h"
+#include "embedding.h"
+#include "encoder_case.h"
+#include "ffn.h"
+#include "positional.h"
+#include "rng.h"
+
+static const char USAGE[] =
+    "usage: 05_encoder --demo\n"
+    "       05_encoder --case IN.safetensors --out OUT.safetensors\n"
+    "       05_encoder --plot-data DIR\n";
+
+static void print_rows(const char *title, const float *m, int rows, int cols, int first_row)
+{
+    printf("%s\n", title);
+    for (int r = 0; r < rows; r++) {
+        printf("  %2d [", first_row + r);
+        for (int c = 0; c < cols; c++) printf(c ? ", %8.4f" : "%8.4f", m[r * cols + c]);
+        printf("]\n");
+    }
+}
+
+static int demo(void)
+{
+    /* A vocabulary of 5 tokens, D = 4: row v of the table is v + [0.1, 0.2, 0.3, 0.4]. */
+    enum { V = 5, D = 4, T = 4, F = 3 };
+    float weight[V * D];
+    for (int v = 0; v < V; v++)
+        for (int d = 0; d < D; d++) weight[v * D + d] = v + 0.1f * (d + 1);
+    int64_t ids[T] = {3, 1, 4, 1};
+    float emb[T * D], pe[T * D], x[T * D];
+    float scale = sqrtf((float)D);
+    printf("Token embedding: ids [3, 1, 4, 1], table row v = v + [0.1, 0.2, 0.3, 0.4], "
+           "scale sqrt(D) = %.0f\n", scale);
+    if (embedding_forward(emb, ids, weight, 1, T, D, scale) != 0) return -1;
+    print_rows("  output (T, D); the two 1s get the same row:", emb, T, D, 0);
+
+    if (positional_sinusoidal_table(pe, T, D) != 0) return -1;
+    printf("\nSinusoidal encoding, D = 4: frequencies w_0 = 1, w_1 = 10000^(-2/4) = 0.01\n"
+           "  PE[pos] = [sin(pos), cos(pos), sin(0.01 pos), cos(0.01 pos)]\n");
+    print_rows("  PE (T, D); position 0 is [0, 1, 0, 1], position 1 has sin 1 = 0.8415, "
+               "cos 1 = 0.5403:", pe, T, D, 0);
+    if (positional_forward(x, emb, pe, 1, T, D) != 0) return -1;
+    print_rows("  embedding + PE: the two 1s now differ", x, T, D, 0);
+
+    /* The feed-forward block on one position, D = 4, F = 3: linear1 picks
+     * out single inputs (the third with a minus sign, so ReLU zeroes it),
+     * linear2 adds the hidden units up. */
+    float w1[F * D] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, -1, 0}, b1[F] = {0, 0, 0};
+    float w2[D * F] = {1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, b2[D] = {0, 0, 0, 0.5f};
+    float pre[F], hidden[F], y[D];
+    if (ffn_forward(y, pre, hidden, x + 1 * D, w1, b1, w2, b2, NULL, 0.0f, 1, 1, D, F) != 0)
+        return -1;
+    printf("\nFeed-forward block on position 1 (D = 4, F = 3, no dropout)\n");
+    print_rows("  pre = x W1^T + b1 (the third unit is negative):", pre, 1, F, 1);
+    print_rows("  hidden = relu(pre):", hidden, 1, F, 1);
+    print_rows("  out = hidden W2^T + b2 (sum of the hidden units, then 0, 0, 0.5):", y, 1, D,
+               1);
+
+    /* Dropout on a million ones: the fraction dropped is p and the mean stays 1. */
+    enum { N = 1000000 };
+    float *ones = malloc(N * sizeof *ones), *out = malloc(N * sizeof *out);
+    uint8_t *mask = malloc(N);
+    int rc = ones && out && mask ? 0 : -1;
+    if (rc == 0) {
+        for (int i = 0; i < N; i++) ones[i] = 1.0f;
+        printf("\nDropout on %d ones (PCG32, seed 42): fraction dropped and the mean of the "
+               "output\n", N);
+        const float ps[] = {0.0f, 0.1f, 0.5f, 0.9f, 1.0f};
+        Rng rng;
+        rng_seed(&rng, 42, 0);
+        for (size_t k = 0; rc == 0 && k < sizeof ps / sizeof ps[0]; k++) {
+            if (dropout_mask(mask, N, ps[k], &rng) != 0 ||
+                dropout_forward(out, ones, mask, N, ps[k]) != 0) {
+                rc = -1;
+                break;
+            }
+            long dropped = 0;
+            double sum = 0;
+            for (int i = 0; i < N; i++) dropped += !mask[i], sum += out[i];
+            char factor[32] = "none kept";
+            if (ps[k] < 1.0f) snprintf(factor, sizeof factor, "kept x %.3f", 1.0 / (1.0 - ps[k]));
+            printf("  p = %.1f: dropped %.4f, %-14s mean of the output %.4f\n", ps[k],
+                   (double)dropped / N, factor, sum / N);
+        }
+    }
+    free(ones);
+    free(out);
+    free(mask);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* --plot-data DIR                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* The heatmap: D = 48 dimensions over 96 positions, the size of the figure
+ * in the UvA deep learning tutorial on Transformers. */
+enum { PLOT_D = 48, PLOT_L = 96, CURVE_L = 64 };
+/* The curves: four sin/cos pairs, i = 0, 1, 4, 12 (wavelengths 6.3, 9.2,
+ * 29 and 628 positions). */
+static const int CURVE_DIMS[] = {0, 1, 2, 3, 8, 9, 24, 25};
+
+/* Opens DIR/name.tmp for writing; close_data renames it into place. */
+static FILE *open_data(const char *dir, const char *name, char *tmp, char *path, size_t size)
+{
+    snprintf(path, size, "%s/%s", dir, name);
+    snprintf(tmp, size, "%s/%s.tmp", dir, name);
+    FILE *f = fopen(tmp, "w");
+    if (!f) fprintf(stderr, "05_encoder: cannot write %s: %s\n", tmp, strerror(errno));
+    return f;
+}
+
+static int close_data(FILE *f, const char *tmp, const char *path)
+{
+    int failed = ferror(f);
+    if (fclose(f) != 0) failed = 1;
+    if (failed || rename(tmp, path) != 0) {
+        fprintf(stderr, "05_encoder: cannot write %s: %s\n", path, strerror(errno));
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+static int write_plot_data(const char *dir)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "05_encoder: --plot-data: cannot create the folder %s: %s\n", dir,
+                strerror(errno));
+        return 1;
+    }
+    static float table[PLOT_L * PLOT_D];
+    if (positional_sinusoidal_table(table, PLOT_L, PLOT_D) != 0) {
+        fprintf(stderr, "05_encoder: positional_sinusoidal_table failed\n");
+        return 1;
+    }
+    char tmp[4096], path[4096];
+    FILE *f = open_data(dir, "positional_encoding.dat", tmp, path, sizeof tmp);
+    if (!f) return 1;
+    fprintf(f, "# sinusoidal positional encoding, d_model = %d, positions 0..%d\n"
+               "# position  dimension  value   (one block per position, for plot with image)\n",
+            PLOT_D, PLOT_L - 1);
+    for (int pos = 0; pos < PLOT_L; pos++) {
+        for (int d = 0; d < PLOT_D; d++)
+            fprintf(f, "%d %d %.6f\n", pos, d, table[pos * PLOT_D + d]);
+        fprintf(f, "\n");
+    }
+    if (close_data(f, tmp, path) != 0) return 1;
+    printf("wrote %s\n", path);
+
+    f = open_data(dir, "positional_curves.dat", tmp, path, sizeof tmp);
+    if (!f) return 1;
+    fprintf(f, "# sinusoidal positional encoding, d_model = %d: value over position of "
+               "dimensions\n# position", PLOT_D);
+    for (size_t k = 0; k < sizeof CURVE_DIMS / sizeof CURVE_DIMS[0]; k++)
+        fprintf(f, "  dim%d", CURVE_DIMS[k]);
+    fprintf(f, "\n");
+    for (int pos = 0; pos < CURVE_L; pos++) {
+        fprintf(f, "%d", pos);
+        for (size_t k = 0; k < sizeof CURVE_DIMS / sizeof CURVE_DIMS[0]; k++)
+            fprintf(f, " %.6f", table[pos * PLOT_D + CURVE_DIMS[k]]);
+        fprintf(f, "\n");
+    }
+    if (close_data(f, tmp, path) != 0) return 1;
+    printf("wrote %s\n", path);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "--plot-data") == 0) {
+        if (argc != 3) {
+            fprintf(stderr, "%s: --plot-data needs one folder\n%s", argv[0], USAGE);
+            return 2;
+        }
+        return write_plot_data(argv[2]);
+    }
+    return case_main(argc, argv, USAGE, demo, encoder_case_eval);
+}

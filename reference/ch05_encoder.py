@@ -1,0 +1,506 @@
+"""Chapter 05 reference: what goes into and around the encoder layer, namely
+the token embedding, positional encodings (sinusoidal and learned), dropout
+and the position-wise feed-forward block of nn.TransformerEncoderLayer.
+
+Case tensors (see chapters/05_encoder/README.md; B batch, T length, D d_model,
+V vocabulary, L max_len, F dim_feedforward):
+    embedding                input I64 (B, T), embedding.weight (V, D) -> output (B, T, D)
+    embedding_backward       + grad_output -> output, grad_embedding.weight
+                             metadata scale, padding_idx (optional)
+    positional_sinusoidal    input (B, T, D) -> output, pe (T, D)
+    positional_sinusoidal_backward   + grad_output -> output, pe, grad_input
+    positional_learned       input (B, T, D), pos_embedding.weight (L, D) -> output
+    positional_learned_backward      + grad_output -> output, grad_input,
+                             grad_pos_embedding.weight
+    dropout_mask             input, mask BOOL (PyTorch's own mask) -> output; metadata p, training
+    dropout_mask_backward    + grad_output -> output, grad_input
+    dropout_rng              input -> mask, output: the mask drawn by the C RNG's
+                             Python twin (metadata p, rng_seed, rng_stream)
+    ffn                      input (B, T, D), linear1.weight (F, D), linear1.bias,
+                             linear2.weight (D, F), linear2.bias, dropout_mask BOOL
+                             (B, T, F) when dropout > 0 -> output
+    ffn_backward             + grad_output -> output, grad_input and grad_<parameter>
+                             for the four parameters
+
+`python -m reference.ch05_encoder --measure [N]` runs N fresh random cases of
+every op through build/05_encoder and prints the largest errors, which is
+where the tolerances below come from.
+"""
+
+import argparse
+import math
+import random
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+from safetensors.torch import load_file
+
+from reference.common import Case, case_meta, generator, randn, write_case
+from reference.rng import Pcg32
+
+CHAPTER = "05_encoder"
+PROGRAM = "build/05_encoder"
+
+# ---------------------------------------------------------------------------
+# Tolerances. Each comes from measurement (--measure over 1000 random cases
+# per op): the largest error of the C code uses at most 0.32 of the tolerance
+# (|C - torch| / (atol + rtol |torch|)), a margin of 3 or more. The README's
+# table lists the measured numbers.
+#
+# Gathers, copies and masks are exact in float32: an embedding row without a
+# scale, a gradient passed straight through, a dropped value (0).
+#
+# One rounded product x * s, where s is itself the float32 rounding of the
+# exact factor (sqrt(D) for the embedding, 1/(1-p) for dropout), is within
+# about one ulp of the exact product, 2^-23 = 1.2e-7 relative at most.
+# Measured: 1.65e-7.
+PRODUCT_TOL = dict(atol=0.0, rtol=5e-7)
+# The sum of two float32 values is exact in float64, so the float64 sum
+# x + table[t] rounded once is what C computes, barring a rare double rounding
+# (one ulp). Measured: exact in every case.
+SUM_TOL = dict(atol=0.0, rtol=2.5e-7)
+
+
+def scatter_tolerance(n, scale=1.0):
+    """A gradient row that sums n terms scale * dout: the embedding row of an
+    id that occurs n times, a position row summed over the batch (n = B).
+    Every float32 addition rounds to half an ulp of the running sum, and for
+    gradients of random sign the sum grows like sqrt(n), so the error grows
+    like sqrt(n) * |scale * dout| * 2^-24. Measured: at most
+    3.4e-7 * scale * sqrt(n) (2.4e-7 for the position rows); the atol is
+    1e-6 * scale * sqrt(n)."""
+    return dict(atol=float(f"{1e-6 * scale * math.sqrt(max(n, 1)):.3g}"), rtol=1e-6)
+
+
+# The FFN is two linear layers of chapter 00: float32 sums of D or F products
+# (up to 160 here) and, in the weight gradients, of B * T rows (up to 48),
+# with values up to about 50 in grad_linear1.weight. It takes chapter 00's
+# MATMUL_TOL. Measured: at most 1.9e-5 absolute, 0.28 of the tolerance.
+FFN_TOL = dict(atol=2e-5, rtol=1e-5)
+# ReLU has a kink at 0, where its gradient jumps from 0 to 1. A pre-activation
+# within float32's rounding error of 0 (about 1e-6 here) may land on the other
+# side of the kink in C than in float64, and a whole gradient term appears or
+# vanishes: a discontinuity, not an error to tolerate. ffn_case redraws such
+# inputs, so every pre-activation is either exactly 0 (the dead units) or at
+# least KINK_MARGIN, ten times that error, away from 0.
+KINK_MARGIN = 1e-5
+# The sinusoidal table is computed in float32, and its error grows with the
+# position. The angle pos * w_i is rounded to float32, and w_i = 10000^(-2i/D)
+# carries a relative error of a few 2^-24 of its own (the exponent,
+# 2i/D * ln 10000, up to 9.2, is rounded before exp() turns its absolute
+# error into a relative one). sin and cos pass the angle's absolute error
+# through, so PE[pos] is off by up to pos * c * 2^-24. Measured over every
+# D up to 256 and positions up to 2000: at most 8.6e-8 * pos (c = 1.4; the
+# variant 1 / powf(10000, 2i/D) reaches 1.25e-7 * pos). A float32 table is no
+# better than this whatever the formula: the rounding of the angle alone is
+# pos * w_i * 2^-24. The tolerance per case is
+#     atol = PE_ATOL_BASE + PE_ATOL_PER_POSITION * (T - 1)
+# (2.5e-4 at T = 1000); the base covers sin's own rounding and the sum x + PE.
+PE_ATOL_BASE = 5e-7
+PE_ATOL_PER_POSITION = 2.5e-7
+PE_RTOL = 1e-6
+
+
+def pe_tolerance(T):
+    return dict(atol=float(f"{PE_ATOL_BASE + PE_ATOL_PER_POSITION * max(T - 1, 0):.3g}"),
+                rtol=PE_RTOL)
+
+
+def f32(t):
+    """The float32 values C will see, held in float64."""
+    return t.float().double()
+
+
+def ptag(p):
+    """p in case names, in percent (p10 is p = 0.1): a dot would end the name."""
+    return f"p{round(100 * p)}"
+
+
+def as_f32(p):
+    """p rounded to float32, as a Python float: the probability C will use."""
+    return torch.tensor(p, dtype=torch.float32).item()
+
+
+# ---------------------------------------------------------------------------
+# Token embedding
+# ---------------------------------------------------------------------------
+
+def embedding_case(name, B, T, V, D, seed, scale=1.0, padding_idx=None, backward=False):
+    """nn.Embedding(V, D, padding_idx) in float64, times scale. Every row of the
+    table is random, the padding row too: PyTorch's forward returns whatever
+    that row holds; only its gradient is held at zero."""
+    g = generator(seed)
+    emb = nn.Embedding(V, D, padding_idx=padding_idx, dtype=torch.float64)
+    with torch.no_grad():
+        emb.weight.copy_(f32(randn(g, V, D)))
+    ids = torch.randint(0, V, (B, T), generator=g)
+    if padding_idx is not None and ids.numel() >= 2:     # make sure the padding id occurs
+        ids.view(-1)[:: max(ids.numel() // 3, 1)] = emb.padding_idx
+    y = emb(ids) * scale
+    tensors = {"input": ids, **{f"embedding.{k}": v for k, v in emb.state_dict().items()},
+               "output": y}
+    outputs = ["output"]
+    options = dict(scale=scale)
+    if padding_idx is not None:
+        options["padding_idx"] = padding_idx
+    if backward:
+        dy = f32(randn(g, B, T, D))
+        y.backward(dy)
+        tensors.update({"grad_output": dy, "grad_embedding.weight": emb.weight.grad})
+        outputs.append("grad_embedding.weight")
+    tol = PRODUCT_TOL
+    if backward:   # the longest sum: the most frequent id that is not padding
+        counts = torch.bincount(ids.flatten(), minlength=V)
+        if emb.padding_idx is not None:
+            counts[emb.padding_idx] = 0
+        tol = scatter_tolerance(counts.max().item(), scale)
+    op = "embedding_backward" if backward else "embedding"
+    return Case(name, tensors, case_meta(op, seed, outputs=outputs, B=B, T=T, V=V, D=D,
+                                         **options, **tol))
+
+
+# ---------------------------------------------------------------------------
+# Positions
+# ---------------------------------------------------------------------------
+
+def sinusoidal_table(L, D):
+    """(L, D) float64: PE[pos, 2i] = sin(pos w_i), PE[pos, 2i+1] = cos(pos w_i),
+    w_i = 10000^(-2i/D). For odd D the last column is a sine without partner."""
+    pos = torch.arange(L, dtype=torch.float64)[:, None]
+    two_i = torch.arange(0, D, 2, dtype=torch.float64)
+    angle = pos * 10000.0 ** (-two_i / D)            # (L, ceil(D/2))
+    pe = torch.zeros(L, D, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : D // 2])
+    return pe
+
+
+def sinusoidal_case(name, B, T, D, seed, backward=False, max_len=None):
+    g = generator(seed)
+    x = f32(randn(g, B, T, D)).requires_grad_(True)
+    pe = sinusoidal_table(T, D)
+    y = x + pe
+    tensors = {"input": x, "output": y, "pe": pe}
+    outputs = ["output", "pe"]
+    if backward:
+        dy = f32(randn(g, B, T, D))
+        y.backward(dy)
+        tensors.update(grad_output=dy, grad_input=x.grad)
+        outputs.append("grad_input")
+    options = {} if max_len is None else dict(max_len=max_len)
+    op = "positional_sinusoidal_backward" if backward else "positional_sinusoidal"
+    return Case(name, tensors, case_meta(op, seed, outputs=outputs, B=B, T=T, D=D, **options,
+                                         **pe_tolerance(T)))
+
+
+def learned_case(name, B, T, L, D, seed, backward=False):
+    """x + nn.Embedding(L, D)(arange(T)), the learned positions of seed 002."""
+    g = generator(seed)
+    pos_embedding = nn.Embedding(L, D, dtype=torch.float64)
+    with torch.no_grad():
+        pos_embedding.weight.copy_(f32(randn(g, L, D)))
+    x = f32(randn(g, B, T, D)).requires_grad_(True)
+    y = x + pos_embedding(torch.arange(T))[None]
+    tensors = {"input": x, **{f"pos_embedding.{k}": v for k, v in
+                              pos_embedding.state_dict().items()}, "output": y}
+    outputs = ["output"]
+    if backward:
+        dy = f32(randn(g, B, T, D))
+        y.backward(dy)
+        tensors.update({"grad_output": dy, "grad_input": x.grad,
+                        "grad_pos_embedding.weight": pos_embedding.weight.grad})
+        outputs += ["grad_input", "grad_pos_embedding.weight"]
+    tol = scatter_tolerance(B) if backward else SUM_TOL
+    op = "positional_learned_backward" if backward else "positional_learned"
+    return Case(name, tensors, case_meta(op, seed, outputs=outputs, B=B, T=T, D=D, max_len=L,
+                                         **tol))
+
+
+# ---------------------------------------------------------------------------
+# Dropout
+# ---------------------------------------------------------------------------
+
+def torch_dropout(dropout, x, seed):
+    """Applies the module nn.Dropout `dropout` to x with torch's generator
+    seeded by `seed`, and recovers the mask it drew by applying it again, from
+    the same seed, to ones (x itself may hold zeros)."""
+    torch.manual_seed(seed)
+    y = dropout(x)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        mask = dropout(torch.ones_like(x)) != 0
+    if dropout.training:
+        p = dropout.p
+        expect = x * mask / (1 - p) if p < 1 else torch.zeros_like(x)
+        assert torch.allclose(y, expect, rtol=1e-14, atol=0), "dropout is not x * mask / (1 - p)"
+    return y, mask
+
+
+def dropout_case(name, shape, p, seed, backward=False, training=True):
+    """nn.Dropout(p) in training (or eval) mode; the case holds torch's mask."""
+    g = generator(seed)
+    p = as_f32(p)
+    x = f32(randn(g, *shape)).requires_grad_(True)
+    drop = nn.Dropout(p)
+    drop.train(training)
+    y, mask = torch_dropout(drop, x, seed)
+    tensors = {"input": x, "output": y}
+    if training:
+        tensors["mask"] = mask
+    outputs = ["output"]
+    if backward:
+        dy = f32(randn(g, *shape))
+        y.backward(dy)
+        tensors.update(grad_output=dy, grad_input=x.grad)
+        outputs.append("grad_input")
+    op = "dropout_mask_backward" if backward else "dropout_mask"
+    return Case(name, tensors, case_meta(op, seed, outputs=outputs, p=p, training=training,
+                                         **PRODUCT_TOL))
+
+
+def dropout_rng_case(name, shape, p, rng_seed, rng_stream=0):
+    """The mask C's dropout_mask() draws: one uniform per element, in order,
+    kept iff u >= p, from PCG32 (reference/rng.py is its Python twin)."""
+    p = as_f32(p)
+    g = generator(rng_seed)
+    x = f32(randn(g, *shape))
+    rng = Pcg32(rng_seed, rng_stream)
+    n = x.numel()
+    mask = torch.tensor([rng.uniform() >= p for _ in range(n)], dtype=torch.bool).reshape(shape)
+    y = x * mask / (1 - p) if p < 1 else torch.zeros_like(x)
+    return Case(name, {"input": x, "mask": mask, "output": y},
+                case_meta("dropout_rng", rng_seed, outputs=["mask", "output"], p=p,
+                          rng_seed=rng_seed, rng_stream=rng_stream, **PRODUCT_TOL))
+
+
+# ---------------------------------------------------------------------------
+# The feed-forward block
+# ---------------------------------------------------------------------------
+
+def ffn_case(name, B, T, D, F, seed, p=0.0, bias=True, backward=False, training=True,
+             dead_units=0):
+    """linear2(dropout(relu(linear1(x)))) with the submodules of a float64
+    nn.TransformerEncoderLayer(D, 1, F, dropout=p, batch_first=True), the
+    layer's _ff_block without its final dropout2 (which belongs to the
+    residual). Weights are random, not the layer's initialisation. The first
+    `dead_units` hidden units get a zero weight row and bias, so their
+    pre-activation is exactly 0 and ReLU's gradient there is tested (0)."""
+    g = generator(seed)
+    p = as_f32(p)
+    layer = nn.TransformerEncoderLayer(D, 1, F, dropout=p, batch_first=True, bias=bias,
+                                       dtype=torch.float64)
+    layer.train(training)
+    with torch.no_grad():
+        layer.linear1.weight.copy_(f32(randn(g, F, D) / math.sqrt(D)))
+        layer.linear2.weight.copy_(f32(randn(g, D, F) / math.sqrt(F)))
+        if bias:
+            layer.linear1.bias.copy_(f32(0.5 * randn(g, F)))
+            layer.linear2.bias.copy_(f32(0.5 * randn(g, D)))
+        layer.linear1.weight[:dead_units] = 0.0
+        if bias:
+            layer.linear1.bias[:dead_units] = 0.0
+    # ReLU has a kink at 0: a pre-activation within float32's rounding error of
+    # 0 may land on the other side of it in C, and its gradient then jumps
+    # from 0 to a full value. Such inputs are redrawn: every pre-activation is
+    # either exactly 0 (the dead units) or at least KINK_MARGIN away from it.
+    for _ in range(100):
+        x = f32(randn(g, B, T, D))
+        with torch.no_grad():
+            pre = layer.linear1(x)
+        if not ((pre != 0) & (pre.abs() < KINK_MARGIN)).any():
+            break
+    else:
+        raise RuntimeError(f"{name}: no input away from ReLU's kink in 100 draws")
+    x.requires_grad_(True)
+    hidden, mask = torch_dropout(layer.dropout, layer.activation(layer.linear1(x)), seed)
+    y = layer.linear2(hidden)
+    params = {k: v for k, v in layer.state_dict().items() if k.startswith(("linear1.", "linear2."))}
+    tensors = {"input": x, **params, "output": y}
+    if training and p > 0:
+        tensors["dropout_mask"] = mask
+    outputs = ["output"]
+    if backward:
+        dy = f32(randn(g, B, T, D))
+        y.backward(dy)
+        tensors.update(grad_output=dy, grad_input=x.grad)
+        outputs.append("grad_input")
+        named = dict(layer.named_parameters())
+        for k in params:
+            tensors[f"grad_{k}"] = named[k].grad
+            outputs.append(f"grad_{k}")
+    op = "ffn_backward" if backward else "ffn"
+    return Case(name, tensors, case_meta(op, seed, outputs=outputs, B=B, T=T, D=D, F=F,
+                                         dropout=p, training=training, bias=bias,
+                                         **FFN_TOL))
+
+
+# ---------------------------------------------------------------------------
+
+def golden_cases():
+    cases = []
+    # Token embedding: scale on and off (sqrt(16) = 4 exact, sqrt(12) not),
+    # odd D, padding_idx counted from either end, a one-token vocabulary.
+    for i, (B, T, V, D, scale, pad) in enumerate([
+            (2, 5, 10, 8, 1.0, None), (1, 1, 1, 1, 1.0, None), (3, 7, 20, 16, 4.0, None),
+            (2, 6, 30, 12, math.sqrt(12), None), (4, 9, 13, 7, 1.0, 0),
+            (2, 8, 11, 5, math.sqrt(5), -1)]):
+        tag = f"{B}x{T}_V{V}_D{D}" + ("_scaled" if scale != 1 else "") + \
+            ("" if pad is None else f"_pad{pad}")
+        cases.append(embedding_case(f"embedding_{tag}", B, T, V, D, 600 + i, scale, pad))
+    # Backward: few ids in many positions, so rows collect repeated gradients.
+    for i, (B, T, V, D, scale, pad) in enumerate([
+            (4, 16, 5, 8, 1.0, None), (2, 12, 3, 16, 4.0, None), (3, 10, 6, 9, math.sqrt(9), 2),
+            (2, 7, 50, 6, 1.0, None), (1, 1, 1, 1, 1.0, None), (8, 8, 4, 12, math.sqrt(12), -4)]):
+        tag = f"{B}x{T}_V{V}_D{D}" + ("_scaled" if scale != 1 else "") + \
+            ("" if pad is None else f"_pad{pad}")
+        cases.append(embedding_case(f"embedding_backward_{tag}", B, T, V, D, 620 + i, scale,
+                                    pad, backward=True))
+    # Sinusoidal positions: even and odd D, the seed figure's 96 x 48, long sequences.
+    for i, (B, T, D, max_len) in enumerate([(2, 10, 16, None), (1, 1, 1, None), (3, 6, 7, 10),
+                                            (1, 96, 48, 96), (2, 50, 2, None),
+                                            (1, 512, 32, 5000), (1, 1000, 17, None)]):
+        cases.append(sinusoidal_case(f"positional_sinusoidal_{B}x{T}_D{D}", B, T, D, 640 + i,
+                                     max_len=max_len))
+    for i, (B, T, D) in enumerate([(3, 8, 12), (2, 5, 9)]):
+        cases.append(sinusoidal_case(f"positional_sinusoidal_backward_{B}x{T}_D{D}", B, T, D,
+                                     660 + i, backward=True))
+    # Learned positions: T shorter than the table and T equal to it.
+    for i, (B, T, L, D) in enumerate([(2, 7, 10, 8), (3, 10, 10, 6), (1, 1, 1, 1), (2, 4, 16, 5)]):
+        cases.append(learned_case(f"positional_learned_{B}x{T}_L{L}_D{D}", B, T, L, D, 670 + i))
+    for i, (B, T, L, D) in enumerate([(4, 5, 9, 8), (2, 12, 12, 5), (6, 3, 20, 4)]):
+        cases.append(learned_case(f"positional_learned_backward_{B}x{T}_L{L}_D{D}", B, T, L, D,
+                                  680 + i, backward=True))
+    # Dropout with PyTorch's own masks, p = 0 and p = 1 included, and eval mode.
+    for i, (shape, p) in enumerate([((4, 25), 0.0), ((4, 25), 0.1), ((2, 3, 40), 0.5),
+                                    ((5, 30), 0.9), ((3, 10), 1.0), ((7,), 0.3)]):
+        tag = "x".join(map(str, shape))
+        cases.append(dropout_case(f"dropout_mask_{ptag(p)}_{tag}", shape, p, 700 + i))
+    cases.append(dropout_case("dropout_mask_eval_p50_4x25", (4, 25), 0.5, 706, training=False))
+    for i, (shape, p) in enumerate([((4, 25), 0.0), ((2, 5, 12), 0.2), ((6, 20), 0.5),
+                                    ((3, 10), 1.0)]):
+        tag = "x".join(map(str, shape))
+        cases.append(dropout_case(f"dropout_mask_backward_{ptag(p)}_{tag}", shape, p, 710 + i,
+                                  backward=True))
+    cases.append(dropout_case("dropout_mask_backward_eval_p30_4x25", (4, 25), 0.3, 714,
+                              backward=True, training=False))
+    # The C RNG's mask, drawn in Python.
+    for i, (shape, p, seed, stream) in enumerate([((8, 32), 0.1, 42, 0), ((1000,), 0.5, 7, 3),
+                                                  ((3, 4, 5), 0.0, 1, 0), ((3, 4, 5), 1.0, 1, 0)]):
+        tag = "x".join(map(str, shape))
+        cases.append(dropout_rng_case(f"dropout_rng_{ptag(p)}_{tag}_seed{seed}", shape, p, seed,
+                                        stream))
+    # The feed-forward block: no dropout, an explicit mask, no bias, ReLU at 0.
+    for i, (B, T, D, F, p, bias, dead) in enumerate([
+            (2, 5, 8, 32, 0.0, True, 0), (1, 1, 1, 1, 0.0, True, 0),
+            (3, 7, 16, 64, 0.1, True, 0), (2, 4, 12, 20, 0.0, False, 0),
+            (4, 16, 32, 128, 0.5, True, 0)]):
+        tag = f"{B}x{T}_D{D}_F{F}" + (f"_{ptag(p)}" if p else "") + ("" if bias else "_nobias")
+        cases.append(ffn_case(f"ffn_{tag}", B, T, D, F, 720 + i, p, bias, dead_units=dead))
+    for i, (B, T, D, F, p, bias, dead) in enumerate([
+            (2, 5, 8, 32, 0.0, True, 0), (1, 1, 1, 1, 0.0, True, 0),
+            (3, 7, 16, 64, 0.1, True, 0), (2, 4, 12, 20, 0.0, False, 0),
+            (4, 16, 32, 128, 0.3, True, 0), (2, 6, 8, 16, 0.0, True, 5)]):
+        tag = f"{B}x{T}_D{D}_F{F}" + (f"_{ptag(p)}" if p else "") + ("" if bias else "_nobias") + \
+            ("_relu_zero" if dead else "")
+        cases.append(ffn_case(f"ffn_backward_{tag}", B, T, D, F, 740 + i, p, bias,
+                              backward=True, dead_units=dead))
+    cases.append(ffn_case("ffn_backward_eval_3x4_D8_F16_p50", 3, 4, 8, 16, 746, 0.5,
+                          backward=True, training=False))
+    return cases
+
+
+VERIFY_OPS = ["embedding", "embedding_backward", "positional_sinusoidal",
+              "positional_sinusoidal_backward", "positional_learned",
+              "positional_learned_backward", "dropout_mask", "dropout_mask_backward",
+              "dropout_rng", "ffn", "ffn_backward"]
+
+
+def random_case(op, seed):
+    draw = random.Random(seed)
+    backward = op.endswith("_backward")
+    if op.startswith("embedding"):
+        B, T, D = draw.randint(1, 4), draw.randint(1, 16), draw.randint(1, 72)
+        # Backward: often a tiny vocabulary, so ids repeat (up to 64 times).
+        V = draw.randint(1, 6) if backward and draw.random() < 0.5 else draw.randint(1, 60)
+        scale = draw.choice([1.0, math.sqrt(D)])
+        pad = draw.choice([None, draw.randint(-V, V - 1)])
+        return embedding_case(op, B, T, V, D, seed, scale, pad, backward)
+    if op.startswith("positional_sinusoidal"):
+        B, D = draw.randint(1, 3), draw.randint(1, 96)
+        T = draw.choice([draw.randint(1, 40), draw.randint(1, 1000)])
+        max_len = draw.choice([None, T, T + draw.randint(0, 100)])
+        return sinusoidal_case(op, B, T, D, seed, backward, max_len)
+    if op.startswith("positional_learned"):
+        B, D, L = draw.randint(1, 8), draw.randint(1, 64), draw.randint(1, 64)
+        T = draw.choice([L, draw.randint(1, L)])
+        return learned_case(op, B, T, L, D, seed, backward)
+    if op.startswith("dropout"):
+        shape = tuple(draw.randint(1, 24) for _ in range(draw.randint(1, 3)))
+        p = draw.choice([0.0, 1.0, round(draw.random(), 3), 0.1, 0.5])
+        if op == "dropout_rng":
+            return dropout_rng_case(op, shape, p, seed, draw.randint(0, 5))
+        return dropout_case(op, shape, p, seed, backward, training=draw.random() < 0.85)
+    B, T, D, F = draw.randint(1, 4), draw.randint(1, 12), draw.randint(1, 48), draw.randint(1, 160)
+    p = draw.choice([0.0, 0.0, 0.1, 0.3, 0.5])
+    return ffn_case(op, B, T, D, F, seed, p, bias=draw.random() < 0.8, backward=backward,
+                    training=draw.random() < 0.9, dead_units=draw.choice([0, 0, 1, 3]))
+
+
+# ---------------------------------------------------------------------------
+# --measure: where the tolerances come from
+# ---------------------------------------------------------------------------
+
+def measure(n_cases, seed):
+    """Runs fresh random cases through the C program and prints, per op, the
+    largest absolute error, the largest error relative to |expected| (over
+    expected values above 1e-3), the largest share of the case's tolerance
+    used (|C - torch| / (atol + rtol |torch|); 1 would fail), and for the
+    sinusoidal table the largest error per position."""
+    root = Path(__file__).resolve().parent.parent
+    draw = random.Random(seed)
+    print(f"{'op':<32} {'cases':>6} {'max abs':>10} {'max rel':>10} {'of tol':>8}  extra")
+    with tempfile.TemporaryDirectory() as tmp:
+        case_in, case_out = Path(tmp) / "in.safetensors", Path(tmp) / "out.safetensors"
+        for op in VERIFY_OPS:
+            worst_abs = worst_rel = worst_share = worst_per_pos = 0.0
+            for _ in range(n_cases):
+                case = random_case(op, draw.randrange(2**31))
+                write_case(case_in, case)
+                subprocess.run([str(root / PROGRAM), "--case", str(case_in), "--out",
+                                str(case_out)], check=True)
+                expected, actual = load_file(str(case_in)), load_file(str(case_out))
+                atol, rtol = float(case.meta["atol"]), float(case.meta["rtol"])
+                for name in case.meta["outputs"].split(","):
+                    e, a = expected[name], actual[name]
+                    if not e.dtype.is_floating_point:
+                        assert torch.equal(e, a), f"{op}: {name} differs"
+                        continue
+                    e, a = e.double(), a.double()
+                    diff = (a - e).abs()
+                    if diff.numel() == 0:
+                        continue
+                    worst_abs = max(worst_abs, diff.max().item())
+                    worst_share = max(worst_share, (diff / (atol + rtol * e.abs())).max().item())
+                    big = e.abs() > 1e-3
+                    if big.any():
+                        worst_rel = max(worst_rel, (diff[big] / e.abs()[big]).max().item())
+                    if op.startswith("positional_sinusoidal") and name == "pe" and e.shape[0] > 1:
+                        pos = torch.arange(e.shape[0], dtype=torch.float64)[:, None].clamp(min=1)
+                        worst_per_pos = max(worst_per_pos, (diff / pos).max().item())
+            extra = f"max err / position {worst_per_pos:.3g}" if worst_per_pos else ""
+            print(f"{op:<32} {n_cases:>6} {worst_abs:>10.3g} {worst_rel:>10.3g} "
+                  f"{worst_share:>8.2f}  {extra}", flush=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="measure the C errors behind the tolerances")
+    parser.add_argument("--measure", type=int, default=200, metavar="N",
+                        help="random cases per op (default 200)")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    sys.exit(measure(args.measure, args.seed))

@@ -1,0 +1,522 @@
+/*
+ * test_04_layernorm.c - chapter 04: LayerNorm forward and backward and the
+ * residual connection, against goldens made by reference/ch04_layernorm.py,
+ * plus properties that hold for any input (rows come out with mean 0 and
+ * variance 1, gradients accumulate, results do not depend on the thread
+ * count) and the case-file checks (each broken case is refused with one line
+ * naming the file and the problem, and no output file appears).
+ *
+ * Every call's return code is checked before its outputs are read, so the
+ * exercise stubs fail these tests cleanly.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "casefile.h"
+#include "helpers.h"
+#include "layernorm.h"
+#include "layernorm_case.h"
+#include "residual.h"
+#include "rng.h"
+
+#define CHAPTER "04_layernorm"
+
+/* ------------------------------------------------------------------------ */
+/* Goldens                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static double meta_eps(const TensorFile *f)
+{
+    double eps;
+    Error err;
+    if (tensorfile_meta_double(f, "eps", -1, &eps, &err) != 0 || !(eps > 0)) {
+        print_error("%s: metadata 'eps' missing or bad\n", f->path);
+        fail();
+    }
+    return eps;
+}
+
+/* A LayerNorm golden: the forward, and for layernorm_backward cases the
+ * backward too (from the statistics this code's forward saved). */
+static void test_layernorm_case(void **state)
+{
+    const char *name = *state;
+    TensorFile f;
+    load_golden(&f, CHAPTER, name);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    int backward = !strcmp(tensorfile_meta(&f, "op"), "layernorm_backward");
+    const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
+    int64_t n = tensor_numel(x);
+    int C = (int)x->shape[x->ndim - 1], N = (int)(n / C);
+    /* weight and bias are absent from the cases without them. */
+    const float *w = tensorfile_find(&f, "weight") ? golden_tensor(&f, "weight", DTYPE_F32)->data
+                                                   : NULL;
+    const float *b = tensorfile_find(&f, "bias") ? golden_tensor(&f, "bias", DTYPE_F32)->data
+                                                 : NULL;
+
+    float *y = test_floats(n), *mean = test_floats(N), *rstd = test_floats(N);
+    assert_int_equal(layernorm_forward(y, mean, rstd, x->data, w, b, 1, N, C,
+                                       (float)meta_eps(&f)), 0);
+    assert_close_to_golden(&f, "output", y, n, atol, rtol);
+    if (backward) {
+        const float *dy = golden_tensor(&f, "grad_output", DTYPE_F32)->data;
+        float *dx = test_floats(n), *dw = test_floats(C), *db = test_floats(C);
+        assert_int_equal(layernorm_backward(dx, w ? dw : NULL, b ? db : NULL, dy, x->data, w,
+                                            mean, rstd, 1, N, C), 0);
+        assert_close_to_golden(&f, "grad_input", dx, n, atol, rtol);
+        if (w) assert_close_to_golden(&f, "grad_weight", dw, C, atol, rtol);
+        if (b) assert_close_to_golden(&f, "grad_bias", db, C, atol, rtol);
+        free(dx);
+        free(dw);
+        free(db);
+    }
+    free(y);
+    free(mean);
+    free(rstd);
+    tensorfile_free(&f);
+}
+
+static void test_residual_case(void **state)
+{
+    const char *name = *state;
+    TensorFile f;
+    load_golden(&f, CHAPTER, name);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    if (!strcmp(tensorfile_meta(&f, "op"), "residual")) {
+        const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
+        const Tensor *fx = golden_tensor(&f, "sublayer_output", DTYPE_F32);
+        int n = (int)tensor_numel(x);
+        float *y = test_floats(n);
+        assert_int_equal(residual_forward(y, x->data, fx->data, n), 0);
+        assert_close_to_golden(&f, "output", y, n, atol, rtol);
+        free(y);
+    } else {
+        const Tensor *dy = golden_tensor(&f, "grad_output", DTYPE_F32);
+        int n = (int)tensor_numel(dy);
+        float *dx = test_floats(n), *dfx = test_floats(n);
+        assert_int_equal(residual_backward(dx, dfx, dy->data, n), 0);
+        assert_close_to_golden(&f, "grad_input", dx, n, atol, rtol);
+        assert_close_to_golden(&f, "grad_sublayer_output", dfx, n, atol, rtol);
+        free(dx);
+        free(dfx);
+    }
+    tensorfile_free(&f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Properties                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Without the affine step every row comes out with mean 0 and (biased)
+ * variance var / (var + eps): 1 up to eps, whatever the row's scale. The
+ * mean of the output is 0 only to the accuracy of x - mean, about 6e-8 times
+ * the row's size over its spread (see reference/ch04_layernorm.py). */
+static void test_layernorm_rows_are_normalised(void **state)
+{
+    enum { N = 6, C = 37 };
+    const float eps = 1e-5f;
+    const float scale[N] = {1.0f, 0.1f, 10.0f, 1000.0f, 3.0f, 0.5f};
+    const float shift[N] = {0.0f, 5.0f, -20.0f, 100.0f, 1e3f, -0.25f};
+    float x[N * C], y[N * C], mean[N], rstd[N];
+    Rng rng;
+    rng_seed(&rng, 4, 0);
+    for (int r = 0; r < N; r++)
+        for (int c = 0; c < C; c++) x[r * C + c] = shift[r] + scale[r] * rng_normal(&rng);
+    assert_int_equal(layernorm_forward(y, mean, rstd, x, NULL, NULL, 2, N / 2, C, eps), 0);
+    for (int r = 0; r < N; r++) {
+        double m = 0, v = 0, xm = 0, xv = 0;
+        for (int c = 0; c < C; c++) m += y[r * C + c], xm += x[r * C + c];
+        m /= C, xm /= C;
+        for (int c = 0; c < C; c++) {
+            v += (y[r * C + c] - m) * (y[r * C + c] - m);
+            xv += (x[r * C + c] - xm) * (x[r * C + c] - xm);
+        }
+        v /= C, xv /= C;
+        double want_v = xv / (xv + eps);
+        print_message("  row %d: scale %g, mean %+.2e, variance %.7f (expected %.7f)\n", r,
+                      scale[r], m, v, want_v);
+        assert_true(fabs(m) < 1e-6 * (1 + fabs(shift[r]) / scale[r]));
+        assert_true(fabs(v - want_v) < 1e-5);
+        assert_true(fabs(mean[r] - xm) <= 1e-6 * fabs(xm) + 1e-6 * scale[r]);
+        assert_true(fabs(rstd[r] - 1.0 / sqrt(xv + eps)) <= 1e-5 / sqrt(xv + eps));
+    }
+}
+
+/* The worked example of the README, checked against values worked out in
+ * double: [1, 2, 3, 4] has mean 2.5 and variance 1.25. */
+static void test_layernorm_worked_example(void **state)
+{
+    const float x[4] = {1, 2, 3, 4}, w[4] = {2, 2, 2, 2}, b[4] = {1, 1, 1, 1};
+    float y[4], mean, rstd;
+    assert_int_equal(layernorm_forward(y, &mean, &rstd, x, w, b, 1, 1, 4, 1e-5f), 0);
+    double s = 1.0 / sqrt(1.25 + 1e-5);
+    float want[4];
+    for (int c = 0; c < 4; c++) want[c] = (float)((x[c] - 2.5) * s * 2 + 1);
+    assert_true(mean == 2.5f);
+    assert_close("rstd", &rstd, (float[]){(float)s}, 1, 0, 1e-6);
+    assert_close("y = 2 n + 1", y, want, 4, 1e-6, 1e-6);
+}
+
+/* A row of equal values has variance 0: x - mean must be exactly 0, so the
+ * output is exactly the bias even when eps is tiny and rstd = 1/sqrt(eps) is
+ * huge, and nothing is NaN. Its input gradient is rstd (g - mean g). */
+static void test_layernorm_constant_rows(void **state)
+{
+    enum { C = 7 };
+    const float values[] = {0.1f, -3.7f, 1e4f, 0.0f, 1e-20f};
+    const int N = sizeof values / sizeof values[0];
+    const float eps = 1e-12f;
+    float x[5 * C], y[5 * C], mean[5], rstd[5], w[C], b[C];
+    float dy[5 * C], dx[5 * C] = {0}, dw[C] = {0}, db[C] = {0};
+    for (int c = 0; c < C; c++) w[c] = 0.5f + 0.25f * c, b[c] = 0.1f * c - 0.3f;
+    for (int r = 0; r < N; r++)
+        for (int c = 0; c < C; c++) x[r * C + c] = values[r], dy[r * C + c] = (float)(c - r);
+    assert_int_equal(layernorm_forward(y, mean, rstd, x, w, b, 1, N, C, eps), 0);
+    for (int r = 0; r < N; r++) {
+        assert_true(mean[r] == values[r]);
+        assert_close("output = bias", y + r * C, b, C, 0, 0);
+    }
+    assert_int_equal(layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, 1, N, C), 0);
+    for (int r = 0; r < N; r++) {
+        float g[C], want[C], mean_g = 0;
+        for (int c = 0; c < C; c++) g[c] = dy[r * C + c] * w[c], mean_g += g[c] / C;
+        for (int c = 0; c < C; c++) want[c] = rstd[r] * (g[c] - mean_g);
+        assert_close("dx = rstd (g - mean g)", dx + r * C, want, C, 1e-6 * rstd[r], 1e-5);
+    }
+    float zero[C] = {0};
+    assert_close("dweight = sum dy * n = 0", dw, zero, C, 0, 0);
+}
+
+/* mean and rstd may be NULL (inference): the output is the same, bit for bit. */
+static void test_layernorm_statistics_optional(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, "layernorm_affine_2x3x8");
+    const float *x = golden_tensor(&f, "input", DTYPE_F32)->data;
+    const float *w = golden_tensor(&f, "weight", DTYPE_F32)->data;
+    const float *b = golden_tensor(&f, "bias", DTYPE_F32)->data;
+    float with[48], without[48], mean[6], rstd[6];
+    assert_int_equal(layernorm_forward(with, mean, rstd, x, w, b, 2, 3, 8, 1e-5f), 0);
+    assert_int_equal(layernorm_forward(without, NULL, NULL, x, w, b, 2, 3, 8, 1e-5f), 0);
+    assert_memory_equal(with, without, sizeof with);
+    tensorfile_free(&f);
+}
+
+/* The backward adds into its buffers: starting from 1 and running it twice
+ * gives 1 + 2 * the gradient, for the input, the weight and the bias. */
+static void test_layernorm_backward_accumulates(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, "layernorm_backward_affine_2x3x8");
+    const float *x = golden_tensor(&f, "input", DTYPE_F32)->data;
+    const float *w = golden_tensor(&f, "weight", DTYPE_F32)->data;
+    const float *b = golden_tensor(&f, "bias", DTYPE_F32)->data;
+    const float *dy = golden_tensor(&f, "grad_output", DTYPE_F32)->data;
+    float y[48], mean[6], rstd[6], dx[48], dw[8], db[8];
+    assert_int_equal(layernorm_forward(y, mean, rstd, x, w, b, 2, 3, 8, 1e-5f), 0);
+    for (int i = 0; i < 48; i++) dx[i] = 1.0f;
+    for (int i = 0; i < 8; i++) dw[i] = db[i] = 1.0f;
+    for (int rep = 0; rep < 2; rep++)
+        assert_int_equal(layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, 2, 3, 8), 0);
+    const char *names[3] = {"grad_input", "grad_weight", "grad_bias"};
+    float *got[3] = {dx, dw, db};
+    int sizes[3] = {48, 8, 8};
+    for (int k = 0; k < 3; k++) {
+        const float *g = golden_tensor(&f, names[k], DTYPE_F32)->data;
+        float want[48];
+        for (int i = 0; i < sizes[k]; i++) want[i] = 1.0f + 2.0f * g[i];
+        assert_close(names[k], got[k], want, sizes[k], 1e-5, 1e-5);
+    }
+    tensorfile_free(&f);
+}
+
+/* Adding a constant to a row changes nothing, so its input gradient sums to
+ * zero over the row: the mean term of the backward is what ensures it. */
+static void test_layernorm_backward_sums_to_zero(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, "layernorm_backward_affine_4x16x64");
+    const float *x = golden_tensor(&f, "input", DTYPE_F32)->data;
+    const float *w = golden_tensor(&f, "weight", DTYPE_F32)->data;
+    const float *b = golden_tensor(&f, "bias", DTYPE_F32)->data;
+    const float *dy = golden_tensor(&f, "grad_output", DTYPE_F32)->data;
+    enum { N = 64, C = 64 };
+    float *y = test_floats(N * C), *dx = test_floats(N * C), *mean = test_floats(N);
+    float *rstd = test_floats(N);
+    assert_int_equal(layernorm_forward(y, mean, rstd, x, w, b, 4, 16, C, 1e-5f), 0);
+    assert_int_equal(layernorm_backward(dx, NULL, NULL, dy, x, w, mean, rstd, 4, 16, C), 0);
+    double worst = 0;
+    for (int r = 0; r < N; r++) {
+        double sum = 0, size = 0;
+        for (int c = 0; c < C; c++) sum += dx[r * C + c], size += fabs(dx[r * C + c]);
+        if (fabs(sum) / size > worst) worst = fabs(sum) / size;
+    }
+    print_message("  worst |sum dx| / sum |dx| over rows: %.3g\n", worst);
+    assert_true(worst < 1e-5);
+    free(y);
+    free(dx);
+    free(mean);
+    free(rstd);
+    tensorfile_free(&f);
+}
+
+/* 1 and 2 threads give the same bits, forward and backward (the parameter
+ * gradients sum over rows, so this is where an unordered reduction shows). */
+static void test_layernorm_thread_count_independent(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, "layernorm_backward_affine_4x16x64");
+    const float *x = golden_tensor(&f, "input", DTYPE_F32)->data;
+    const float *w = golden_tensor(&f, "weight", DTYPE_F32)->data;
+    const float *b = golden_tensor(&f, "bias", DTYPE_F32)->data;
+    const float *dy = golden_tensor(&f, "grad_output", DTYPE_F32)->data;
+    enum { N = 64, C = 64 };
+    float *out[2][5];   /* y, mean, rstd, dx, dw+db */
+    int saved = omp_get_max_threads();
+    for (int t = 0; t < 2; t++) {
+        omp_set_num_threads(t + 1);
+        out[t][0] = test_floats(N * C), out[t][1] = test_floats(N), out[t][2] = test_floats(N);
+        out[t][3] = test_floats(N * C), out[t][4] = test_floats(2 * C);
+        int rc = layernorm_forward(out[t][0], out[t][1], out[t][2], x, w, b, 4, 16, C, 1e-5f);
+        if (rc == 0)
+            rc = layernorm_backward(out[t][3], out[t][4], out[t][4] + C, dy, x, w, out[t][1],
+                                    out[t][2], 4, 16, C);
+        omp_set_num_threads(saved);
+        assert_int_equal(rc, 0);
+    }
+    const int64_t sizes[5] = {N * C, N, N, N * C, 2 * C};
+    for (int k = 0; k < 5; k++) {
+        assert_memory_equal(out[0][k], out[1][k], sizes[k] * sizeof(float));
+        free(out[0][k]);
+        free(out[1][k]);
+    }
+    tensorfile_free(&f);
+}
+
+/* The residual by hand: in place (out is x) and the backward adding into
+ * gradients that already hold something. */
+static void test_residual_by_hand(void **state)
+{
+    float x[4] = {1, 2, 3, 4};
+    const float fx[4] = {0.5f, -0.5f, 0.25f, -4};
+    assert_int_equal(residual_forward(x, x, fx, 4), 0);
+    assert_close("x += f(x) in place", x, (float[]){1.5f, 1.5f, 3.25f, 0}, 4, 0, 0);
+    float dx[4] = {1, 1, 1, 1}, dfx[4] = {0, 0, 0, 0};
+    const float dout[4] = {0.5f, -1, 2, 0};
+    assert_int_equal(residual_backward(dx, dfx, dout, 4), 0);
+    assert_close("dx = 1 + dout", dx, (float[]){1.5f, 0, 3, 1}, 4, 0, 0);
+    assert_close("dfx = dout", dfx, dout, 4, 0, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Case files: evaluation and bad input                                      */
+/* ------------------------------------------------------------------------ */
+
+#define BAD_PATH "build/test_04_bad_case.safetensors"
+
+/* A (2, 3, 4) LayerNorm case, changed as one BadCase says. */
+typedef struct {
+    const char *name;
+    const char *op;             /* metadata op; NULL: none */
+    int input;                  /* 0: absent; (2, 3, 4) as 1: F32, 2: F64; 3: scalar; 4: (2, 0) */
+    int weight, bias;           /* length of the parameter, 0: absent */
+    int grad_output;            /* 1: (2, 3, 4), 0: absent, 2: (24,) */
+    const char *key, *value;    /* one more metadata entry, or NULL */
+    const char *expect;         /* a phrase the error must contain */
+} BadCase;
+
+static const BadCase BAD[] = {
+    {"no_op", NULL, 1, 4, 4, 1, NULL, NULL, "metadata 'op' is missing"},
+    {"unknown_op", "batchnorm", 1, 4, 4, 1, NULL, NULL, "not a chapter 04 op"},
+    {"missing_input", "layernorm", 0, 4, 4, 0, NULL, NULL, "tensor 'input' is missing"},
+    {"input_f64", "layernorm", 2, 4, 4, 0, NULL, NULL, "'input' has dtype F64, expected F32"},
+    {"scalar_input", "layernorm", 3, 4, 4, 0, NULL, NULL, "is a scalar"},
+    {"empty_last_dim", "layernorm", 4, 0, 0, 0, NULL, NULL, "empty last dimension"},
+    {"weight_wrong_size", "layernorm", 1, 5, 4, 0, NULL, NULL,
+     "'weight' has shape (5), expected (4)"},
+    {"bias_wrong_size", "layernorm", 1, 4, 3, 0, NULL, NULL, "'bias' has shape (3), expected (4)"},
+    {"eps_zero", "layernorm", 1, 4, 4, 0, "eps", "0", "eps is '0'; it must be a positive"},
+    {"eps_negative", "layernorm", 1, 4, 4, 0, "eps", "-1e-5", "eps is '-1e-5'"},
+    {"eps_nan", "layernorm", 1, 4, 4, 0, "eps", "nan", "eps is 'nan'"},
+    {"eps_inf", "layernorm", 1, 4, 4, 0, "eps", "inf", "eps is 'inf'"},
+    {"eps_underflows", "layernorm", 1, 4, 4, 0, "eps", "1e-50", "positive finite number"},
+    {"eps_not_a_number", "layernorm", 1, 4, 4, 0, "eps", "tiny", "expected a number"},
+    {"normalized_shape_mismatch", "layernorm", 1, 4, 4, 0, "normalized_shape", "8",
+     "normalized_shape is 8 but tensor 'input' has last dimension 4"},
+    {"affine_false_with_weight", "layernorm", 1, 4, 4, 0, "elementwise_affine", "false",
+     "elementwise_affine is false but the case holds a 'weight'"},
+    {"affine_true_without_weight", "layernorm", 1, 0, 0, 0, "elementwise_affine", "true",
+     "tensor 'weight' is missing"},
+    {"bias_true_without_bias", "layernorm", 1, 4, 0, 0, "bias", "true", "tensor 'bias' is missing"},
+    {"bias_false_with_bias", "layernorm", 1, 4, 4, 0, "bias", "false",
+     "bias is false but the case holds a 'bias'"},
+    {"missing_grad_output", "layernorm_backward", 1, 4, 4, 0, NULL, NULL,
+     "tensor 'grad_output' is missing"},
+    {"grad_output_wrong_shape", "layernorm_backward", 1, 4, 4, 2, NULL, NULL,
+     "'grad_output' has shape (24), expected (2, 3, 4)"},
+    {"residual_missing_sublayer_output", "residual", 1, 0, 0, 0, NULL, NULL,
+     "tensor 'sublayer_output' is missing"},
+};
+
+static void add_f32(TensorFile *f, const char *name, int ndim, const int64_t *shape)
+{
+    Error err;
+    Tensor t;
+    assert_int_equal(tensor_alloc(&t, DTYPE_F32, ndim, shape, &err), 0);
+    for (int64_t i = 0; i < tensor_numel(&t); i++) ((float *)t.data)[i] = 0.1f * (float)(i % 7);
+    assert_int_equal(tensorfile_add(f, name, &t, &err), 0);
+}
+
+static void build_bad_case(TensorFile *f, const BadCase *bc)
+{
+    Error err;
+    memset(f, 0, sizeof *f);
+    f->path = strdup(BAD_PATH);
+    const int64_t shape[3] = {2, 3, 4}, flat[1] = {24}, empty[2] = {2, 0};
+    if (bc->op) assert_int_equal(tensorfile_set_meta(f, "op", bc->op, &err), 0);
+    if (bc->key) assert_int_equal(tensorfile_set_meta(f, bc->key, bc->value, &err), 0);
+    if (bc->input == 1) add_f32(f, "input", 3, shape);
+    if (bc->input == 3) add_f32(f, "input", 0, shape);
+    if (bc->input == 4) add_f32(f, "input", 2, empty);
+    if (bc->input == 2) {
+        Tensor t;
+        assert_int_equal(tensor_alloc(&t, DTYPE_F64, 3, shape, &err), 0);
+        assert_int_equal(tensorfile_add(f, "input", &t, &err), 0);
+    }
+    if (bc->weight) add_f32(f, "weight", 1, (int64_t[]){bc->weight});
+    if (bc->bias) add_f32(f, "bias", 1, (int64_t[]){bc->bias});
+    if (bc->grad_output == 1) add_f32(f, "grad_output", 3, shape);
+    if (bc->grad_output == 2) add_f32(f, "grad_output", 1, flat);
+}
+
+/* layernorm_case_eval refuses the case with one line naming the file. */
+static void test_bad_case(void **state)
+{
+    const BadCase *bc = *state;
+    TensorFile in, out = {0};
+    Error err = {{0}};
+    build_bad_case(&in, bc);
+    int rc = layernorm_case_eval(&in, &out, &err);
+    print_message("  %s\n", err.msg);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err.msg, BAD_PATH));
+    assert_null(strchr(err.msg, '\n'));
+    if (!strstr(err.msg, bc->expect)) {
+        print_error("expected the error to mention '%s'\n", bc->expect);
+        fail();
+    }
+    assert_int_equal(out.n_tensors, 0);
+    tensorfile_free(&in);
+    tensorfile_free(&out);
+}
+
+/* Through the program's path (read, evaluate, write): a bad case leaves no
+ * output file; a good one writes every output its "outputs" metadata lists. */
+static void test_case_file_round_trip(void **state)
+{
+    char in_path[256], out_path[256];
+    snprintf(in_path, sizeof in_path, "build/tmp_04_in_%d.safetensors", (int)getpid());
+    snprintf(out_path, sizeof out_path, "build/tmp_04_out_%d.safetensors", (int)getpid());
+    Error err;
+    TensorFile in;
+    build_bad_case(&in, &BAD[6]);   /* weight of the wrong size */
+    assert_int_equal(safetensors_write(in_path, &in, &err), 0);
+    tensorfile_free(&in);
+    unlink(out_path);
+    assert_int_equal(run_case_file("04_layernorm", in_path, out_path, layernorm_case_eval), 1);
+    assert_int_equal(access(out_path, F_OK), -1);
+
+    /* A good one: a golden backward case, as make verify would pass it. */
+    const char *golden = "golden/" CHAPTER "/layernorm_backward_affine_2x3x8.safetensors";
+    assert_int_equal(run_case_file("04_layernorm", golden, out_path, layernorm_case_eval), 0);
+    TensorFile want, got;
+    load_golden(&want, CHAPTER, "layernorm_backward_affine_2x3x8");
+    assert_int_equal(safetensors_read(out_path, &got, &err), 0);
+    double atol, rtol;
+    golden_tolerance(&want, &atol, &rtol);
+    const char *outputs[] = {"output", "grad_input", "grad_weight", "grad_bias"};
+    for (int k = 0; k < 4; k++) {
+        const Tensor *t = golden_tensor(&got, outputs[k], DTYPE_F32);
+        assert_close_to_golden(&want, outputs[k], t->data, tensor_numel(t), atol, rtol);
+    }
+    tensorfile_free(&want);
+    tensorfile_free(&got);
+    unlink(in_path);
+    unlink(out_path);
+}
+
+/* ------------------------------------------------------------------------ */
+
+int main(void)
+{
+    static const struct CMUnitTest tests[] = {
+        GOLDEN_TEST(test_layernorm_case, "layernorm_example_4"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_affine_8"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_affine_2x3x8"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_affine_4x16x64"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_affine_2x2x3x16"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_plain_2x3x8"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_plain_4x16x64"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_nobias_2x3x8"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_c1_3x1"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_eps1e-3_2x5x16"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_eps1e-12_2x5x16"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_large_mean_4x32"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_near_constant_4x32"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_near_constant_eps1e-12_4x32"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_constant_3x16"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_constant_eps1e-12_3x16"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_mixed_10x48"),
+
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_example_4"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_affine_8"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_affine_2x3x8"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_affine_4x16x64"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_affine_2x2x3x16"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_plain_2x3x8"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_plain_4x16x64"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_nobias_2x3x8"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_c1_3x1"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_eps1e-3_2x5x16"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_eps1e-12_2x5x16"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_large_mean_4x32"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_near_constant_4x32"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_near_constant_eps1e-12_4x32"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_constant_3x16"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_constant_eps1e-12_3x16"),
+        GOLDEN_TEST(test_layernorm_case, "layernorm_backward_mixed_10x48"),
+
+        GOLDEN_TEST(test_residual_case, "residual_2x3x8"),
+        GOLDEN_TEST(test_residual_case, "residual_4x16x64"),
+        GOLDEN_TEST(test_residual_case, "residual_backward_2x3x8"),
+        GOLDEN_TEST(test_residual_case, "residual_backward_4x16x64"),
+
+        cmocka_unit_test(test_layernorm_rows_are_normalised),
+        cmocka_unit_test(test_layernorm_worked_example),
+        cmocka_unit_test(test_layernorm_constant_rows),
+        cmocka_unit_test(test_layernorm_statistics_optional),
+        cmocka_unit_test(test_layernorm_backward_accumulates),
+        cmocka_unit_test(test_layernorm_backward_sums_to_zero),
+        cmocka_unit_test(test_layernorm_thread_count_independent),
+        cmocka_unit_test(test_residual_by_hand),
+        cmocka_unit_test(test_case_file_round_trip),
+#define BAD_TEST(i) {BAD[i].name, test_bad_case, NULL, NULL, (void *)&BAD[i]}
+        BAD_TEST(0), BAD_TEST(1), BAD_TEST(2), BAD_TEST(3), BAD_TEST(4), BAD_TEST(5),
+        BAD_TEST(6), BAD_TEST(7), BAD_TEST(8), BAD_TEST(9), BAD_TEST(10), BAD_TEST(11),
+        BAD_TEST(12), BAD_TEST(13), BAD_TEST(14), BAD_TEST(15), BAD_TEST(16), BAD_TEST(17),
+        BAD_TEST(18), BAD_TEST(19), BAD_TEST(20), BAD_TEST(21),
+    };
+    return cmocka_run_group_tests_name("chapter 04: layernorm and residual", tests, NULL, NULL);
+}

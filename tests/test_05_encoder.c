@@ -1,0 +1,887 @@
+/*
+ * test_05_encoder.c - chapter 05: the token embedding, positional encodings,
+ * dropout and the feed-forward block, against goldens made by
+ * reference/ch05_encoder.py, plus properties that hold exactly (PE[0], the
+ * rotation between positions, dropout's statistics and determinism), gradient
+ * accumulation, and the checks of encoder_case.c on broken cases.
+ *
+ * The golden tests call the layer functions directly, with the signatures
+ * the chapter README documents; test_case_eval_* runs the same goldens through
+ * the case evaluator of the chapter program.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "casefile.h"
+#include "dropout.h"
+#include "embedding.h"
+#include "encoder_case.h"
+#include "ffn.h"
+#include "helpers.h"
+#include "positional.h"
+#include "rng.h"
+
+#define CHAPTER "05_encoder"
+
+/* ------------------------------------------------------------------------ */
+/* Small helpers                                                             */
+/* ------------------------------------------------------------------------ */
+
+static double meta_double(const TensorFile *f, const char *key, double fallback)
+{
+    double v;
+    Error err;
+    if (tensorfile_meta_double(f, key, fallback, &v, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    return v;
+}
+
+static long long meta_int(const TensorFile *f, const char *key, long long fallback)
+{
+    long long v;
+    Error err;
+    if (tensorfile_meta_int(f, key, fallback, &v, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    return v;
+}
+
+static int meta_bool(const TensorFile *f, const char *key, int fallback)
+{
+    int v;
+    Error err;
+    if (tensorfile_meta_bool(f, key, fallback, &v, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    return v;
+}
+
+static int is_op(const TensorFile *f, const char *op)
+{
+    const char *got = tensorfile_meta(f, "op");
+    return got && strcmp(got, op) == 0;
+}
+
+static const float *f32_data(const TensorFile *f, const char *name)
+{
+    return golden_tensor(f, name, DTYPE_F32)->data;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Golden cases                                                              */
+/* ------------------------------------------------------------------------ */
+
+static void test_embedding_case(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, *state);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    const Tensor *ids = golden_tensor(&f, "input", DTYPE_I64);
+    const Tensor *w = golden_tensor(&f, "embedding.weight", DTYPE_F32);
+    int B = ids->shape[0], T = ids->shape[1], V = w->shape[0], D = w->shape[1];
+    float scale = (float)meta_double(&f, "scale", 1.0);
+    long long pad = meta_int(&f, "padding_idx", EMBEDDING_NO_PADDING);
+    if (tensorfile_meta(&f, "padding_idx") && pad < 0) pad += V;
+
+    float *y = test_floats((int64_t)B * T * D);
+    assert_int_equal(embedding_forward(y, ids->data, w->data, B, T, D, scale), 0);
+    assert_close_to_golden(&f, "output", y, (int64_t)B * T * D, atol, rtol);
+    if (is_op(&f, "embedding_backward")) {
+        float *dw = test_floats((int64_t)V * D);
+        assert_int_equal(embedding_backward(dw, f32_data(&f, "grad_output"), ids->data, B, T, D,
+                                            scale, pad), 0);
+        assert_close_to_golden(&f, "grad_embedding.weight", dw, (int64_t)V * D, atol, rtol);
+        free(dw);
+    }
+    free(y);
+    tensorfile_free(&f);
+}
+
+static void test_positional_case(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, *state);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
+    int B = x->shape[0], T = x->shape[1], D = x->shape[2];
+    int64_t n = (int64_t)B * T * D;
+    int learned = is_op(&f, "positional_learned") || is_op(&f, "positional_learned_backward");
+    int backward = is_op(&f, "positional_learned_backward") ||
+                   is_op(&f, "positional_sinusoidal_backward");
+
+    const Tensor *w = learned ? golden_tensor(&f, "pos_embedding.weight", DTYPE_F32) : NULL;
+    float *pe = NULL;
+    if (!learned) {
+        pe = test_floats((int64_t)T * D);
+        assert_int_equal(positional_sinusoidal_table(pe, T, D), 0);
+        assert_close_to_golden(&f, "pe", pe, (int64_t)T * D, atol, rtol);
+    }
+    float *y = test_floats(n);
+    assert_int_equal(positional_forward(y, x->data, learned ? w->data : pe, B, T, D), 0);
+    assert_close_to_golden(&f, "output", y, n, atol, rtol);
+    if (backward) {
+        float *dx = test_floats(n);
+        float *dw = learned ? test_floats(tensor_numel(w)) : NULL;
+        assert_int_equal(positional_backward(dx, dw, f32_data(&f, "grad_output"), B, T, D), 0);
+        assert_close_to_golden(&f, "grad_input", dx, n, atol, rtol);
+        if (learned)
+            assert_close_to_golden(&f, "grad_pos_embedding.weight", dw, tensor_numel(w), atol,
+                                   rtol);
+        free(dx);
+        free(dw);
+    }
+    free(y);
+    free(pe);
+    tensorfile_free(&f);
+}
+
+/* PyTorch's own mask from the case, or evaluation mode (no mask). */
+static void test_dropout_mask_case(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, *state);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
+    int n = tensor_numel(x);
+    float p = (float)meta_double(&f, "p", -1);
+    const uint8_t *mask = meta_bool(&f, "training", 1)
+                              ? golden_tensor(&f, "mask", DTYPE_BOOL)->data : NULL;
+    float *y = test_floats(n);
+    assert_int_equal(dropout_forward(y, x->data, mask, n, p), 0);
+    assert_close_to_golden(&f, "output", y, n, atol, rtol);
+    if (is_op(&f, "dropout_mask_backward")) {
+        float *dx = test_floats(n);
+        assert_int_equal(dropout_backward(dx, f32_data(&f, "grad_output"), mask, n, p), 0);
+        assert_close_to_golden(&f, "grad_input", dx, n, atol, rtol);
+        free(dx);
+    }
+    free(y);
+    tensorfile_free(&f);
+}
+
+/* The mask dropout_mask() draws equals the one reference/rng.py draws. */
+static void test_dropout_rng_case(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, *state);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
+    const uint8_t *expected = golden_tensor(&f, "mask", DTYPE_BOOL)->data;
+    int n = tensor_numel(x);
+    float p = (float)meta_double(&f, "p", -1);
+    Rng rng;
+    rng_seed(&rng, meta_int(&f, "rng_seed", 0), meta_int(&f, "rng_stream", 0));
+    uint8_t *mask = calloc(n, 1);
+    float *y = test_floats(n);
+    assert_non_null(mask);
+    assert_int_equal(dropout_mask(mask, n, p, &rng), 0);
+    int kept = 0;
+    for (int i = 0; i < n; i++) kept += mask[i];
+    print_message("  %s: %d of %d kept (p = %g)\n", (const char *)*state, kept, n, p);
+    assert_memory_equal(mask, expected, n);
+    assert_int_equal(dropout_forward(y, x->data, mask, n, p), 0);
+    assert_close_to_golden(&f, "output", y, n, atol, rtol);
+    free(mask);
+    free(y);
+    tensorfile_free(&f);
+}
+
+static void test_ffn_case(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, *state);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
+    const Tensor *w1 = golden_tensor(&f, "linear1.weight", DTYPE_F32);
+    int B = x->shape[0], T = x->shape[1], D = x->shape[2], F = w1->shape[0];
+    const float *w2 = f32_data(&f, "linear2.weight");
+    int bias = meta_bool(&f, "bias", 1);
+    const float *b1 = bias ? f32_data(&f, "linear1.bias") : NULL;
+    const float *b2 = bias ? f32_data(&f, "linear2.bias") : NULL;
+    float p = (float)meta_double(&f, "dropout", 0);
+    const uint8_t *mask = NULL;
+    if (meta_bool(&f, "training", 1) && p > 0)
+        mask = golden_tensor(&f, "dropout_mask", DTYPE_BOOL)->data;
+
+    int64_t nx = (int64_t)B * T * D, nh = (int64_t)B * T * F;
+    float *y = test_floats(nx), *pre = test_floats(nh), *hidden = test_floats(nh);
+    assert_int_equal(ffn_forward(y, pre, hidden, x->data, w1->data, b1, w2, b2, mask, p, B, T,
+                                 D, F), 0);
+    assert_close_to_golden(&f, "output", y, nx, atol, rtol);
+    if (is_op(&f, "ffn_backward")) {
+        float *dx = test_floats(nx), *dw1 = test_floats((int64_t)F * D);
+        float *dw2 = test_floats((int64_t)D * F), *db1 = test_floats(F), *db2 = test_floats(D);
+        float *scratch = test_floats(nh);
+        assert_int_equal(ffn_backward(dx, dw1, bias ? db1 : NULL, dw2, bias ? db2 : NULL,
+                                      scratch, f32_data(&f, "grad_output"), x->data, pre,
+                                      hidden, w1->data, w2, mask, p, B, T, D, F), 0);
+        assert_close_to_golden(&f, "grad_input", dx, nx, atol, rtol);
+        assert_close_to_golden(&f, "grad_linear1.weight", dw1, (int64_t)F * D, atol, rtol);
+        assert_close_to_golden(&f, "grad_linear2.weight", dw2, (int64_t)D * F, atol, rtol);
+        if (bias) {
+            assert_close_to_golden(&f, "grad_linear1.bias", db1, F, atol, rtol);
+            assert_close_to_golden(&f, "grad_linear2.bias", db2, D, atol, rtol);
+        }
+        free(dx), free(dw1), free(dw2), free(db1), free(db2), free(scratch);
+    }
+    free(y), free(pre), free(hidden);
+    tensorfile_free(&f);
+}
+
+/* The chapter program's evaluator on a golden: every tensor the case lists
+ * in "outputs" comes back, within tolerance (masks exactly). */
+static void test_case_eval(void **state)
+{
+    TensorFile f, out = {0};
+    Error err;
+    load_golden(&f, CHAPTER, *state);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    if (encoder_case_eval(&f, &out, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    char outputs[512];
+    snprintf(outputs, sizeof outputs, "%s", tensorfile_meta(&f, "outputs"));
+    for (char *name = strtok(outputs, ","); name; name = strtok(NULL, ",")) {
+        const Tensor *got = tensorfile_find(&out, name);
+        if (!got) {
+            print_error("output '%s' is missing\n", name);
+            fail();
+        }
+        const Tensor *want = tensorfile_find(&f, name);
+        assert_int_equal(got->dtype, want->dtype);
+        assert_int_equal(tensor_numel(got), tensor_numel(want));
+        if (got->dtype == DTYPE_F32)
+            assert_close_to_golden(&f, name, got->data, tensor_numel(got), atol, rtol);
+        else
+            assert_memory_equal(got->data, want->data, tensor_numel(got) * dtype_size(got->dtype));
+    }
+    tensorfile_free(&out);
+    tensorfile_free(&f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sinusoidal encoding: exact properties                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Position 0 has every angle 0: sin 0 = 0, cos 0 = 1, exactly, for even and
+ * odd D (the odd one ends with a sine). */
+static void test_pe_position_zero(void **state)
+{
+    for (int D = 1; D <= 9; D++) {
+        float pe[3 * 9];
+        assert_int_equal(positional_sinusoidal_table(pe, 3, D), 0);
+        for (int d = 0; d < D; d++) assert_true(pe[d] == (d % 2 ? 1.0f : 0.0f));
+    }
+}
+
+/* w_0 = 10000^0 = 1, so dimensions 0 and 1 are sin(pos) and cos(pos): a
+ * wavelength of 2 pi positions. For D = 2 there is no other pair. */
+static void test_pe_first_pair(void **state)
+{
+    enum { L = 50, D = 2 };
+    float pe[L * D], expected[L * D];
+    assert_int_equal(positional_sinusoidal_table(pe, L, D), 0);
+    for (int pos = 0; pos < L; pos++) {
+        expected[pos * D] = (float)sin(pos);
+        expected[pos * D + 1] = (float)cos(pos);
+    }
+    assert_close("sin(pos), cos(pos)", pe, expected, L * D, 1e-6, 0);
+}
+
+/* The pair i has frequency 10000^(-2i/D): for D = 4 the second pair is
+ * sin(0.01 pos), cos(0.01 pos), worked out in the README. An odd D ends
+ * with the sine of its last frequency. */
+static void test_pe_frequencies(void **state)
+{
+    float pe4[3 * 4], pe5[3 * 5];
+    assert_int_equal(positional_sinusoidal_table(pe4, 3, 4), 0);
+    float row1[4] = {(float)sin(1.0), (float)cos(1.0), (float)sin(0.01), (float)cos(0.01)};
+    assert_close("D = 4, position 1", pe4 + 4, row1, 4, 1e-7, 0);
+    assert_int_equal(positional_sinusoidal_table(pe5, 3, 5), 0);
+    double w2 = pow(10000.0, -4.0 / 5.0);
+    float last[2] = {(float)sin(1 * w2), (float)sin(2 * w2)};
+    float got[2] = {pe5[1 * 5 + 4], pe5[2 * 5 + 4]};
+    assert_close("D = 5, dimension 4 = sin(pos 10000^(-4/5))", got, last, 2, 1e-7, 0);
+}
+
+/* Each pair is a point on the unit circle, and moving k positions on is a
+ * rotation by the angle k w_i, the same matrix for every pos: a linear map,
+ * which is why the paper chose this encoding. */
+static void test_pe_offset_is_rotation(void **state)
+{
+    enum { L = 64, D = 16, K = 5 };
+    float pe[L * D];
+    assert_int_equal(positional_sinusoidal_table(pe, L, D), 0);
+    double worst_norm = 0, worst_rot = 0;
+    for (int i = 0; i < D / 2; i++) {
+        double w = pow(10000.0, -2.0 * i / D), c = cos(K * w), s = sin(K * w);
+        for (int pos = 0; pos + K < L; pos++) {
+            double sn = pe[pos * D + 2 * i], cs = pe[pos * D + 2 * i + 1];
+            worst_norm = fmax(worst_norm, fabs(sn * sn + cs * cs - 1));
+            /* sin(a + b) = sin a cos b + cos a sin b;  cos(a + b) = cos a cos b - sin a sin b */
+            double sn_k = sn * c + cs * s, cs_k = cs * c - sn * s;
+            worst_rot = fmax(worst_rot, fabs(sn_k - pe[(pos + K) * D + 2 * i]));
+            worst_rot = fmax(worst_rot, fabs(cs_k - pe[(pos + K) * D + 2 * i + 1]));
+        }
+    }
+    print_message("  |sin^2 + cos^2 - 1| <= %.3g, rotation by %d positions off by <= %.3g\n",
+                  worst_norm, K, worst_rot);
+    assert_true(worst_norm < 1e-6);
+    assert_true(worst_rot < 1e-5);
+}
+
+/* Adding the table and its backward: the gradient passes through unchanged
+ * and is added; a fixed table (dtable NULL) gets nothing; a learned table
+ * gets rows 0..T-1 summed over the batch, and rows from T on stay as they
+ * were. */
+static void test_positional_backward_accumulates(void **state)
+{
+    enum { B = 2, T = 3, D = 2, L = 5 };
+    float dout[B * T * D], dx[B * T * D], dtable[L * D];
+    for (int i = 0; i < B * T * D; i++) dout[i] = (float)(i + 1), dx[i] = 100.0f;
+    for (int i = 0; i < L * D; i++) dtable[i] = -1.0f;
+    assert_int_equal(positional_backward(dx, NULL, dout, B, T, D), 0);
+    for (int i = 0; i < B * T * D; i++) assert_true(dx[i] == 100.0f + dout[i]);
+    assert_int_equal(positional_backward(NULL, dtable, dout, B, T, D), 0);
+    for (int t = 0; t < T; t++)
+        for (int d = 0; d < D; d++)
+            assert_true(dtable[t * D + d] == -1.0f + dout[t * D + d] + dout[(T + t) * D + d]);
+    for (int i = T * D; i < L * D; i++) assert_true(dtable[i] == -1.0f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Token embedding                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* A repeated id collects every one of its gradients, times the scale; the
+ * backward adds to what dweight held; the padding row is never touched. */
+static void test_embedding_backward_accumulates(void **state)
+{
+    enum { V = 4, D = 2, B = 1, T = 5 };
+    int64_t ids[T] = {2, 0, 2, 3, 2};
+    float dout[T * D] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    float dw[V * D] = {0, 0, 0, 0, 0, 0, 0.5f, 0.5f};   /* row 3 (padding) holds 0.5 */
+    assert_int_equal(embedding_backward(dw, dout, ids, B, T, D, 2.0f, 3), 0);
+    /* Row 2: positions 0, 2 and 4, times 2: (1 + 5 + 9) * 2, (2 + 6 + 10) * 2. */
+    float expected[V * D] = {3 * 2, 4 * 2, 0, 0, 30, 36, 0.5f, 0.5f};
+    assert_close("after one backward", dw, expected, V * D, 0, 0);
+    assert_int_equal(embedding_backward(dw, dout, ids, B, T, D, 2.0f, 3), 0);
+    for (int i = 0; i < 6; i++) expected[i] *= 2;
+    assert_close("after two (added)", dw, expected, V * D, 0, 0);
+    /* Without padding the last row collects position 3. */
+    float dw2[V * D] = {0};
+    assert_int_equal(embedding_backward(dw2, dout, ids, B, T, D, 1.0f, EMBEDDING_NO_PADDING), 0);
+    assert_true(dw2[3 * D] == 7 && dw2[3 * D + 1] == 8);
+}
+
+/* The forward is a gather, and the padding row is returned like any other. */
+static void test_embedding_forward_gathers(void **state)
+{
+    enum { V = 3, D = 2, B = 2, T = 2 };
+    float w[V * D] = {1, 2, 3, 4, 5, 6};
+    int64_t ids[B * T] = {2, 0, 0, 1};
+    float out[B * T * D];
+    assert_int_equal(embedding_forward(out, ids, w, B, T, D, 1.0f), 0);
+    float expected[B * T * D] = {5, 6, 1, 2, 1, 2, 3, 4};
+    assert_close("gathered rows", out, expected, B * T * D, 0, 0);
+    assert_int_equal(embedding_forward(out, ids, w, B, T, D, 4.0f), 0);
+    for (int i = 0; i < B * T * D; i++) expected[i] *= 4;
+    assert_close("scaled by 4", out, expected, B * T * D, 0, 0);
+}
+
+static void test_embedding_check_ids(void **state)
+{
+    int64_t ids[4] = {0, 3, 4, -1};
+    Error err;
+    assert_int_equal(embedding_check_ids(ids, 2, 4, "here", &err), 0);
+    assert_int_equal(embedding_check_ids(ids, 4, 4, "ids.safetensors: tensor 'input'", &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "ids.safetensors: tensor 'input'"));
+    assert_non_null(strstr(err.msg, "id 4 at flat index 2"));
+    assert_int_equal(embedding_check_ids(ids + 3, 1, 4, "x", &err), -1);
+    assert_non_null(strstr(err.msg, "id -1"));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dropout                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Over 200 000 ones the fraction dropped is within 5 standard errors of p,
+ * and so is the mean of the output of 1 (inverted scaling keeps it at 1). */
+static void test_dropout_statistics(void **state)
+{
+    enum { N = 200000 };
+    float *ones = test_floats(N), *out = test_floats(N);
+    uint8_t *mask = malloc(N);
+    assert_non_null(mask);
+    for (int i = 0; i < N; i++) ones[i] = 1.0f;
+    const float ps[] = {0.1f, 0.3f, 0.5f, 0.9f};
+    Rng rng;
+    rng_seed(&rng, 2024, 0);
+    for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
+        float p = ps[k];
+        assert_int_equal(dropout_mask(mask, N, p, &rng), 0);
+        assert_int_equal(dropout_forward(out, ones, mask, N, p), 0);
+        double dropped = 0, sum = 0;
+        for (int i = 0; i < N; i++) dropped += !mask[i], sum += out[i];
+        double frac = dropped / N, mean = sum / N;
+        double se_frac = sqrt(p * (1 - p) / N), se_mean = sqrt(p / (1 - p) / N);
+        print_message("  p = %.1f: dropped %.5f (5 SE = %.5f), mean %.5f (5 SE = %.5f)\n", p,
+                      frac, 5 * se_frac, mean, 5 * se_mean);
+        assert_true(fabs(frac - p) < 5 * se_frac);
+        assert_true(fabs(mean - 1.0) < 5 * se_mean);
+        for (int i = 0; i < N; i++)   /* each value is 0 or 1 / (1 - p) */
+            assert_true(out[i] == (mask[i] ? 1.0f / (1.0f - p) : 0.0f));
+    }
+    free(ones), free(out), free(mask);
+}
+
+/* The same seed draws the same mask; another seed or stream another. The
+ * mask takes exactly n numbers from the stream, whatever p. */
+static void test_dropout_deterministic(void **state)
+{
+    enum { N = 1000 };
+    uint8_t a[N], b[N], c[N];
+    Rng r1, r2, r3, ref;
+    rng_seed(&r1, 7, 0), rng_seed(&r2, 7, 0), rng_seed(&r3, 8, 0);
+    assert_int_equal(dropout_mask(a, N, 0.4f, &r1), 0);
+    assert_int_equal(dropout_mask(b, N, 0.4f, &r2), 0);
+    assert_int_equal(dropout_mask(c, N, 0.4f, &r3), 0);
+    assert_memory_equal(a, b, N);
+    assert_memory_not_equal(a, c, N);
+    const float ps[] = {0.0f, 0.4f, 1.0f};
+    for (size_t k = 0; k < 3; k++) {
+        rng_seed(&r1, 9, 1), rng_seed(&ref, 9, 1);
+        assert_int_equal(dropout_mask(a, N, ps[k], &r1), 0);
+        for (int i = 0; i < N; i++) rng_uniform(&ref);
+        assert_memory_equal(&r1, &ref, sizeof r1);
+    }
+}
+
+/* p = 0 keeps everything and is exactly the identity; p = 1 drops
+ * everything, forward and backward, without dividing by zero. */
+static void test_dropout_p0_and_p1(void **state)
+{
+    enum { N = 64 };
+    float x[N], y[N], dy[N], dx[N];
+    uint8_t mask[N];
+    for (int i = 0; i < N; i++) x[i] = (float)i - 20.5f, dy[i] = 1.0f, dx[i] = 0.0f;
+    Rng rng;
+    rng_seed(&rng, 1, 0);
+    assert_int_equal(dropout_mask(mask, N, 0.0f, &rng), 0);
+    for (int i = 0; i < N; i++) assert_int_equal(mask[i], 1);
+    assert_int_equal(dropout_forward(y, x, mask, N, 0.0f), 0);
+    assert_memory_equal(y, x, sizeof x);
+    assert_int_equal(dropout_mask(mask, N, 1.0f, &rng), 0);
+    for (int i = 0; i < N; i++) assert_int_equal(mask[i], 0);
+    assert_int_equal(dropout_forward(y, x, mask, N, 1.0f), 0);
+    assert_int_equal(dropout_backward(dx, dy, mask, N, 1.0f), 0);
+    for (int i = 0; i < N; i++) assert_true(y[i] == 0.0f && dx[i] == 0.0f);
+}
+
+/* Evaluation mode (mask NULL) is the identity, in place too, and its
+ * backward adds dout unchanged. */
+static void test_dropout_eval_identity(void **state)
+{
+    float x[5] = {1, -2, 3, 0, 5}, y[5], dx[5] = {1, 1, 1, 1, 1}, dy[5] = {1, 2, 3, 4, 5};
+    assert_int_equal(dropout_forward(y, x, NULL, 5, 0.5f), 0);
+    assert_memory_equal(y, x, sizeof x);
+    assert_int_equal(dropout_forward(y, y, NULL, 5, 0.5f), 0);
+    assert_memory_equal(y, x, sizeof x);
+    assert_int_equal(dropout_backward(dx, dy, NULL, 5, 0.5f), 0);
+    float expected[5] = {2, 3, 4, 5, 6};
+    assert_close("dx + dout", dx, expected, 5, 0, 0);
+}
+
+/* The backward scales by the forward's factor and adds. */
+static void test_dropout_backward_accumulates(void **state)
+{
+    float dy[4] = {1, 2, 3, 4}, dx[4] = {10, 10, 10, 10};
+    uint8_t mask[4] = {1, 0, 1, 0};
+    assert_int_equal(dropout_backward(dx, dy, mask, 4, 0.5f), 0);
+    float expected[4] = {12, 10, 16, 10};
+    assert_close("dx += dout * mask * 2", dx, expected, 4, 0, 0);
+    float x[4] = {1, 2, 3, 4}, y[4];
+    assert_int_equal(dropout_forward(y, x, mask, 4, 0.75f), 0);
+    float expected_y[4] = {4, 0, 12, 0};
+    assert_close("x * mask * 4 (p = 0.75)", y, expected_y, 4, 0, 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The feed-forward block                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* D = 1, F = 2: hidden unit 0 has pre-activation exactly 0, where ReLU's
+ * gradient is taken as 0 (as in PyTorch); unit 1 has pre = x = 2. */
+static void test_ffn_relu_gradient_at_zero(void **state)
+{
+    float x[1] = {2}, w1[2] = {0, 1}, b1[2] = {0, 0}, w2[2] = {3, 5}, b2[1] = {1};
+    float y[1], pre[2], hidden[2], scratch[2];
+    assert_int_equal(ffn_forward(y, pre, hidden, x, w1, b1, w2, b2, NULL, 0, 1, 1, 1, 2), 0);
+    assert_true(pre[0] == 0 && pre[1] == 2 && y[0] == 11);   /* 5 * 2 + 1 */
+    float dy[1] = {1}, dx[1] = {0}, dw1[2] = {0}, db1[2] = {0}, dw2[2] = {0}, db2[1] = {0};
+    assert_int_equal(ffn_backward(dx, dw1, db1, dw2, db2, scratch, dy, x, pre, hidden, w1, w2,
+                                  NULL, 0, 1, 1, 1, 2), 0);
+    float expected[8] = {5, 0, 10, 0, 5, 0, 2, 1};   /* dx, dw1, dw2, db1, db2 */
+    float got[8] = {dx[0], dw1[0], dw1[1], db1[0], db1[1], dw2[0], dw2[1], db2[0]};
+    assert_close("dx, dW1, dW2 (first), db1, dW2 (second), db2", got, expected, 8, 0, 0);
+}
+
+/* Two backward passes into the same buffers give twice the gradients. */
+static void test_ffn_backward_accumulates(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, "ffn_backward_2x5_D8_F32");
+    enum { B = 2, T = 5, D = 8, F = 32 };
+    const float *x = f32_data(&f, "input"), *w1 = f32_data(&f, "linear1.weight");
+    const float *w2 = f32_data(&f, "linear2.weight"), *dy = f32_data(&f, "grad_output");
+    float y[B * T * D], pre[B * T * F], hidden[B * T * F], scratch[B * T * F];
+    float dx[B * T * D] = {0}, dw1[F * D] = {0}, db1[F] = {0}, dw2[D * F] = {0}, db2[D] = {0};
+    assert_int_equal(ffn_forward(y, pre, hidden, x, w1, f32_data(&f, "linear1.bias"), w2,
+                                 f32_data(&f, "linear2.bias"), NULL, 0, B, T, D, F), 0);
+    for (int rep = 0; rep < 2; rep++)
+        assert_int_equal(ffn_backward(dx, dw1, db1, dw2, db2, scratch, dy, x, pre, hidden, w1,
+                                      w2, NULL, 0, B, T, D, F), 0);
+    const char *names[5] = {"grad_input", "grad_linear1.weight", "grad_linear1.bias",
+                            "grad_linear2.weight", "grad_linear2.bias"};
+    float *got[5] = {dx, dw1, db1, dw2, db2};
+    int sizes[5] = {B * T * D, F * D, F, D * F, D};
+    for (int k = 0; k < 5; k++) {
+        const float *once = f32_data(&f, names[k]);
+        float *twice = test_floats(sizes[k]);
+        for (int i = 0; i < sizes[k]; i++) twice[i] = 2 * once[i];
+        assert_close(names[k], got[k], twice, sizes[k], 4e-5, 1e-5);
+        free(twice);
+    }
+    tensorfile_free(&f);
+}
+
+/* With 1 and 2 threads the forward and backward are bit-identical. */
+static void test_ffn_thread_count_independent(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, "ffn_backward_4x16_D32_F128_p30");
+    enum { B = 4, T = 16, D = 32, F = 128, NX = B * T * D, NH = B * T * F };
+    const float *x = f32_data(&f, "input"), *w1 = f32_data(&f, "linear1.weight");
+    const float *b1 = f32_data(&f, "linear1.bias"), *w2 = f32_data(&f, "linear2.weight");
+    const float *b2 = f32_data(&f, "linear2.bias"), *dy = f32_data(&f, "grad_output");
+    const uint8_t *mask = golden_tensor(&f, "dropout_mask", DTYPE_BOOL)->data;
+    float p = (float)meta_double(&f, "dropout", 0);
+    float *res[2][4];
+    int saved = omp_get_max_threads();
+    for (int run = 0; run < 2; run++) {
+        omp_set_num_threads(run + 1);
+        float *y = test_floats(NX), *pre = test_floats(NH), *hidden = test_floats(NH);
+        float *scratch = test_floats(NH), *dx = test_floats(NX), *dw1 = test_floats(F * D);
+        float *db1 = test_floats(F), *dw2 = test_floats(D * F), *db2 = test_floats(D);
+        assert_int_equal(ffn_forward(y, pre, hidden, x, w1, b1, w2, b2, mask, p, B, T, D, F), 0);
+        assert_int_equal(ffn_backward(dx, dw1, db1, dw2, db2, scratch, dy, x, pre, hidden, w1,
+                                      w2, mask, p, B, T, D, F), 0);
+        res[run][0] = y, res[run][1] = dx, res[run][2] = dw1, res[run][3] = dw2;
+        free(pre), free(hidden), free(scratch), free(db1), free(db2);
+    }
+    omp_set_num_threads(saved);
+    int sizes[4] = {NX, NX, F * D, D * F};
+    for (int k = 0; k < 4; k++) {
+        assert_memory_equal(res[0][k], res[1][k], sizes[k] * sizeof(float));
+        free(res[0][k]), free(res[1][k]);
+    }
+    tensorfile_free(&f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Bad cases: encoder_case.c refuses them with a message naming the file     */
+/* ------------------------------------------------------------------------ */
+
+typedef enum {
+    SET_META,     /* metadata key = value */
+    DROP,         /* remove tensor `key` */
+    RESHAPE,      /* replace tensor `key` by F32 zeros of the shape `shape` */
+    RESHAPE_BOOL, /* the same with a BOOL tensor */
+    RETYPE,       /* replace tensor `key` by an I64 tensor of its shape */
+    POKE_ID,      /* set element 0 of the I64 tensor `key` to atoll(value) */
+    POKE_BYTE,    /* set byte 0 of the BOOL tensor `key` to atoi(value) */
+} Change;
+
+typedef struct {
+    const char *name;
+    const char *golden;     /* a valid case to start from */
+    Change change;
+    const char *key;
+    const char *value;
+    int64_t shape[3];       /* RESHAPE: the new shape, trailing zeros unused */
+    int ndim;
+    const char *expect;     /* a phrase the error must contain */
+} BadCase;
+
+static const BadCase BAD[] = {
+    {"bad_missing_op", "embedding_2x5_V10_D8", SET_META, "op", "", {0}, 0,
+     "metadata 'op' is missing"},
+    {"bad_unknown_op", "embedding_2x5_V10_D8", SET_META, "op", "encoder", {0}, 0,
+     "op 'encoder' is not a chapter 05 op"},
+    {"bad_missing_weight", "embedding_2x5_V10_D8", DROP, "embedding.weight", NULL, {0}, 0,
+     "'embedding.weight' is missing"},
+    {"bad_ids_dtype", "embedding_2x5_V10_D8", RESHAPE, "input", NULL, {2, 5}, 2,
+     "has dtype F32, expected I64"},
+    {"bad_id_too_large", "embedding_2x5_V10_D8", POKE_ID, "input", "10", {0}, 0,
+     "id 10 at flat index 0 is outside the vocabulary 0..9"},
+    {"bad_id_negative", "embedding_backward_4x16_V5_D8", POKE_ID, "input", "-3", {0}, 0,
+     "id -3 at flat index 0"},
+    {"bad_padding_idx", "embedding_4x9_V13_D7_pad0", SET_META, "padding_idx", "13", {0}, 0,
+     "padding_idx is 13, outside -13..12"},
+    {"bad_scale", "embedding_3x7_V20_D16_scaled", SET_META, "scale", "inf", {0}, 0,
+     "scale is inf"},
+    {"bad_grad_output_shape", "embedding_backward_4x16_V5_D8", RESHAPE, "grad_output", NULL,
+     {4, 16, 9}, 3, "'grad_output' has shape (4, 16, 9), expected (B, T, D) = (4, 16, 8)"},
+    {"bad_sequence_longer_than_table", "positional_learned_2x7_L10_D8", RESHAPE,
+     "pos_embedding.weight", NULL, {6, 8}, 2, "has T = 7 positions, max_len is 6"},
+    {"bad_max_len_disagrees", "positional_learned_2x7_L10_D8", SET_META, "max_len", "12", {0},
+     0, "max_len is 12 but 'pos_embedding.weight' has 10 rows"},
+    {"bad_sinusoidal_max_len", "positional_sinusoidal_2x10_D16", SET_META, "max_len", "8", {0},
+     0, "longer than the position table"},
+    {"bad_d_model_mismatch", "positional_learned_2x7_L10_D8", RESHAPE, "pos_embedding.weight",
+     NULL, {10, 7}, 2, "expected (L, D) = (*, 8)"},
+    {"bad_dropout_p_above_1", "dropout_mask_p50_2x3x40", SET_META, "p", "1.5", {0}, 0,
+     "p is 1.5; a dropout probability must lie in [0, 1]"},
+    {"bad_dropout_p_negative", "dropout_mask_p50_2x3x40", SET_META, "p", "-0.1", {0}, 0,
+     "must lie in [0, 1]"},
+    {"bad_dropout_p_missing", "dropout_mask_p50_2x3x40", SET_META, "p", "", {0}, 0,
+     "metadata 'p' (the dropout probability) is missing"},
+    {"bad_mask_byte", "dropout_mask_p50_2x3x40", POKE_BYTE, "mask", "2", {0}, 0,
+     "holds the byte 2"},
+    {"bad_mask_dtype", "dropout_mask_p50_2x3x40", RETYPE, "mask", NULL, {0}, 0,
+     "'mask' has dtype I64, expected BOOL"},
+    {"bad_ffn_weight_shape", "ffn_2x5_D8_F32", RESHAPE, "linear2.weight", NULL, {8, 31}, 2,
+     "'linear2.weight' has shape (8, 31), expected (D, F) = (8, 32)"},
+    {"bad_ffn_missing_bias", "ffn_2x5_D8_F32", DROP, "linear2.bias", NULL, {0}, 0,
+     "'linear2.bias' is missing"},
+    {"bad_ffn_mask_missing", "ffn_3x7_D16_F64_p10", DROP, "dropout_mask", NULL, {0}, 0,
+     "must hold the BOOL tensor 'dropout_mask'"},
+    {"bad_ffn_dropout", "ffn_2x5_D8_F32", SET_META, "dropout", "nan", {0}, 0,
+     "must lie in [0, 1]"},
+    {"bad_ffn_mask_shape", "ffn_3x7_D16_F64_p10", RESHAPE_BOOL, "dropout_mask", NULL,
+     {3, 7, 16}, 3,
+     "'dropout_mask' has shape (3, 7, 16), expected (3, 7, 64) like the hidden layer"},
+};
+
+/* A copy of src without the tensor `skip` (names and metadata are copied). */
+static void copy_case(const TensorFile *src, const char *skip, TensorFile *dst)
+{
+    Error err;
+    memset(dst, 0, sizeof *dst);
+    dst->path = strdup(src->path);
+    for (int i = 0; i < src->n_tensors; i++) {
+        const Tensor *t = &src->tensors[i].tensor;
+        if (skip && strcmp(src->tensors[i].name, skip) == 0) continue;
+        Tensor c;
+        assert_int_equal(tensor_alloc(&c, t->dtype, t->ndim, t->shape, &err), 0);
+        memcpy(c.data, t->data, tensor_numel(t) * dtype_size(t->dtype));
+        assert_int_equal(tensorfile_add(dst, src->tensors[i].name, &c, &err), 0);
+    }
+    for (int i = 0; i < src->n_meta; i++)
+        assert_int_equal(tensorfile_set_meta(dst, src->meta_keys[i], src->meta_values[i], &err), 0);
+}
+
+/* Builds the broken case described by `bad`. An empty SET_META value removes
+ * the key (by giving it a name nothing reads). */
+static void make_bad_case(const BadCase *bad, TensorFile *f)
+{
+    TensorFile golden;
+    Error err;
+    load_golden(&golden, CHAPTER, bad->golden);
+    copy_case(&golden, bad->change == DROP ? bad->key : NULL, f);
+    tensorfile_free(&golden);
+    Tensor t;
+    switch (bad->change) {
+    case SET_META:
+        if (bad->value[0]) {
+            assert_int_equal(tensorfile_set_meta(f, bad->key, bad->value, &err), 0);
+        } else {
+            for (int i = 0; i < f->n_meta; i++)
+                if (strcmp(f->meta_keys[i], bad->key) == 0) f->meta_keys[i][0] = '_';
+        }
+        break;
+    case DROP:
+        break;
+    case RESHAPE:
+    case RESHAPE_BOOL:
+        assert_int_equal(tensor_alloc(&t, bad->change == RESHAPE ? DTYPE_F32 : DTYPE_BOOL,
+                                      bad->ndim, bad->shape, &err), 0);
+        assert_int_equal(tensorfile_add(f, bad->key, &t, &err), 0);
+        break;
+    case RETYPE: {
+        const Tensor *old = tensorfile_find(f, bad->key);
+        assert_int_equal(tensor_alloc(&t, DTYPE_I64, old->ndim, old->shape, &err), 0);
+        assert_int_equal(tensorfile_add(f, bad->key, &t, &err), 0);
+        break;
+    }
+    case POKE_ID:
+        ((int64_t *)tensorfile_find(f, bad->key)->data)[0] = atoll(bad->value);
+        break;
+    case POKE_BYTE:
+        ((uint8_t *)tensorfile_find(f, bad->key)->data)[0] = (uint8_t)atoi(bad->value);
+        break;
+    }
+}
+
+static void test_bad_case(void **state)
+{
+    const BadCase *bad = *state;
+    TensorFile f, out = {0};
+    Error err = {{0}};
+    make_bad_case(bad, &f);
+    int rc = encoder_case_eval(&f, &out, &err);
+    print_message("  %s\n", err.msg);
+    assert_int_equal(rc, -1);
+    assert_int_equal(out.n_tensors, 0);                 /* nothing half-written */
+    assert_non_null(strstr(err.msg, f.path));           /* the message names the file */
+    if (!strstr(err.msg, bad->expect)) {
+        print_error("expected the error to mention '%s'\n", bad->expect);
+        fail();
+    }
+    tensorfile_free(&f);
+    tensorfile_free(&out);
+}
+
+/* Through run_case_file, as the chapter program runs it: exit status 1 and
+ * no output file. */
+static void test_bad_case_writes_no_file(void **state)
+{
+    TensorFile f;
+    Error err;
+    make_bad_case(&BAD[4], &f);                          /* an id out of range */
+    char in[256], out[256];
+    snprintf(in, sizeof in, "build/tmp_bad05_%d.safetensors", (int)getpid());
+    snprintf(out, sizeof out, "build/tmp_bad05_out_%d.safetensors", (int)getpid());
+    assert_int_equal(safetensors_write(in, &f, &err), 0);
+    assert_int_equal(run_case_file("05_encoder", in, out, encoder_case_eval), 1);
+    assert_int_equal(access(out, F_OK), -1);
+    unlink(in);
+    tensorfile_free(&f);
+}
+
+/* ------------------------------------------------------------------------ */
+
+int main(void)
+{
+    static const struct CMUnitTest tests[] = {
+        GOLDEN_TEST(test_embedding_case, "embedding_1x1_V1_D1"),
+        GOLDEN_TEST(test_embedding_case, "embedding_2x5_V10_D8"),
+        GOLDEN_TEST(test_embedding_case, "embedding_2x6_V30_D12_scaled"),
+        GOLDEN_TEST(test_embedding_case, "embedding_2x8_V11_D5_scaled_pad-1"),
+        GOLDEN_TEST(test_embedding_case, "embedding_3x7_V20_D16_scaled"),
+        GOLDEN_TEST(test_embedding_case, "embedding_4x9_V13_D7_pad0"),
+        GOLDEN_TEST(test_embedding_case, "embedding_backward_1x1_V1_D1"),
+        GOLDEN_TEST(test_embedding_case, "embedding_backward_2x12_V3_D16_scaled"),
+        GOLDEN_TEST(test_embedding_case, "embedding_backward_2x7_V50_D6"),
+        GOLDEN_TEST(test_embedding_case, "embedding_backward_3x10_V6_D9_scaled_pad2"),
+        GOLDEN_TEST(test_embedding_case, "embedding_backward_4x16_V5_D8"),
+        GOLDEN_TEST(test_embedding_case, "embedding_backward_8x8_V4_D12_scaled_pad-4"),
+        cmocka_unit_test(test_embedding_forward_gathers),
+        cmocka_unit_test(test_embedding_backward_accumulates),
+        cmocka_unit_test(test_embedding_check_ids),
+
+        GOLDEN_TEST(test_positional_case, "positional_sinusoidal_1x1_D1"),
+        GOLDEN_TEST(test_positional_case, "positional_sinusoidal_2x10_D16"),
+        GOLDEN_TEST(test_positional_case, "positional_sinusoidal_3x6_D7"),
+        GOLDEN_TEST(test_positional_case, "positional_sinusoidal_2x50_D2"),
+        GOLDEN_TEST(test_positional_case, "positional_sinusoidal_1x96_D48"),
+        GOLDEN_TEST(test_positional_case, "positional_sinusoidal_1x512_D32"),
+        GOLDEN_TEST(test_positional_case, "positional_sinusoidal_1x1000_D17"),
+        GOLDEN_TEST(test_positional_case, "positional_sinusoidal_backward_2x5_D9"),
+        GOLDEN_TEST(test_positional_case, "positional_sinusoidal_backward_3x8_D12"),
+        cmocka_unit_test(test_pe_position_zero),
+        cmocka_unit_test(test_pe_first_pair),
+        cmocka_unit_test(test_pe_frequencies),
+        cmocka_unit_test(test_pe_offset_is_rotation),
+        GOLDEN_TEST(test_positional_case, "positional_learned_1x1_L1_D1"),
+        GOLDEN_TEST(test_positional_case, "positional_learned_2x4_L16_D5"),
+        GOLDEN_TEST(test_positional_case, "positional_learned_2x7_L10_D8"),
+        GOLDEN_TEST(test_positional_case, "positional_learned_3x10_L10_D6"),
+        GOLDEN_TEST(test_positional_case, "positional_learned_backward_2x12_L12_D5"),
+        GOLDEN_TEST(test_positional_case, "positional_learned_backward_4x5_L9_D8"),
+        GOLDEN_TEST(test_positional_case, "positional_learned_backward_6x3_L20_D4"),
+        cmocka_unit_test(test_positional_backward_accumulates),
+
+        GOLDEN_TEST(test_dropout_mask_case, "dropout_mask_p0_4x25"),
+        GOLDEN_TEST(test_dropout_mask_case, "dropout_mask_p10_4x25"),
+        GOLDEN_TEST(test_dropout_mask_case, "dropout_mask_p30_7"),
+        GOLDEN_TEST(test_dropout_mask_case, "dropout_mask_p50_2x3x40"),
+        GOLDEN_TEST(test_dropout_mask_case, "dropout_mask_p90_5x30"),
+        GOLDEN_TEST(test_dropout_mask_case, "dropout_mask_p100_3x10"),
+        GOLDEN_TEST(test_dropout_mask_case, "dropout_mask_eval_p50_4x25"),
+        GOLDEN_TEST(test_dropout_mask_case, "dropout_mask_backward_p0_4x25"),
+        GOLDEN_TEST(test_dropout_mask_case, "dropout_mask_backward_p20_2x5x12"),
+        GOLDEN_TEST(test_dropout_mask_case, "dropout_mask_backward_p50_6x20"),
+        GOLDEN_TEST(test_dropout_mask_case, "dropout_mask_backward_p100_3x10"),
+        GOLDEN_TEST(test_dropout_mask_case, "dropout_mask_backward_eval_p30_4x25"),
+        GOLDEN_TEST(test_dropout_rng_case, "dropout_rng_p0_3x4x5_seed1"),
+        GOLDEN_TEST(test_dropout_rng_case, "dropout_rng_p10_8x32_seed42"),
+        GOLDEN_TEST(test_dropout_rng_case, "dropout_rng_p50_1000_seed7"),
+        GOLDEN_TEST(test_dropout_rng_case, "dropout_rng_p100_3x4x5_seed1"),
+        cmocka_unit_test(test_dropout_statistics),
+        cmocka_unit_test(test_dropout_deterministic),
+        cmocka_unit_test(test_dropout_p0_and_p1),
+        cmocka_unit_test(test_dropout_eval_identity),
+        cmocka_unit_test(test_dropout_backward_accumulates),
+
+        GOLDEN_TEST(test_ffn_case, "ffn_1x1_D1_F1"),
+        GOLDEN_TEST(test_ffn_case, "ffn_2x5_D8_F32"),
+        GOLDEN_TEST(test_ffn_case, "ffn_2x4_D12_F20_nobias"),
+        GOLDEN_TEST(test_ffn_case, "ffn_3x7_D16_F64_p10"),
+        GOLDEN_TEST(test_ffn_case, "ffn_4x16_D32_F128_p50"),
+        GOLDEN_TEST(test_ffn_case, "ffn_backward_1x1_D1_F1"),
+        GOLDEN_TEST(test_ffn_case, "ffn_backward_2x5_D8_F32"),
+        GOLDEN_TEST(test_ffn_case, "ffn_backward_2x4_D12_F20_nobias"),
+        GOLDEN_TEST(test_ffn_case, "ffn_backward_2x6_D8_F16_relu_zero"),
+        GOLDEN_TEST(test_ffn_case, "ffn_backward_3x7_D16_F64_p10"),
+        GOLDEN_TEST(test_ffn_case, "ffn_backward_4x16_D32_F128_p30"),
+        GOLDEN_TEST(test_ffn_case, "ffn_backward_eval_3x4_D8_F16_p50"),
+        cmocka_unit_test(test_ffn_relu_gradient_at_zero),
+        cmocka_unit_test(test_ffn_backward_accumulates),
+        cmocka_unit_test(test_ffn_thread_count_independent),
+
+        /* The case evaluator of build/05_encoder, one golden per op. */
+        GOLDEN_TEST(test_case_eval, "embedding_2x8_V11_D5_scaled_pad-1"),
+        GOLDEN_TEST(test_case_eval, "embedding_backward_8x8_V4_D12_scaled_pad-4"),
+        GOLDEN_TEST(test_case_eval, "positional_sinusoidal_3x6_D7"),
+        GOLDEN_TEST(test_case_eval, "positional_sinusoidal_backward_2x5_D9"),
+        GOLDEN_TEST(test_case_eval, "positional_learned_2x7_L10_D8"),
+        GOLDEN_TEST(test_case_eval, "positional_learned_backward_2x12_L12_D5"),
+        GOLDEN_TEST(test_case_eval, "dropout_mask_p90_5x30"),
+        GOLDEN_TEST(test_case_eval, "dropout_mask_backward_eval_p30_4x25"),
+        GOLDEN_TEST(test_case_eval, "dropout_rng_p10_8x32_seed42"),
+        GOLDEN_TEST(test_case_eval, "ffn_4x16_D32_F128_p50"),
+        GOLDEN_TEST(test_case_eval, "ffn_backward_2x4_D12_F20_nobias"),
+
+#define BAD_TEST(i) {BAD[i].name, test_bad_case, NULL, NULL, (void *)&BAD[i]}
+        BAD_TEST(0), BAD_TEST(1), BAD_TEST(2), BAD_TEST(3), BAD_TEST(4), BAD_TEST(5),
+        BAD_TEST(6), BAD_TEST(7), BAD_TEST(8), BAD_TEST(9), BAD_TEST(10), BAD_TEST(11),
+        BAD_TEST(12), BAD_TEST(13), BAD_TEST(14), BAD_TEST(15), BAD_TEST(16), BAD_TEST(17),
+        BAD_TEST(18), BAD_TEST(19), BAD_TEST(20), BAD_TEST(21), BAD_TEST(22),
+        cmocka_unit_test(test_bad_case_writes_no_file),
+    };
+    return cmocka_run_group_tests_name("chapter 05: encoder (embeddings, positions, dropout, "
+                                       "feed-forward)", tests, NULL, NULL);
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# `make plots`: writes the data the figures need, then renders every
+# plots/*.gp into build/plots/*.png.
+#
+# A chapter program that makes plot data takes `--plot-data DIR` (its main.c
+# names the option); each one found writes into build/plots. Then gnuplot
+# runs each script with build/plots as its working folder, so a script reads
+# its data by file name, and with two variables set:
+#   terminal   pngcairo where this gnuplot has it, else png (libgd)
+#   output     the PNG to write, named after the script
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=build/plots
+
+if ! command -v gnuplot >/dev/null; then
+    echo "make plots: gnuplot is missing (tools/install-deps.sh build installs it)" >&2
+    exit 1
+fi
+mkdir -p "$out"
+
+for main in chapters/[0-9][0-9]_*/main.c; do
+    grep -q -- '--plot-data' "$main" || continue
+    program=build/$(basename "$(dirname "$main")")
+    [ -x "$program" ] || { echo "make plots: $program is not built (run make)" >&2; exit 1; }
+    "$program" --plot-data "$out"
+done
+
+if gnuplot -e 'set terminal' 2>&1 | grep -qw pngcairo; then terminal=pngcairo; else terminal=png; fi
+count=0
+for script in plots/*.gp; do
+    [ -e "$script" ] || continue
+    name=$(basename "$script" .gp)
+    (cd "$out" && gnuplot -e "terminal='$terminal'; output='$name.png'" "$root/$script")
+    echo "wrote $out/$name.png"
+    count=$((count + 1))
+done
+echo "make plots: $count figures in $out ($terminal terminal)"
