@@ -34,6 +34,17 @@ const Tensor *golden_tensor(const TensorFile *file, const char *name, DType dtyp
     return t;
 }
 
+int64_t golden_meta_int(const TensorFile *file, const char *key)
+{
+    long long v;
+    Error err;
+    if (tensorfile_meta_int(file, key, -1, &v, &err) != 0 || v < 0) {
+        print_error("%s: metadata '%s' missing or not a non-negative integer\n", file->path, key);
+        fail();
+    }
+    return v;
+}
+
 void golden_tolerance(const TensorFile *file, double *atol, double *rtol)
 {
     Error err;

@@ -28,6 +28,9 @@ void load_golden(TensorFile *file, const char *chapter, const char *name);
 /* The tensor `name` with the given dtype, or fails the test. */
 const Tensor *golden_tensor(const TensorFile *file, const char *name, DType dtype);
 
+/* The non-negative integer metadata `key` of the case, or fails the test. */
+int64_t golden_meta_int(const TensorFile *file, const char *key);
+
 /* The case's tolerances, from its metadata "atol" and "rtol" (both required). */
 void golden_tolerance(const TensorFile *file, double *atol, double *rtol);
 

@@ -31,17 +31,6 @@
 /* matmul                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static int64_t meta_int(const TensorFile *f, const char *key)
-{
-    long long v;
-    Error err;
-    if (tensorfile_meta_int(f, key, -1, &v, &err) != 0 || v < 0) {
-        print_error("%s: metadata '%s' missing or bad\n", f->path, key);
-        fail();
-    }
-    return v;
-}
-
 static void test_matmul_case(void **state)
 {
     const char *name = *state;
@@ -49,7 +38,7 @@ static void test_matmul_case(void **state)
     load_golden(&f, CHAPTER, name);
     double atol, rtol;
     golden_tolerance(&f, &atol, &rtol);
-    int M = meta_int(&f, "M"), N = meta_int(&f, "N"), K = meta_int(&f, "K");
+    int M = golden_meta_int(&f, "M"), N = golden_meta_int(&f, "N"), K = golden_meta_int(&f, "K");
     const char *op = tensorfile_meta(&f, "op");
     const float *a = golden_tensor(&f, "a", DTYPE_F32)->data;
     const float *b = golden_tensor(&f, "b", DTYPE_F32)->data;
@@ -193,9 +182,9 @@ static void test_rng_case(void **state)
     load_golden(&f, CHAPTER, name);
     double atol, rtol;
     golden_tolerance(&f, &atol, &rtol);
-    int64_t n = meta_int(&f, "count");
+    int64_t n = golden_meta_int(&f, "count");
     Rng rng;
-    rng_seed(&rng, meta_int(&f, "rng_seed"), meta_int(&f, "rng_stream"));
+    rng_seed(&rng, golden_meta_int(&f, "rng_seed"), golden_meta_int(&f, "rng_stream"));
     const int64_t *u32 = golden_tensor(&f, "u32", DTYPE_I64)->data;
     for (int64_t i = 0; i < n; i++) assert_int_equal(rng_u32(&rng), u32[i]);
     float *got = test_floats(n);

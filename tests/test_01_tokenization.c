@@ -39,17 +39,6 @@
 /* Helpers                                                                   */
 /* ------------------------------------------------------------------------ */
 
-static int64_t meta_int(const TensorFile *f, const char *key)
-{
-    long long v;
-    Error err;
-    if (tensorfile_meta_int(f, key, -1, &v, &err) != 0 || v < 0) {
-        print_error("%s: metadata '%s' missing or bad\n", f->path, key);
-        fail();
-    }
-    return v;
-}
-
 /* The bytes of the golden U8 tensor `name`. */
 static const uint8_t *golden_bytes(const TensorFile *f, const char *name, size_t *len)
 {
@@ -225,7 +214,7 @@ static void test_word_case(void **state)
 
     Vocab v;
     int64_t *counts = NULL;
-    check_ok(word_vocab_build(&v, &counts, corpus, corpus_len, (int)meta_int(&f, "min_freq"),
+    check_ok(word_vocab_build(&v, &counts, corpus, corpus_len, (int)golden_meta_int(&f, "min_freq"),
                               &err), &err, "word_vocab_build");
     Text words = {0};
     for (int id = v.n_special; id < v.size; id++) {
@@ -276,7 +265,7 @@ static void test_bpe_case(void **state)
 
     Bpe bpe;
     check_ok(bpe_init(&bpe, &err), &err, "bpe_init");
-    check_ok(bpe_train(&bpe, corpus, corpus_len, meta_int(&f, "vocab_size"), &err), &err,
+    check_ok(bpe_train(&bpe, corpus, corpus_len, golden_meta_int(&f, "vocab_size"), &err), &err,
              "bpe_train");
     assert_ids_equal(&f, "merges", bpe.merges, 2 * bpe.n_merges);
     n = -1;
@@ -308,7 +297,7 @@ static void test_taylor_case(void **state)
     check_ok(taylor_encode(&v, text, len, ids, &n, &err), &err, "taylor_encode");
     assert_ids_equal(&f, "ids", ids, n);
 
-    int64_t T = meta_int(&f, "length");
+    int64_t T = golden_meta_int(&f, "length");
     int64_t *seq = test_ids((size_t)T);
     check_ok(seq_bracket(seq, ids, n, T, &err), &err, "seq_bracket");
     assert_ids_equal(&f, "sequence", seq, T);
@@ -350,7 +339,7 @@ static void test_batch_case(void **state)
         start = end + 1;
     }
     assert_int_equal(b, B);
-    int64_t T = meta_int(&f, "length");
+    int64_t T = golden_meta_int(&f, "length");
     if (T == 0) T = seq_batch_length(counts, B);
     int64_t *rows = test_ids((size_t)(B * T)), *lengths = test_ids((size_t)B);
     check_ok(seq_batch(rows, lengths, ids, counts, B, T, &err), &err, "seq_batch");

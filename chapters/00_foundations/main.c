@@ -29,36 +29,26 @@ static const char USAGE[] =
     "usage: 00_foundations --demo\n"
     "       00_foundations --case IN.safetensors --out OUT.safetensors\n";
 
-static void print_matrix(const char *name, const float *m, int rows, int cols)
-{
-    printf("%s (%d, %d):\n", name, rows, cols);
-    for (int r = 0; r < rows; r++) {
-        printf("  ");
-        for (int c = 0; c < cols; c++) printf(" %8.4f", m[r * cols + c]);
-        printf("\n");
-    }
-}
-
 static int demo(void)
 {
     /* x (2, 3) times a weight W (4, 3) stored [out, in] as nn.Linear does. */
     float x[2 * 3] = {1, 2, 3, 4, 5, 6};
     float W[4 * 3] = {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1};
     float y[2 * 4], dx[2 * 3], dW[4 * 3];
-    print_matrix("x", x, 2, 3);
-    print_matrix("W", W, 4, 3);
+    matrix_print("x", x, 2, 3);
+    matrix_print("W", W, 4, 3);
     if (matmul_nt(y, x, W, 2, 4, 3, 0) != 0) return -1;
-    print_matrix("y = x W^T (matmul_nt)", y, 2, 4);
+    matrix_print("y = x W^T (matmul_nt)", y, 2, 4);
     /* Pretend the upstream gradient is y itself. */
     if (matmul_nn(dx, y, W, 2, 3, 4, 0) != 0) return -1;
-    print_matrix("dx = dy W (matmul_nn)", dx, 2, 3);
+    matrix_print("dx = dy W (matmul_nn)", dx, 2, 3);
     if (matmul_tn(dW, y, x, 4, 3, 2, 0) != 0) return -1;
-    print_matrix("dW = dy^T x (matmul_tn)", dW, 4, 3);
+    matrix_print("dW = dy^T x (matmul_tn)", dW, 4, 3);
 
     float logits[3 * 4] = {1, 2, 3, 4, 1000, 1001, 1002, 1003, 0, -INFINITY, 0, -INFINITY};
     float probs[3 * 4];
     if (softmax_forward(probs, logits, 3, 4) != 0) return -1;
-    print_matrix("softmax rows: [1 2 3 4], [1000 .. 1003] (no overflow), [0 -inf 0 -inf]",
+    matrix_print("softmax rows: [1 2 3 4], [1000 .. 1003] (no overflow), [0 -inf 0 -inf]",
                  probs, 3, 4);
 
     Rng rng;

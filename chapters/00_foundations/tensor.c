@@ -79,3 +79,13 @@ const char *tensor_shape_str(const Tensor *t, char *buf, size_t size)
     if (used < size) snprintf(buf + used, size - used, ")");
     return buf;
 }
+
+void matrix_print(const char *title, const float *m, int rows, int cols)
+{
+    printf("%s (%d, %d):\n", title, rows, cols);
+    for (int r = 0; r < rows; r++) {
+        printf("  ");
+        for (int c = 0; c < cols; c++) printf(" %8.4f", m[(size_t)r * cols + c]);
+        printf("\n");
+    }
+}

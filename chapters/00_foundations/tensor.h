@@ -57,6 +57,9 @@ int tensor_alloc(Tensor *t, DType dtype, int ndim, const int64_t *shape, Error *
 /* Frees the data and leaves an empty tensor; safe on an empty tensor. */
 void tensor_free(Tensor *t);
 
+/* Prints a (rows, cols) float matrix under a title, 4 decimals: for demos. */
+void matrix_print(const char *title, const float *m, int rows, int cols);
+
 /* Writes "(2, 3, 4)" into buf. */
 const char *tensor_shape_str(const Tensor *t, char *buf, size_t size);
 

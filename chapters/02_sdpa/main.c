@@ -40,16 +40,6 @@ static const float FULL_K[3 * 2] = {2.20820141f, -0.637997031f, 0.461657226f,
 static const float FULL_V[3 * 2] = {1.11029029f, -1.68979895f, -0.988959908f,
                                     0.957971811f, 1.32213509f, 0.817189753f};
 
-static void print_matrix(const char *name, const float *m, int rows, int cols)
-{
-    printf("%s (%d, %d):\n", name, rows, cols);
-    for (int r = 0; r < rows; r++) {
-        printf("  ");
-        for (int c = 0; c < cols; c++) printf(" %8.4f", m[r * cols + c]);
-        printf("\n");
-    }
-}
-
 /* Prints ours next to the seed's values, 4 decimals; returns how many differ
  * when both are printed to 4 decimals, and the largest difference. */
 static int compare(const char *name, const float *ours, const float *seed, int rows, int cols,
@@ -98,9 +88,9 @@ static int demo(void)
 {
     printf("Scaled dot-product attention, softmax(Q K^T / sqrt(E)) V, on the seed's\n"
            "worked example: L = S = 3 positions, E = Ev = 2 features.\n\n");
-    print_matrix("Q", SEED_Q, 3, 2);
-    print_matrix("K", SEED_K, 3, 2);
-    print_matrix("V", SEED_V, 3, 2);
+    matrix_print("Q", SEED_Q, 3, 2);
+    matrix_print("K", SEED_K, 3, 2);
+    matrix_print("V", SEED_V, 3, 2);
     printf("\n");
 
     double diff_rounded, diff_full;
@@ -123,8 +113,8 @@ static int demo(void)
                      sdpa_default_scale(2), 1) != 0)
         return -1;
     printf("-- the same example with is_causal (row 0 can only copy v_0)\n");
-    print_matrix("attention weights", att, 3, 3);
-    print_matrix("output", out, 3, 2);
+    matrix_print("attention weights", att, 3, 3);
+    matrix_print("output", out, 3, 2);
     return match ? 0 : -1;
 }
 
