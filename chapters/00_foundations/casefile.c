@@ -4,6 +4,18 @@
 #include <stdio.h>
 #include <string.h>
 
+float *case_output_f32(TensorFile *out, const char *name, int ndim, const int64_t *shape,
+                       Error *err)
+{
+    Tensor t;
+    if (tensor_alloc(&t, DTYPE_F32, ndim, shape, err) != 0) return NULL;
+    if (tensorfile_add(out, name, &t, err) != 0) {
+        tensor_free(&t);
+        return NULL;
+    }
+    return (float *)tensorfile_find(out, name)->data;
+}
+
 int run_case_file(const char *prog, const char *in_path, const char *out_path, CaseEval eval)
 {
     Error err = {{0}};   /* a stub may fail without a message */

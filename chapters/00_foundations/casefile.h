@@ -19,6 +19,13 @@
 /* Evaluates the case `in`, adding its outputs to `out`. */
 typedef int (*CaseEval)(const TensorFile *in, TensorFile *out, Error *err);
 
+/* Adds a zeroed F32 tensor `name` of the given shape to the outputs `out` and
+ * returns its data, or NULL (with err set). Since run_case_file writes the
+ * output file only when the whole evaluation succeeds, an evaluator adds its
+ * outputs as it goes and simply returns -1 on any failure. */
+float *case_output_f32(TensorFile *out, const char *name, int ndim, const int64_t *shape,
+                       Error *err);
+
 /* Reads in_path, evaluates it, writes out_path (atomically: on failure no
  * output file appears). On failure prints "prog: <error>" to stderr. Returns
  * the exit status: 0 or 1. */

@@ -84,31 +84,12 @@ static int eval_matmul(const char *op, const TensorFile *in, TensorFile *out, Er
     if (K != Kb)
         return error_set(err, "%s: %s needs matching inner dimensions, got %lld and %lld",
                          in->path, op, (long long)K, (long long)Kb);
-    Tensor c;
-    if (tensor_alloc(&c, DTYPE_F32, 2, (int64_t[]){M, N}, err) != 0) return -1;
-    int rc = transpose_a   ? matmul_tn(c.data, a->data, b->data, M, N, K, 0)
-             : transpose_b ? matmul_nt(c.data, a->data, b->data, M, N, K, 0)
-                           : matmul_nn(c.data, a->data, b->data, M, N, K, 0);
-    if (rc != 0) error_set(err, "%s failed", op);
-    if (rc != 0 || tensorfile_add(out, "c", &c, err) != 0) {
-        tensor_free(&c);
-        return -1;
-    }
-    return 0;
-}
-
-/* Adds a float32 tensor of the given shape, filled by the caller through *data. */
-static int add_output(TensorFile *out, const char *name, int ndim, const int64_t *shape,
-                      float **data, Error *err)
-{
-    Tensor t;
-    if (tensor_alloc(&t, DTYPE_F32, ndim, shape, err) != 0) return -1;
-    if (tensorfile_add(out, name, &t, err) != 0) {
-        tensor_free(&t);
-        return -1;
-    }
-    *data = (float *)tensorfile_find(out, name)->data;
-    return 0;
+    float *c = case_output_f32(out, "c", 2, (int64_t[]){M, N}, err);
+    if (!c) return -1;
+    int rc = transpose_a   ? matmul_tn(c, a->data, b->data, M, N, K, 0)
+             : transpose_b ? matmul_nt(c, a->data, b->data, M, N, K, 0)
+                           : matmul_nn(c, a->data, b->data, M, N, K, 0);
+    return rc == 0 ? 0 : error_set(err, "%s failed", op);
 }
 
 static int eval_linear(const char *op, const TensorFile *in, TensorFile *out, Error *err)
@@ -131,15 +112,15 @@ static int eval_linear(const char *op, const TensorFile *in, TensorFile *out, Er
     }
     if (backward && get_matrix(in, "grad_output", M, N, &dy, err) != 0) return -1;
 
-    float *y, *dx, *dw, *db = NULL;
-    if (add_output(out, "output", 2, (int64_t[]){M, N}, &y, err) != 0) return -1;
+    float *y = case_output_f32(out, "output", 2, (int64_t[]){M, N}, err);
+    if (!y) return -1;
     if (linear_forward(y, x->data, w->data, bias, M, K, N) != 0)
         return error_set(err, "linear_forward failed");
     if (!backward) return 0;
-    if (add_output(out, "grad_input", 2, x->shape, &dx, err) != 0 ||
-        add_output(out, "grad_weight", 2, w->shape, &dw, err) != 0 ||
-        (bias && add_output(out, "grad_bias", 1, b->shape, &db, err) != 0))
-        return -1;
+    float *dx = case_output_f32(out, "grad_input", 2, x->shape, err);
+    float *dw = case_output_f32(out, "grad_weight", 2, w->shape, err);
+    float *db = bias ? case_output_f32(out, "grad_bias", 1, b->shape, err) : NULL;
+    if (!dx || !dw || (bias && !db)) return -1;
     if (linear_backward(dx, dw, db, dy, x->data, w->data, M, K, N) != 0)
         return error_set(err, "linear_backward failed");
     return 0;
@@ -154,16 +135,11 @@ static int eval_softmax(const char *op, const TensorFile *in, TensorFile *out, E
     const float *dy = NULL;
     if (backward && get_matrix(in, "grad_output", rows, cols, &dy, err) != 0) return -1;
 
-    Tensor result;
-    if (tensor_alloc(&result, DTYPE_F32, 2, x->shape, err) != 0) return -1;
-    int rc = backward ? softmax_backward(result.data, x->data, dy, rows, cols)
-                      : softmax_forward(result.data, x->data, rows, cols);
-    if (rc != 0) error_set(err, "%s failed", op);
-    if (rc != 0 || tensorfile_add(out, backward ? "grad_input" : "output", &result, err) != 0) {
-        tensor_free(&result);
-        return -1;
-    }
-    return 0;
+    float *result = case_output_f32(out, backward ? "grad_input" : "output", 2, x->shape, err);
+    if (!result) return -1;
+    int rc = backward ? softmax_backward(result, x->data, dy, rows, cols)
+                      : softmax_forward(result, x->data, rows, cols);
+    return rc == 0 ? 0 : error_set(err, "%s failed", op);
 }
 
 static int eval_rng(const TensorFile *in, TensorFile *out, Error *err)

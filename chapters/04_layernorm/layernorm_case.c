@@ -3,11 +3,12 @@
  *
  * Each evaluator checks everything it reads before it computes: the dtype and
  * shape of every tensor, the options in the metadata, and that sizes fit the
- * int arguments of the layer functions. Results are allocated as Tensors and
- * handed to the output file only when every one of them is ready.
+ * int arguments of the layer functions. Outputs go straight into the output
+ * file (case_output_f32); run_case_file writes it only if everything worked.
  */
 #include "layernorm_case.h"
 
+#include "casefile.h"
 #include "layernorm.h"
 #include "residual.h"
 
@@ -19,43 +20,6 @@
 static const char *label(const TensorFile *in)
 {
     return in->path ? in->path : "(case)";
-}
-
-/* Results of one op, added to the output file together at the end. */
-#define MAX_RESULTS 6
-typedef struct {
-    int n;
-    const char *names[MAX_RESULTS];
-    Tensor tensors[MAX_RESULTS];
-} Results;
-
-/* Allocates a zeroed F32 result called `name`; returns its data or NULL. */
-static float *result_new(Results *res, const char *name, int ndim, const int64_t *shape,
-                         Error *err)
-{
-    Tensor *t = &res->tensors[res->n];
-    if (tensor_alloc(t, DTYPE_F32, ndim, shape, err) != 0) return NULL;
-    res->names[res->n++] = name;
-    return t->data;
-}
-
-static void results_free(Results *res)
-{
-    for (int i = 0; i < res->n; i++) tensor_free(&res->tensors[i]);
-    res->n = 0;
-}
-
-/* Moves every result into out. */
-static int results_add(Results *res, TensorFile *out, Error *err)
-{
-    for (int i = 0; i < res->n; i++) {
-        if (tensorfile_add(out, res->names[i], &res->tensors[i], err) != 0) {
-            results_free(res);
-            return -1;
-        }
-    }
-    res->n = 0;
-    return 0;
 }
 
 /* The F32 tensor `name` with at least one dimension and at most INT_MAX
@@ -155,72 +119,59 @@ static int eval_layernorm(const char *op, const TensorFile *in, TensorFile *out,
 
     /* mean and rstd, (N,) each: what the forward saves for the backward. */
     Tensor stats[2] = {{0}};
-    Results res = {0};
+    int rc = -1;
     if (tensor_alloc(&stats[0], DTYPE_F32, 1, &N, err) != 0 ||
         tensor_alloc(&stats[1], DTYPE_F32, 1, &N, err) != 0)
-        goto fail;
+        goto done;
     float *mean = stats[0].data, *rstd = stats[1].data;
 
-    float *y = result_new(&res, "output", x->ndim, x->shape, err);
-    if (!y) goto fail;
+    float *y = case_output_f32(out, "output", x->ndim, x->shape, err);
+    if (!y) goto done;
     const float *w = weight ? weight->data : NULL, *b = bias ? bias->data : NULL;
     if (layernorm_forward(y, mean, rstd, x->data, w, b, 1, (int)N, (int)C, eps) != 0) {
         error_set(err, "%s: layernorm_forward failed", label(in));
-        goto fail;
+        goto done;
     }
     if (backward) {
-        float *dx = result_new(&res, "grad_input", x->ndim, x->shape, err);
-        float *dw = NULL, *db = NULL;
-        if (!dx) goto fail;
-        if (affine && !(dw = result_new(&res, "grad_weight", 1, &C, err))) goto fail;
-        if (has_bias && !(db = result_new(&res, "grad_bias", 1, &C, err))) goto fail;
+        float *dx = case_output_f32(out, "grad_input", x->ndim, x->shape, err);
+        float *dw = affine ? case_output_f32(out, "grad_weight", 1, &C, err) : NULL;
+        float *db = has_bias ? case_output_f32(out, "grad_bias", 1, &C, err) : NULL;
+        if (!dx || (affine && !dw) || (has_bias && !db)) goto done;
         /* The buffers start at zero, so the accumulated gradient is the gradient. */
         if (layernorm_backward(dx, dw, db, dy->data, x->data, w, mean, rstd, 1, (int)N,
                                (int)C) != 0) {
             error_set(err, "%s: layernorm_backward failed", label(in));
-            goto fail;
+            goto done;
         }
     }
+    rc = 0;
+done:
     tensor_free(&stats[0]);
     tensor_free(&stats[1]);
-    return results_add(&res, out, err);
-fail:
-    tensor_free(&stats[0]);
-    tensor_free(&stats[1]);
-    results_free(&res);
-    return -1;
+    return rc;
 }
 
 static int eval_residual(const char *op, const TensorFile *in, TensorFile *out, Error *err)
 {
-    Results res = {0};
     if (strcmp(op, "residual") == 0) {
         const Tensor *x, *fx;
         if (get_input(in, "input", &x, err) != 0 ||
             get_same_shape(in, "sublayer_output", x, "input", &fx, err) != 0)
             return -1;
-        float *y = result_new(&res, "output", x->ndim, x->shape, err);
+        float *y = case_output_f32(out, "output", x->ndim, x->shape, err);
         if (!y) return -1;
-        if (residual_forward(y, x->data, fx->data, (int)tensor_numel(x)) != 0) {
-            error_set(err, "%s: residual_forward failed", label(in));
-            goto fail;
-        }
-    } else {
-        const Tensor *dy;
-        if (get_input(in, "grad_output", &dy, err) != 0) return -1;
-        float *dx = result_new(&res, "grad_input", dy->ndim, dy->shape, err);
-        float *dfx = dx ? result_new(&res, "grad_sublayer_output", dy->ndim, dy->shape, err)
-                        : NULL;
-        if (!dfx) goto fail;
-        if (residual_backward(dx, dfx, dy->data, (int)tensor_numel(dy)) != 0) {
-            error_set(err, "%s: residual_backward failed", label(in));
-            goto fail;
-        }
+        if (residual_forward(y, x->data, fx->data, (int)tensor_numel(x)) != 0)
+            return error_set(err, "%s: residual_forward failed", label(in));
+        return 0;
     }
-    return results_add(&res, out, err);
-fail:
-    results_free(&res);
-    return -1;
+    const Tensor *dy;
+    if (get_input(in, "grad_output", &dy, err) != 0) return -1;
+    float *dx = case_output_f32(out, "grad_input", dy->ndim, dy->shape, err);
+    float *dfx = case_output_f32(out, "grad_sublayer_output", dy->ndim, dy->shape, err);
+    if (!dx || !dfx) return -1;
+    if (residual_backward(dx, dfx, dy->data, (int)tensor_numel(dy)) != 0)
+        return error_set(err, "%s: residual_backward failed", label(in));
+    return 0;
 }
 
 int layernorm_case_eval(const TensorFile *in, TensorFile *out, Error *err)
