@@ -1,0 +1,308 @@
+/*
+ * mha.c - multi-head attention; see mha.h for the shapes, the parameter
+ * layouts and the mask conventions.
+ *
+ * The layer is chapter 00's linear layer four times and chapter 02's
+ * attention once, glued together by two reshapes (split and merge of the
+ * heads). Nothing here computes attention itself: the H heads of the N
+ * sequences are N * H independent attention problems, which is exactly the
+ * batch dimension B = N * H of sdpa_forward and sdpa_backward.
+ *
+ * Letters: N batch, L queries, S keys, E embed_dim, H heads, Dh = E / H,
+ * Ek kdim, Ev vdim.
+ */
+#include "mha.h"
+
+#include "error.h"   /* not_implemented(), used by the exercise stubs */
+
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "matmul.h"
+#include "sdpa.h"
+
+/* ------------------------------------------------------------------------ */
+/* The cache and the parameter layouts (given, not part of the exercise)    */
+/* ------------------------------------------------------------------------ */
+
+/* One buffer of n floats, zeroed; NULL when out of memory. */
+static float *floats(int64_t n)
+{
+    return calloc((size_t)n, sizeof(float));
+}
+
+int mha_cache_alloc(MhaCache *c, int N, int L, int S, int E, int H, int Ek, int Ev,
+                    int backward, Error *err)
+{
+    memset(c, 0, sizeof *c);
+    if (N < 1 || L < 1 || S < 1 || E < 1 || H < 1 || Ek < 1 || Ev < 1)
+        return error_set(err, "mha: sizes must be at least 1 (N %d, L %d, S %d, E %d, H %d, "
+                         "kdim %d, vdim %d)", N, L, S, E, H, Ek, Ev);
+    if (E % H != 0)
+        return error_set(err, "mha: embed_dim %d is not divisible by num_heads %d", E, H);
+    /* The largest buffer is (N, H, L, S) or (N, max(L, S), E); every offset
+     * inside one must fit the int loops of the layer functions. */
+    int64_t att = (int64_t)N * H * L * S;
+    int64_t rows = (int64_t)N * (L > S ? L : S) * E;
+    if (att > INT_MAX || rows > INT_MAX)
+        return error_set(err, "mha: N %d, L %d, S %d, E %d, H %d need buffers of %lld floats, "
+                         "more than this implementation allows (%d)", N, L, S, E, H,
+                         (long long)(att > rows ? att : rows), INT_MAX);
+    *c = (MhaCache){.N = N, .L = L, .S = S, .E = E, .H = H, .Dh = E / H, .Ek = Ek, .Ev = Ev};
+    int64_t nl = (int64_t)N * L * E, ns = (int64_t)N * S * E;   /* (N, L, E), (N, S, E) */
+    c->q = floats(nl);
+    c->k = floats(ns);
+    c->v = floats(ns);
+    c->qh = floats(nl);
+    c->kh = floats(ns);
+    c->vh = floats(ns);
+    c->scores = floats(att);
+    c->att = floats(att);
+    c->oh = floats(nl);
+    c->o = floats(nl);
+    int ok = c->q && c->k && c->v && c->qh && c->kh && c->vh && c->scores && c->att && c->oh &&
+             c->o;
+    if (ok && backward) {
+        c->d_o = floats(nl);
+        c->doh = floats(nl);
+        c->dqh = floats(nl);
+        c->dkh = floats(ns);
+        c->dvh = floats(ns);
+        c->datt = floats(att);
+        c->dscores = floats(att);
+        c->dq = floats(nl);
+        c->dk = floats(ns);
+        c->dv = floats(ns);
+        ok = c->d_o && c->doh && c->dqh && c->dkh && c->dvh && c->datt && c->dscores &&
+             c->dq && c->dk && c->dv;
+    }
+    if (!ok) {
+        mha_cache_free(c);
+        return error_set(err, "mha: out of memory for N %d, L %d, S %d, E %d, H %d", N, L, S, E,
+                         H);
+    }
+    return 0;
+}
+
+void mha_cache_free(MhaCache *c)
+{
+    float **buffers[] = {&c->q,   &c->k,   &c->v,    &c->qh,      &c->kh,  &c->vh, &c->scores,
+                         &c->att, &c->oh,  &c->o,    &c->d_o,     &c->doh, &c->dqh,
+                         &c->dkh, &c->dvh, &c->datt, &c->dscores, &c->dq,  &c->dk, &c->dv};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) {
+        free(*buffers[i]);
+        *buffers[i] = NULL;
+    }
+}
+
+void mha_in_proj_params(const MhaParams *p, int E, const float *w[3], const float *b[3])
+{
+    for (int i = 0; i < 3; i++) {
+        /* Packed: rows i*E .. (i+1)*E - 1 of in_proj_weight (3E, E). */
+        w[i] = p->in_proj_weight ? p->in_proj_weight + (size_t)i * E * E
+             : i == 0            ? p->q_proj_weight
+             : i == 1            ? p->k_proj_weight
+                                 : p->v_proj_weight;
+        b[i] = p->in_proj_bias ? p->in_proj_bias + (size_t)i * E : NULL;
+    }
+}
+
+void mha_in_proj_grads(const MhaGrads *g, int E, float *dw[3], float *db[3])
+{
+    for (int i = 0; i < 3; i++) {
+        dw[i] = g->in_proj_weight ? g->in_proj_weight + (size_t)i * E * E
+              : i == 0            ? g->q_proj_weight
+              : i == 1            ? g->k_proj_weight
+                                  : g->v_proj_weight;
+        db[i] = g->in_proj_bias ? g->in_proj_bias + (size_t)i * E : NULL;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Heads and masks                                                          */
+/* ------------------------------------------------------------------------ */
+
+int mha_split_heads(float *xh, const float *x, int N, int T, int H, int Dh)
+{
+    /* BEGIN SOLUTION */
+    /* Row t of sequence n holds the H heads side by side, H blocks of Dh
+     * features; head h's block moves to row t of the (T, Dh) matrix of head
+     * h. A pure copy: every value lands in exactly one place. */
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const float *src = x + ((size_t)n * T + t) * H * Dh + (size_t)h * Dh;
+                float *dst = xh + (((size_t)n * H + h) * T + t) * Dh;
+                memcpy(dst, src, (size_t)Dh * sizeof *dst);
+            }
+    return 0;
+    /* END SOLUTION */
+}
+
+int mha_merge_heads(float *x, const float *xh, int N, int T, int H, int Dh)
+{
+    /* BEGIN SOLUTION */
+    /* The same copy the other way: head h's row t goes back to the h-th
+     * block of row t. Concatenating the heads is exactly this. */
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                const float *src = xh + (((size_t)n * H + h) * T + t) * Dh;
+                float *dst = x + ((size_t)n * T + t) * H * Dh + (size_t)h * Dh;
+                memcpy(dst, src, (size_t)Dh * sizeof *dst);
+            }
+    return 0;
+    /* END SOLUTION */
+}
+
+int mha_mask_bias(float *bias, const void *key_padding_mask, int kpm_is_bool,
+                  const void *attn_mask, int attn_is_bool, int attn_mask_3d,
+                  int N, int H, int L, int S)
+{
+    /* BEGIN SOLUTION */
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < L; i++)
+                for (int j = 0; j < S; j++) {
+                    float value = 0.0f;
+                    if (attn_mask) {
+                        /* (L, S) is shared by every sequence and head;
+                         * (N * H, L, S) has a matrix for each (n, h). */
+                        size_t at = (attn_mask_3d ? ((size_t)n * H + h) * L * S : 0) +
+                                    (size_t)i * S + j;
+                        /* nn.MultiheadAttention: true = NOT allowed to attend */
+                        value += attn_is_bool ? (((const uint8_t *)attn_mask)[at] ? -INFINITY
+                                                                                  : 0.0f)
+                                              : ((const float *)attn_mask)[at];
+                    }
+                    if (key_padding_mask) {
+                        /* One entry per (sequence, key), the same for every
+                         * head and query: true = this key is padding. */
+                        size_t at = (size_t)n * S + j;
+                        value += kpm_is_bool ? (((const uint8_t *)key_padding_mask)[at]
+                                                    ? -INFINITY : 0.0f)
+                                             : ((const float *)key_padding_mask)[at];
+                    }
+                    bias[(((size_t)n * H + h) * L + i) * S + j] = value;
+                }
+    return 0;
+    /* END SOLUTION */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Forward and backward                                                     */
+/* ------------------------------------------------------------------------ */
+
+int mha_forward(float *out, MhaCache *cache, const float *query, const float *key,
+                const float *value, const MhaParams *params, const float *bias,
+                int is_causal)
+{
+    /* BEGIN SOLUTION */
+    MhaCache *c = cache;
+    int N = c->N, L = c->L, S = c->S, E = c->E, H = c->H, Dh = c->Dh;
+    const float *w[3], *b[3];
+    mha_in_proj_params(params, E, w, b);
+
+    /* 1. Three linear layers project queries, keys and values to E features:
+     *    q (N, L, E) = query (N, L, E) W_q^T + b_q, and likewise k and v from
+     *    key (N, S, Ek) and value (N, S, Ev). */
+    if (linear_forward(c->q, query, w[0], b[0], N * L, E, E) != 0 ||
+        linear_forward(c->k, key, w[1], b[1], N * S, c->Ek, E) != 0 ||
+        linear_forward(c->v, value, w[2], b[2], N * S, c->Ev, E) != 0)
+        return -1;
+
+    /* 2. Each head takes its own Dh features: (N, T, E) -> (N, H, T, Dh). */
+    if (mha_split_heads(c->qh, c->q, N, L, H, Dh) != 0 ||
+        mha_split_heads(c->kh, c->k, N, S, H, Dh) != 0 ||
+        mha_split_heads(c->vh, c->v, N, S, H, Dh) != 0)
+        return -1;
+
+    /* 3. Attention in every head at once: N * H independent problems, each
+     *    scaled by 1/sqrt(Dh), the head's own feature size. */
+    if (sdpa_forward(c->oh, c->scores, c->att, c->qh, c->kh, c->vh, bias, N * H, L, S, Dh, Dh,
+                     sdpa_default_scale(Dh), is_causal) != 0)
+        return -1;
+
+    /* 4. Concatenate the heads' outputs: (N, H, L, Dh) -> (N, L, E). */
+    if (mha_merge_heads(c->o, c->oh, N, L, H, Dh) != 0) return -1;
+
+    /* 5. The output projection mixes the heads: out = o W_o^T + b_o. */
+    return linear_forward(out, c->o, params->out_proj_weight, params->out_proj_bias, N * L, E,
+                          E);
+    /* END SOLUTION */
+}
+
+int mha_backward(float *dquery, float *dkey, float *dvalue, const MhaGrads *grads,
+                 const float *dout, const float *query, const float *key, const float *value,
+                 const MhaParams *params, MhaCache *cache)
+{
+    if (!cache->d_o) return -1;   /* the cache was allocated without backward scratch */
+    /* BEGIN SOLUTION */
+    MhaCache *c = cache;
+    int N = c->N, L = c->L, S = c->S, E = c->E, H = c->H, Dh = c->Dh;
+    size_t nl = (size_t)N * L * E, ns = (size_t)N * S * E;
+    const float *w[3], *b[3];
+    float *dw[3], *db[3];
+    mha_in_proj_params(params, E, w, b);
+    mha_in_proj_grads(grads, E, dw, db);
+
+    /* 5. out = o W_o^T + b_o: d_o (N, L, E) = dout W_o, and the gradients of
+     *    W_o and b_o. linear_backward adds, so d_o starts at zero. */
+    memset(c->d_o, 0, nl * sizeof *c->d_o);
+    if (linear_backward(c->d_o, grads->out_proj_weight, grads->out_proj_bias, dout, c->o,
+                        params->out_proj_weight, N * L, E, E) != 0)
+        return -1;
+
+    /* 4. Merging the heads only moved values around, so its backward moves
+     *    the gradient back: split d_o into the heads, (N, H, L, Dh). */
+    if (mha_split_heads(c->doh, c->d_o, N, L, H, Dh) != 0) return -1;
+
+    /* 3. Attention, every head at once. sdpa_backward adds into dqh, dkh,
+     *    dvh: zero them first. */
+    memset(c->dqh, 0, nl * sizeof *c->dqh);
+    memset(c->dkh, 0, ns * sizeof *c->dkh);
+    memset(c->dvh, 0, ns * sizeof *c->dvh);
+    if (sdpa_backward(c->dqh, c->dkh, c->dvh, c->datt, c->dscores, c->doh, c->qh, c->kh, c->vh,
+                      c->att, N * H, L, S, Dh, Dh, sdpa_default_scale(Dh)) != 0)
+        return -1;
+
+    /* 2. The split was a copy too: merge the heads' gradients back into
+     *    (N, T, E) rows. */
+    if (mha_merge_heads(c->dq, c->dqh, N, L, H, Dh) != 0 ||
+        mha_merge_heads(c->dk, c->dkh, N, S, H, Dh) != 0 ||
+        mha_merge_heads(c->dv, c->dvh, N, S, H, Dh) != 0)
+        return -1;
+
+    /* 1. The three input projections: each adds its share into the input's
+     *    gradient (in self-attention the three are one buffer, which so
+     *    collects the sum of the three paths) and into its weight and bias
+     *    gradients (three row blocks of the packed in_proj gradients). */
+    if (linear_backward(dquery, dw[0], db[0], c->dq, query, w[0], N * L, E, E) != 0 ||
+        linear_backward(dkey, dw[1], db[1], c->dk, key, w[1], N * S, c->Ek, E) != 0 ||
+        linear_backward(dvalue, dw[2], db[2], c->dv, value, w[2], N * S, c->Ev, E) != 0)
+        return -1;
+    return 0;
+    /* END SOLUTION */
+}
+
+int mha_average_heads(float *avg, const float *att, int N, int H, int L, int S)
+{
+    /* BEGIN SOLUTION */
+    /* A sum over the heads in a fixed order, then one division, as
+     * torch.mean does; each output value is made by one thread. */
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int ij = 0; ij < L * S; ij++) {
+            float sum = 0.0f;
+            for (int h = 0; h < H; h++) sum += att[((size_t)n * H + h) * L * S + ij];
+            avg[(size_t)n * L * S + ij] = sum / (float)H;
+        }
+    return 0;
+    /* END SOLUTION */
+}

@@ -1,0 +1,174 @@
+/*
+ * mha.h - multi-head attention, forward and backward, with the semantics of
+ * PyTorch's nn.MultiheadAttention(embed_dim, num_heads, batch_first=True,
+ * dropout=0).
+ *
+ * Letters, used the same way in every file of this chapter:
+ *     N   batch (sequences)               L   queries (target length)
+ *     S   keys and values (source length) E   embed_dim, the model width
+ *     H   num_heads                       Dh  head_dim = E / H
+ *     Ek  kdim, the features of a key     Ev  vdim, the features of a value
+ *
+ * The layer, for one batch of sequences:
+ *
+ *     q  = query W_q^T + b_q            (N, L, E)    query (N, L, E)
+ *     k  = key   W_k^T + b_k            (N, S, E)    key   (N, S, Ek)
+ *     v  = value W_v^T + b_v            (N, S, E)    value (N, S, Ev)
+ *     qh, kh, vh = split heads          (N, H, L, Dh), (N, H, S, Dh), (N, H, S, Dh)
+ *     oh = sdpa(qh, kh, vh, bias)       (N, H, L, Dh)  chapter 02, scale 1/sqrt(Dh)
+ *     o  = merge heads of oh            (N, L, E)
+ *     out = o W_o^T + b_o               (N, L, E)
+ *
+ * "Split heads" cuts the last dimension E into H blocks of Dh features and
+ * makes the head a batch dimension: qh[n, h, i, d] = q[n, i, h * Dh + d].
+ * "Merge heads" is the inverse. Every head attends on its own, with its own
+ * Dh-dimensional slice of the projections.
+ *
+ * Parameters (MhaParams), under nn.MultiheadAttention's state_dict names:
+ *   - packed, when Ek == Ev == E:   in_proj_weight (3E, E) = [W_q; W_k; W_v]
+ *   - separate, when Ek or Ev differs:  q_proj_weight (E, E),
+ *                                   k_proj_weight (E, Ek), v_proj_weight (E, Ev)
+ *   - in_proj_bias (3E,) = [b_q; b_k; b_v], packed in both cases, or NULL
+ *   - out_proj.weight (E, E) = W_o, out_proj.bias (E,) = b_o, or NULL
+ * bias=False in PyTorch removes both in_proj_bias and out_proj.bias.
+ * The gradients (MhaGrads) have the same fields and shapes.
+ *
+ * Masks. sdpa_forward() sees one additive float bias (N, H, L, S): 0 where a
+ * query may attend to a key, -inf where it may not. mha_mask_bias() builds it
+ * from nn.MultiheadAttention's two masks, whose boolean convention is the
+ * OPPOSITE of F.scaled_dot_product_attention's:
+ *     key_padding_mask (N, S)               bool: true = IGNORE this key (-inf)
+ *     attn_mask (L, S) or (N * H, L, S)     bool: true = NOT allowed (-inf)
+ * A float mask of either kind is added as it is; with both masks the two
+ * biases are added. is_causal needs no bias: sdpa_forward masks key j for
+ * query i when j > i (top-left aligned). How PyTorch's is_causal hint decides
+ * between the causal pattern and attn_mask is the case reader's business
+ * (mha_case.h); these functions always do what they are told.
+ *
+ * Fully-masked rows. A query that may attend to no key gets attention
+ * weights 0 and an attention output of 0 (so out = b_o for that row), and it
+ * passes no gradient back: the rule of chapter 02, and what PyTorch returns
+ * with need_weights=False. (With need_weights=True PyTorch returns NaN for
+ * such rows instead; see the chapter README.)
+ *
+ * Self-attention is query == key == value (the same pointer is fine). Pass
+ * the same gradient buffer as dquery, dkey and dvalue: the backward adds all
+ * three paths into it, which is the gradient of the shared input.
+ *
+ * Not here: dropout on the attention weights, add_bias_kv, add_zero_attn,
+ * static_k/static_v, batch_first=False (transpose the inputs instead).
+ *
+ * Read next: mha.c, then mha_case.c (how a case file becomes these calls).
+ * The int functions return 0, or -1 on failure (the exercise stubs return -1).
+ */
+#ifndef MHA_H
+#define MHA_H
+
+#include "error.h"
+
+/* The layer's parameters; NULL where the layer has none (see above). */
+typedef struct {
+    const float *in_proj_weight;    /* (3E, E) when Ek == Ev == E, else NULL */
+    const float *q_proj_weight;     /* (E, E)  when in_proj_weight is NULL */
+    const float *k_proj_weight;     /* (E, Ek) when in_proj_weight is NULL */
+    const float *v_proj_weight;     /* (E, Ev) when in_proj_weight is NULL */
+    const float *in_proj_bias;      /* (3E,), or NULL (bias=False) */
+    const float *out_proj_weight;   /* (E, E) */
+    const float *out_proj_bias;     /* (E,), or NULL (bias=False) */
+} MhaParams;
+
+/* Their gradients: the same fields, each NULL exactly where the parameter is.
+ * mha_backward ADDS into them. */
+typedef struct {
+    float *in_proj_weight;          /* (3E, E) */
+    float *q_proj_weight;           /* (E, E) */
+    float *k_proj_weight;           /* (E, Ek) */
+    float *v_proj_weight;           /* (E, Ev) */
+    float *in_proj_bias;            /* (3E,) */
+    float *out_proj_weight;         /* (E, E) */
+    float *out_proj_bias;           /* (E,) */
+} MhaGrads;
+
+/* The sizes of one call, and the buffers the forward fills for the backward
+ * (the activations) plus the backward's own scratch space. */
+typedef struct {
+    int N, L, S, E, H, Dh, Ek, Ev;
+    /* forward activations, written by mha_forward, read by mha_backward */
+    float *q, *k, *v;               /* (N, L, E), (N, S, E), (N, S, E) projected */
+    float *qh, *kh, *vh;            /* (N, H, L, Dh), (N, H, S, Dh), (N, H, S, Dh) */
+    float *scores;                  /* (N, H, L, S) qh kh^T / sqrt(Dh) + bias */
+    float *att;                     /* (N, H, L, S) attention weights of every head */
+    float *oh;                      /* (N, H, L, Dh) attention output of every head */
+    float *o;                       /* (N, L, E) heads merged: out_proj's input */
+    /* backward scratch, overwritten by mha_backward; NULL unless allocated */
+    float *d_o;                     /* (N, L, E) */
+    float *doh, *dqh;               /* (N, H, L, Dh) */
+    float *dkh, *dvh;               /* (N, H, S, Dh) */
+    float *datt, *dscores;          /* (N, H, L, S) */
+    float *dq;                      /* (N, L, E) */
+    float *dk, *dv;                 /* (N, S, E) */
+} MhaCache;
+
+/* Allocates every buffer of the cache for these sizes (the backward scratch
+ * only when `backward` is non-zero). E must be a multiple of H; every size at
+ * least 1. On failure nothing stays allocated. */
+int mha_cache_alloc(MhaCache *cache, int N, int L, int S, int E, int H, int Ek, int Ev,
+                    int backward, Error *err);
+
+/* Frees what mha_cache_alloc allocated; safe on a zeroed or freed cache. */
+void mha_cache_free(MhaCache *cache);
+
+/* The three input projections, whichever way the parameters store them:
+ * w[0] (E, E), w[1] (E, Ek), w[2] (E, Ev), and b[0..2] (E,) each, or NULL
+ * without in_proj_bias. Packed: the three row blocks of in_proj_weight. */
+void mha_in_proj_params(const MhaParams *p, int E, const float *w[3], const float *b[3]);
+
+/* The same for the gradient buffers. */
+void mha_in_proj_grads(const MhaGrads *g, int E, float *dw[3], float *db[3]);
+
+/* (N, T, H * Dh) -> (N, H, T, Dh): xh[n, h, t, d] = x[n, t, h * Dh + d]. */
+int mha_split_heads(float *xh, const float *x, int N, int T, int H, int Dh);
+
+/* (N, H, T, Dh) -> (N, T, H * Dh), the inverse of mha_split_heads. */
+int mha_merge_heads(float *x, const float *xh, int N, int T, int H, int Dh);
+
+/* Fills bias (N, H, L, S) with the additive form of the two masks (either
+ * may be NULL; with both NULL the bias is all 0):
+ *   key_padding_mask   (N, S): uint8 0/1 when kpm_is_bool (1 = ignore the
+ *                      key -> -inf), float otherwise (added)
+ *   attn_mask          (L, S), or (N * H, L, S) when attn_mask_3d: uint8 0/1
+ *                      when attn_is_bool (1 = not allowed -> -inf), float
+ *                      otherwise (added)
+ * Entry [n, h, i, j] is the attn_mask term plus the key_padding_mask term. */
+int mha_mask_bias(float *bias, const void *key_padding_mask, int kpm_is_bool,
+                  const void *attn_mask, int attn_is_bool, int attn_mask_3d,
+                  int N, int H, int L, int S);
+
+/* Forward pass; the sizes are the cache's.
+ *   out      (N, L, E)
+ *   cache    its activations are written (see MhaCache)
+ *   query (N, L, E), key (N, S, Ek), value (N, S, Ev)
+ *   bias     (N, H, L, S) from mha_mask_bias, or NULL for no mask
+ *   is_causal  1: query i attends only to keys j <= i (top-left aligned)
+ * The attention weights of every head are cache->att afterwards.
+ * Results do not depend on the number of OpenMP threads. */
+int mha_forward(float *out, MhaCache *cache, const float *query, const float *key,
+                const float *value, const MhaParams *params, const float *bias,
+                int is_causal);
+
+/* Backward pass, after mha_forward on the same cache and inputs. ADDS the
+ * gradients into dquery (N, L, E), dkey (N, S, Ek), dvalue (N, S, Ev) (each
+ * may be NULL: not wanted) and into every parameter gradient of `grads`.
+ *   dout   (N, L, E) gradient of the loss with respect to out
+ * The cache must have been allocated with backward = 1; its scratch buffers
+ * are overwritten, its activations only read, so calling the backward twice
+ * adds the gradients twice. */
+int mha_backward(float *dquery, float *dkey, float *dvalue, const MhaGrads *grads,
+                 const float *dout, const float *query, const float *key, const float *value,
+                 const MhaParams *params, MhaCache *cache);
+
+/* need_weights with average_attn_weights: avg (N, L, S) is the mean over the
+ * H heads of att (N, H, L, S). */
+int mha_average_heads(float *avg, const float *att, int N, int H, int L, int S);
+
+#endif

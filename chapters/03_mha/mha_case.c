@@ -1,0 +1,481 @@
+/*
+ * mha_case.c - see mha_case.h: the checks a case passes before mha.c sees
+ * it, PyTorch's rules for is_causal, and the evaluation of ops mha and
+ * mha_backward.
+ */
+#include "mha_case.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *label(const TensorFile *in)
+{
+    return in->path ? in->path : "(case)";
+}
+
+/* "(2, 3, 4)" for a shape given as an array. */
+static const char *shape_str(const int64_t *shape, int ndim, char *buf, size_t size)
+{
+    Tensor t = {.ndim = ndim};
+    memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
+    return tensor_shape_str(&t, buf, size);
+}
+
+/* Every dimension at least 1 and small enough for an int. */
+static int check_dims(const TensorFile *in, const char *name, const Tensor *t, Error *err)
+{
+    char buf[128];
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] < 1 || t->shape[d] > INT_MAX)
+            return error_set(err, "%s: tensor '%s' has shape %s; every dimension must be "
+                             "between 1 and %d", label(in), name,
+                             tensor_shape_str(t, buf, sizeof buf), INT_MAX);
+    return 0;
+}
+
+/* The F32 tensor `name` with exactly the shape `want` (ndim dims); `letters`
+ * spells the shape for the message, e.g. "(E, kdim)". */
+static int get_shaped(const TensorFile *in, const char *name, const int64_t *want, int ndim,
+                      const char *letters, const Tensor **t, Error *err)
+{
+    if (tensorfile_get(in, name, DTYPE_F32, -1, t, err) != 0) return -1;
+    int same = (*t)->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = (*t)->shape[d] == want[d];
+    if (!same) {
+        char got[128], exp[128];
+        return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", label(in), name,
+                         tensor_shape_str(*t, got, sizeof got), letters,
+                         shape_str(want, ndim, exp, sizeof exp));
+    }
+    return 0;
+}
+
+/* A parameter that must not be in the case (the other layout's, say). */
+static int refuse(const TensorFile *in, const char *name, const char *why, Error *err)
+{
+    if (tensorfile_find(in, name))
+        return error_set(err, "%s: tensor '%s' is present, but %s", label(in), name, why);
+    return 0;
+}
+
+/* A mask: BOOL (bytes 0 or 1) or F32, of one of the allowed shapes. */
+static int check_mask(const TensorFile *in, const char *name, const Tensor *m,
+                      const int64_t shapes[2][3], const int ndims[2], int n_shapes,
+                      const char *letters, Error *err)
+{
+    if (m->dtype != DTYPE_BOOL && m->dtype != DTYPE_F32)
+        return error_set(err, "%s: tensor '%s' has dtype %s, expected BOOL (true = masked, "
+                         "nn.MultiheadAttention's convention) or F32 (added to the scores)",
+                         label(in), name, dtype_name(m->dtype));
+    int ok = 0;
+    for (int s = 0; s < n_shapes && !ok; s++) {
+        ok = m->ndim == ndims[s];
+        for (int d = 0; ok && d < ndims[s]; d++) ok = m->shape[d] == shapes[s][d];
+    }
+    if (!ok) {
+        char got[128], a[128], b[128];
+        tensor_shape_str(m, got, sizeof got);
+        shape_str(shapes[0], ndims[0], a, sizeof a);
+        if (n_shapes > 1)
+            return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s or %s",
+                             label(in), name, got, letters, a,
+                             shape_str(shapes[1], ndims[1], b, sizeof b));
+        return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", label(in), name,
+                         got, letters, a);
+    }
+    if (m->dtype == DTYPE_BOOL) {
+        const uint8_t *bytes = m->data;
+        for (int64_t i = 0; i < tensor_numel(m); i++)
+            if (bytes[i] > 1)
+                return error_set(err, "%s: tensor '%s' holds the byte %d at flat index %lld; "
+                                 "a BOOL mask holds only 0 and 1", label(in), name, bytes[i],
+                                 (long long)i);
+    }
+    return 0;
+}
+
+/* Metadata that must be absent or equal to what the tensors say. */
+static int check_meta_int(const TensorFile *in, const char *key, long long want,
+                          const char *source, Error *err)
+{
+    long long v;
+    if (tensorfile_meta_int(in, key, want, &v, err) != 0) return -1;
+    if (v != want)
+        return error_set(err, "%s: metadata '%s' is %lld but %s is %lld", label(in), key, v,
+                         source, want);
+    return 0;
+}
+
+/* Options PyTorch has and this chapter leaves out. */
+static int check_unsupported(const TensorFile *in, Error *err)
+{
+    int batch_first, flag;
+    if (tensorfile_meta_bool(in, "batch_first", 1, &batch_first, err) != 0) return -1;
+    if (!batch_first)
+        return error_set(err, "%s: metadata 'batch_first' is false; this chapter reads "
+                         "batch-first (N, L, E) inputs only (transpose (L, N, E) ones first)",
+                         label(in));
+    double dropout;
+    if (tensorfile_meta_double(in, "dropout", 0.0, &dropout, err) != 0) return -1;
+    if (dropout != 0.0)
+        return error_set(err, "%s: metadata 'dropout' is '%s'; this chapter has no dropout on "
+                         "the attention weights, only 0 is supported", label(in),
+                         tensorfile_meta(in, "dropout"));
+    const char *keys[2] = {"add_bias_kv", "add_zero_attn"};
+    for (int i = 0; i < 2; i++) {
+        if (tensorfile_meta_bool(in, keys[i], 0, &flag, err) != 0) return -1;
+        if (flag)
+            return error_set(err, "%s: metadata '%s' is true; not supported by this chapter",
+                             label(in), keys[i]);
+    }
+    return 0;
+}
+
+/* query, key, value: F32, rank 3 (batched) or 2 (unbatched), sizes that agree. */
+static int read_inputs(const TensorFile *in, MhaCase *c, Error *err)
+{
+    const Tensor *q, *k, *v;
+    if (tensorfile_get(in, "query", DTYPE_F32, -1, &q, err) != 0) return -1;
+    if (q->ndim != 2 && q->ndim != 3)
+        return error_set(err, "%s: tensor 'query' has rank %d; expected (N, L, E) or, "
+                         "unbatched, (L, E)", label(in), q->ndim);
+    if (check_dims(in, "query", q, err) != 0) return -1;
+    if (c->self_attention) {
+        if (refuse(in, "key", "a self_attention case holds query alone (key = value = "
+                   "query)", err) != 0 ||
+            refuse(in, "value", "a self_attention case holds query alone (key = value = "
+                   "query)", err) != 0)
+            return -1;
+        k = v = q;
+    } else if (tensorfile_get(in, "key", DTYPE_F32, -1, &k, err) != 0 ||
+               tensorfile_get(in, "value", DTYPE_F32, -1, &v, err) != 0 ||
+               check_dims(in, "key", k, err) != 0 || check_dims(in, "value", v, err) != 0) {
+        return -1;
+    }
+    char qb[128], kb[128], vb[128];
+    tensor_shape_str(q, qb, sizeof qb);
+    tensor_shape_str(k, kb, sizeof kb);
+    tensor_shape_str(v, vb, sizeof vb);
+    if (k->ndim != q->ndim || v->ndim != q->ndim)
+        return error_set(err, "%s: query %s, key %s and value %s must all be batched (3 "
+                         "dimensions) or all unbatched (2)", label(in), qb, kb, vb);
+    c->batched = q->ndim == 3;
+    int b = c->batched;                       /* index of the sequence dimension */
+    if (b && (k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0]))
+        return error_set(err, "%s: query %s, key %s and value %s must have the same batch "
+                         "size N", label(in), qb, kb, vb);
+    if (v->shape[b] != k->shape[b])
+        return error_set(err, "%s: key %s and value %s must have the same number of "
+                         "positions S", label(in), kb, vb);
+    c->N = b ? (int)q->shape[0] : 1;
+    c->L = (int)q->shape[b];
+    c->E = (int)q->shape[b + 1];
+    c->S = (int)k->shape[b];
+    c->Ek = (int)k->shape[b + 1];
+    c->Ev = (int)v->shape[b + 1];
+    c->query = q->data;
+    c->key = k->data;
+    c->value = v->data;
+    return 0;
+}
+
+/* The parameters, packed or separate as kdim and vdim decide, with or
+ * without biases. */
+static int read_params(const TensorFile *in, MhaCase *c, Error *err)
+{
+    int64_t E = c->E, Ek = c->Ek, Ev = c->Ev;
+    const Tensor *t;
+    MhaParams *p = &c->params;
+    if (Ek == E && Ev == E) {
+        const char *why = "kdim == vdim == embed_dim, where nn.MultiheadAttention packs the "
+                          "three projections into in_proj_weight";
+        if (refuse(in, "q_proj_weight", why, err) != 0 ||
+            refuse(in, "k_proj_weight", why, err) != 0 ||
+            refuse(in, "v_proj_weight", why, err) != 0 ||
+            get_shaped(in, "in_proj_weight", (int64_t[]){3 * E, E}, 2, "(3E, E)", &t, err) != 0)
+            return -1;
+        p->in_proj_weight = t->data;
+    } else {
+        char why[160];
+        snprintf(why, sizeof why, "kdim %lld or vdim %lld differs from embed_dim %lld, where "
+                 "nn.MultiheadAttention has separate q/k/v_proj_weight", (long long)Ek,
+                 (long long)Ev, (long long)E);
+        if (refuse(in, "in_proj_weight", why, err) != 0) return -1;
+        if (get_shaped(in, "q_proj_weight", (int64_t[]){E, E}, 2, "(E, E)", &t, err) != 0)
+            return -1;
+        p->q_proj_weight = t->data;
+        if (get_shaped(in, "k_proj_weight", (int64_t[]){E, Ek}, 2, "(E, kdim)", &t, err) != 0)
+            return -1;
+        p->k_proj_weight = t->data;
+        if (get_shaped(in, "v_proj_weight", (int64_t[]){E, Ev}, 2, "(E, vdim)", &t, err) != 0)
+            return -1;
+        p->v_proj_weight = t->data;
+    }
+    if (get_shaped(in, "out_proj.weight", (int64_t[]){E, E}, 2, "(E, E)", &t, err) != 0)
+        return -1;
+    p->out_proj_weight = t->data;
+
+    /* bias=True gives both biases, bias=False neither. */
+    int has_in = tensorfile_find(in, "in_proj_bias") != NULL;
+    int has_out = tensorfile_find(in, "out_proj.bias") != NULL;
+    if (has_in != has_out)
+        return error_set(err, "%s: tensor '%s' is present but '%s' is missing; "
+                         "nn.MultiheadAttention has both biases (bias=True) or neither",
+                         label(in), has_in ? "in_proj_bias" : "out_proj.bias",
+                         has_in ? "out_proj.bias" : "in_proj_bias");
+    int bias;
+    if (tensorfile_meta_bool(in, "bias", has_in, &bias, err) != 0) return -1;
+    if (bias != has_in)
+        return error_set(err, "%s: metadata 'bias' is %s but in_proj_bias and out_proj.bias "
+                         "are %s", label(in), bias ? "true" : "false",
+                         has_in ? "present" : "missing");
+    if (has_in) {
+        if (get_shaped(in, "in_proj_bias", (int64_t[]){3 * E}, 1, "(3E,)", &t, err) != 0)
+            return -1;
+        p->in_proj_bias = t->data;
+        if (get_shaped(in, "out_proj.bias", (int64_t[]){E}, 1, "(E,)", &t, err) != 0)
+            return -1;
+        p->out_proj_bias = t->data;
+    }
+    return 0;
+}
+
+static int read_masks(const TensorFile *in, MhaCase *c, Error *err)
+{
+    int64_t N = c->N, L = c->L, S = c->S, H = c->H;
+    c->key_padding_mask = tensorfile_find(in, "key_padding_mask");
+    if (c->key_padding_mask) {
+        const int64_t shapes[2][3] = {{N, S}, {S}};
+        const int ndims[2] = {2, 1};
+        int s = c->batched ? 0 : 1;
+        if (check_mask(in, "key_padding_mask", c->key_padding_mask, shapes + s, ndims + s, 1,
+                       c->batched ? "(N, S)" : "(S,) for unbatched inputs", err) != 0)
+            return -1;
+    }
+    c->attn_mask = tensorfile_find(in, "attn_mask");
+    if (c->attn_mask) {
+        const int64_t shapes[2][3] = {{L, S}, {N * H, L, S}};
+        const int ndims[2] = {2, 3};
+        if (check_mask(in, "attn_mask", c->attn_mask, shapes, ndims, 2,
+                       c->batched ? "(L, S) or (N * num_heads, L, S)"
+                                  : "(L, S) or (num_heads, L, S)", err) != 0)
+            return -1;
+    }
+    /* PyTorch's is_causal hint (mha_case.h). */
+    if (c->is_causal && !c->attn_mask)
+        return error_set(err, "%s: metadata 'is_causal' is true but there is no attn_mask; "
+                         "nn.MultiheadAttention needs attn_mask with the is_causal hint (it "
+                         "raises 'Need attn_mask if specifying the is_causal hint')", label(in));
+    c->causal = c->is_causal && !c->key_padding_mask && !c->need_weights;
+    c->use_attn_mask = c->attn_mask && !c->causal;
+    return 0;
+}
+
+int mha_case_read(const TensorFile *in, MhaCase *c, Error *err)
+{
+    memset(c, 0, sizeof *c);
+    const char *op = tensorfile_meta(in, "op");
+    if (!op) return error_set(err, "%s: metadata 'op' is missing", label(in));
+    if (strcmp(op, "mha") != 0 && strcmp(op, "mha_backward") != 0)
+        return error_set(err, "%s: op '%s' is not a chapter 03 op (mha, mha_backward)",
+                         label(in), op);
+    c->backward = strcmp(op, "mha_backward") == 0;
+
+    if (check_unsupported(in, err) != 0 ||
+        tensorfile_meta_bool(in, "self_attention", 0, &c->self_attention, err) != 0 ||
+        tensorfile_meta_bool(in, "need_weights", 1, &c->need_weights, err) != 0 ||
+        tensorfile_meta_bool(in, "average_attn_weights", 1, &c->average_attn_weights, err) != 0 ||
+        tensorfile_meta_bool(in, "is_causal", 0, &c->is_causal, err) != 0)
+        return -1;
+
+    if (read_inputs(in, c, err) != 0) return -1;
+
+    if (!tensorfile_meta(in, "num_heads"))
+        return error_set(err, "%s: metadata 'num_heads' is missing", label(in));
+    long long H;
+    if (tensorfile_meta_int(in, "num_heads", 1, &H, err) != 0) return -1;
+    if (H < 1 || H > INT_MAX)
+        return error_set(err, "%s: metadata 'num_heads' is %lld; it must be at least 1",
+                         label(in), H);
+    if (c->E % H != 0)
+        return error_set(err, "%s: embed_dim %d (the last dimension of 'query') is not "
+                         "divisible by num_heads %lld", label(in), c->E, H);
+    c->H = (int)H;
+    if (check_meta_int(in, "embed_dim", c->E, "the last dimension of 'query'", err) != 0 ||
+        check_meta_int(in, "kdim", c->Ek, "the last dimension of 'key'", err) != 0 ||
+        check_meta_int(in, "vdim", c->Ev, "the last dimension of 'value'", err) != 0)
+        return -1;
+    /* Every buffer of the layer must fit the int sizes of the layer functions. */
+    int64_t att = (int64_t)c->N * c->H * c->L * c->S;
+    int64_t widest = c->E > c->Ek ? c->E : c->Ek;
+    if (c->Ev > widest) widest = c->Ev;
+    int64_t rows = (int64_t)c->N * (c->L > c->S ? c->L : c->S) * widest;
+    if (att > INT_MAX || rows > INT_MAX)
+        return error_set(err, "%s: the case needs buffers of %lld floats (N %d, L %d, S %d, "
+                         "E %d, num_heads %d), more than this implementation allows (%d)",
+                         label(in), (long long)(att > rows ? att : rows), c->N, c->L, c->S,
+                         c->E, c->H, INT_MAX);
+
+    if (read_params(in, c, err) != 0 || read_masks(in, c, err) != 0) return -1;
+
+    if (c->backward) {
+        const Tensor *dout;
+        int64_t want[3] = {c->N, c->L, c->E};
+        int b = c->batched;
+        if (get_shaped(in, "grad_output", want + (1 - b), 2 + b,
+                       b ? "(N, L, E), the output's shape" : "(L, E), the output's shape",
+                       &dout, err) != 0)
+            return -1;
+        c->dout = dout->data;
+    }
+    return 0;
+}
+
+int mha_case_has_bias(const MhaCase *c)
+{
+    return c->use_attn_mask || c->key_padding_mask;
+}
+
+int mha_case_bias(const MhaCase *c, float *bias)
+{
+    const Tensor *kpm = c->key_padding_mask, *am = c->use_attn_mask ? c->attn_mask : NULL;
+    return mha_mask_bias(bias, kpm ? kpm->data : NULL, kpm && kpm->dtype == DTYPE_BOOL,
+                         am ? am->data : NULL, am && am->dtype == DTYPE_BOOL,
+                         am && am->ndim == 3, c->N, c->H, c->L, c->S);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Evaluation                                                               */
+/* ------------------------------------------------------------------------ */
+
+#define MAX_OUTPUTS 12
+
+/* The outputs, handed to the file together once all are computed. */
+typedef struct {
+    int n;
+    char names[MAX_OUTPUTS][40];
+    Tensor tensors[MAX_OUTPUTS];
+} Outputs;
+
+/* A zeroed F32 output `name` of the given shape, or NULL. With `batched`
+ * false the leading dimension (N = 1) is dropped. */
+static float *output_new(Outputs *o, const char *name, int batched, int ndim,
+                         const int64_t *shape, Error *err)
+{
+    int skip = batched ? 0 : 1;
+    Tensor *t = &o->tensors[o->n];
+    if (tensor_alloc(t, DTYPE_F32, ndim - skip, shape + skip, err) != 0) return NULL;
+    snprintf(o->names[o->n], sizeof o->names[0], "%s", name);
+    o->n++;
+    return t->data;
+}
+
+/* An output shaped like the input tensor `like` of the case. */
+static float *output_like(Outputs *o, const char *name, const TensorFile *in, const char *like,
+                          Error *err)
+{
+    const Tensor *t = tensorfile_find(in, like);
+    return output_new(o, name, 1, t->ndim, t->shape, err);
+}
+
+static void outputs_free(Outputs *o)
+{
+    for (int i = 0; i < o->n; i++) tensor_free(&o->tensors[i]);
+    o->n = 0;
+}
+
+static int outputs_move(Outputs *o, TensorFile *out, Error *err)
+{
+    for (int i = 0; i < o->n; i++)
+        if (tensorfile_add(out, o->names[i], &o->tensors[i], err) != 0) {
+            outputs_free(o);
+            return -1;
+        }
+    o->n = 0;
+    return 0;
+}
+
+/* The parameter names of nn.MultiheadAttention's state_dict, in MhaParams
+ * order; the gradient of each is "grad_" + its name. */
+static const char *const PARAM_NAMES[7] = {"in_proj_weight", "q_proj_weight", "k_proj_weight",
+                                           "v_proj_weight",  "in_proj_bias",  "out_proj.weight",
+                                           "out_proj.bias"};
+
+int mha_eval_case(const TensorFile *in, TensorFile *out, Error *err)
+{
+    MhaCase c;
+    if (mha_case_read(in, &c, err) != 0) return -1;
+    int N = c.N, L = c.L, S = c.S, E = c.E, H = c.H, b = c.batched;
+
+    Outputs o = {0};
+    MhaCache cache = {0};
+    float *bias = NULL;
+    int rc = -1;
+
+    float *y = output_new(&o, "output", b, 3, (int64_t[]){N, L, E}, err);   /* (N, L, E) */
+    if (!y) goto done;
+    float *weights = NULL;
+    if (c.need_weights) {
+        weights = c.average_attn_weights
+                      ? output_new(&o, "attn_weights", b, 3, (int64_t[]){N, L, S}, err)
+                      : output_new(&o, "attn_weights", b, 4, (int64_t[]){N, H, L, S}, err);
+        if (!weights) goto done;
+    }
+    Error alloc_err;
+    if (mha_cache_alloc(&cache, N, L, S, E, H, c.Ek, c.Ev, c.backward, &alloc_err) != 0) {
+        error_set(err, "%s: %s", label(in), alloc_err.msg);
+        goto done;
+    }
+    if (mha_case_has_bias(&c)) {
+        bias = calloc((size_t)N * H * L * S, sizeof *bias);                 /* (N, H, L, S) */
+        if (!bias) {
+            error_set(err, "%s: out of memory for the attention mask", label(in));
+            goto done;
+        }
+        if (mha_case_bias(&c, bias) != 0) {
+            error_set(err, "%s: mha_mask_bias failed", label(in));
+            goto done;
+        }
+    }
+    if (mha_forward(y, &cache, c.query, c.key, c.value, &c.params, bias, c.causal) != 0) {
+        error_set(err, "%s: mha_forward failed", label(in));
+        goto done;
+    }
+    if (weights) {
+        if (!c.average_attn_weights) {
+            memcpy(weights, cache.att, (size_t)N * H * L * S * sizeof *weights);
+        } else if (mha_average_heads(weights, cache.att, N, H, L, S) != 0) {
+            error_set(err, "%s: mha_average_heads failed", label(in));
+            goto done;
+        }
+    }
+    if (c.backward) {
+        /* The gradients, zeroed by tensor_alloc: mha_backward adds into them.
+         * Self-attention has one input, and one buffer takes all three paths. */
+        float *dq = output_like(&o, "grad_query", in, "query", err);
+        float *dk = c.self_attention ? dq : output_like(&o, "grad_key", in, "key", err);
+        float *dv = c.self_attention ? dq : output_like(&o, "grad_value", in, "value", err);
+        if (!dq || !dk || !dv) goto done;
+        float *g[7] = {0};
+        for (int i = 0; i < 7; i++) {
+            if (!tensorfile_find(in, PARAM_NAMES[i])) continue;
+            char name[40];
+            snprintf(name, sizeof name, "grad_%s", PARAM_NAMES[i]);
+            if (!(g[i] = output_like(&o, name, in, PARAM_NAMES[i], err))) goto done;
+        }
+        MhaGrads grads = {g[0], g[1], g[2], g[3], g[4], g[5], g[6]};
+        if (mha_backward(dq, dk, dv, &grads, c.dout, c.query, c.key, c.value, &c.params,
+                         &cache) != 0) {
+            error_set(err, "%s: mha_backward failed", label(in));
+            goto done;
+        }
+    }
+    rc = outputs_move(&o, out, err);
+done:
+    outputs_free(&o);
+    mha_cache_free(&cache);
+    free(bias);
+    return rc;
+}
