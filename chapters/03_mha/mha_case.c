@@ -5,6 +5,8 @@
  */
 #include "mha_case.h"
 
+#include "casefile.h"
+
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -350,51 +352,22 @@ int mha_case_bias(const MhaCase *c, float *bias)
 /* Evaluation                                                               */
 /* ------------------------------------------------------------------------ */
 
-#define MAX_OUTPUTS 12
-
-/* The outputs, handed to the file together once all are computed. */
-typedef struct {
-    int n;
-    char names[MAX_OUTPUTS][40];
-    Tensor tensors[MAX_OUTPUTS];
-} Outputs;
-
-/* A zeroed F32 output `name` of the given shape, or NULL. With `batched`
- * false the leading dimension (N = 1) is dropped. */
-static float *output_new(Outputs *o, const char *name, int batched, int ndim,
+/* A zeroed F32 output `name` of the given shape, added to `out`, or NULL.
+ * With `batched` false the leading dimension (N = 1) is dropped. The output
+ * file is written only if the whole evaluation succeeds (run_case_file). */
+static float *output_new(TensorFile *out, const char *name, int batched, int ndim,
                          const int64_t *shape, Error *err)
 {
     int skip = batched ? 0 : 1;
-    Tensor *t = &o->tensors[o->n];
-    if (tensor_alloc(t, DTYPE_F32, ndim - skip, shape + skip, err) != 0) return NULL;
-    snprintf(o->names[o->n], sizeof o->names[0], "%s", name);
-    o->n++;
-    return t->data;
+    return case_output_f32(out, name, ndim - skip, shape + skip, err);
 }
 
 /* An output shaped like the input tensor `like` of the case. */
-static float *output_like(Outputs *o, const char *name, const TensorFile *in, const char *like,
-                          Error *err)
+static float *output_like(TensorFile *out, const char *name, const TensorFile *in,
+                          const char *like, Error *err)
 {
     const Tensor *t = tensorfile_find(in, like);
-    return output_new(o, name, 1, t->ndim, t->shape, err);
-}
-
-static void outputs_free(Outputs *o)
-{
-    for (int i = 0; i < o->n; i++) tensor_free(&o->tensors[i]);
-    o->n = 0;
-}
-
-static int outputs_move(Outputs *o, TensorFile *out, Error *err)
-{
-    for (int i = 0; i < o->n; i++)
-        if (tensorfile_add(out, o->names[i], &o->tensors[i], err) != 0) {
-            outputs_free(o);
-            return -1;
-        }
-    o->n = 0;
-    return 0;
+    return case_output_f32(out, name, t->ndim, t->shape, err);
 }
 
 /* The parameter names of nn.MultiheadAttention's state_dict, in MhaParams
@@ -409,18 +382,17 @@ int mha_eval_case(const TensorFile *in, TensorFile *out, Error *err)
     if (mha_case_read(in, &c, err) != 0) return -1;
     int N = c.N, L = c.L, S = c.S, E = c.E, H = c.H, b = c.batched;
 
-    Outputs o = {0};
     MhaCache cache = {0};
     float *bias = NULL;
     int rc = -1;
 
-    float *y = output_new(&o, "output", b, 3, (int64_t[]){N, L, E}, err);   /* (N, L, E) */
+    float *y = output_new(out, "output", b, 3, (int64_t[]){N, L, E}, err);   /* (N, L, E) */
     if (!y) goto done;
     float *weights = NULL;
     if (c.need_weights) {
         weights = c.average_attn_weights
-                      ? output_new(&o, "attn_weights", b, 3, (int64_t[]){N, L, S}, err)
-                      : output_new(&o, "attn_weights", b, 4, (int64_t[]){N, H, L, S}, err);
+                      ? output_new(out, "attn_weights", b, 3, (int64_t[]){N, L, S}, err)
+                      : output_new(out, "attn_weights", b, 4, (int64_t[]){N, H, L, S}, err);
         if (!weights) goto done;
     }
     Error alloc_err;
@@ -454,16 +426,16 @@ int mha_eval_case(const TensorFile *in, TensorFile *out, Error *err)
     if (c.backward) {
         /* The gradients, zeroed by tensor_alloc: mha_backward adds into them.
          * Self-attention has one input, and one buffer takes all three paths. */
-        float *dq = output_like(&o, "grad_query", in, "query", err);
-        float *dk = c.self_attention ? dq : output_like(&o, "grad_key", in, "key", err);
-        float *dv = c.self_attention ? dq : output_like(&o, "grad_value", in, "value", err);
+        float *dq = output_like(out, "grad_query", in, "query", err);
+        float *dk = c.self_attention ? dq : output_like(out, "grad_key", in, "key", err);
+        float *dv = c.self_attention ? dq : output_like(out, "grad_value", in, "value", err);
         if (!dq || !dk || !dv) goto done;
         float *g[7] = {0};
         for (int i = 0; i < 7; i++) {
             if (!tensorfile_find(in, PARAM_NAMES[i])) continue;
             char name[40];
             snprintf(name, sizeof name, "grad_%s", PARAM_NAMES[i]);
-            if (!(g[i] = output_like(&o, name, in, PARAM_NAMES[i], err))) goto done;
+            if (!(g[i] = output_like(out, name, in, PARAM_NAMES[i], err))) goto done;
         }
         MhaGrads grads = {g[0], g[1], g[2], g[3], g[4], g[5], g[6]};
         if (mha_backward(dq, dk, dv, &grads, c.dout, c.query, c.key, c.value, &c.params,
@@ -472,9 +444,8 @@ int mha_eval_case(const TensorFile *in, TensorFile *out, Error *err)
             goto done;
         }
     }
-    rc = outputs_move(&o, out, err);
+    rc = 0;
 done:
-    outputs_free(&o);
     mha_cache_free(&cache);
     free(bias);
     return rc;
