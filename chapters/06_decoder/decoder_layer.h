@@ -1,0 +1,159 @@
+/*
+ * decoder_layer.h - one Transformer decoder layer and a stack of them,
+ * forward and backward, with the semantics of PyTorch's
+ * nn.TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout,
+ * activation="relu", batch_first=True, norm_first=...) and
+ * nn.TransformerDecoder(layer, num_layers, norm=...).
+ *
+ * Letters: N batch, T target length (the decoder's own positions), S source
+ * length (the encoder's positions), D d_model, H nhead, F dim_feedforward.
+ *
+ * Three sub-layers, each wrapped in a residual connection and a LayerNorm:
+ *
+ *   sa(x)  = self_attn(x, x, x)        masked self-attention over the target
+ *   ca(x)  = multihead_attn(x, m, m)   cross-attention: queries from the
+ *                                      decoder, keys and values from the
+ *                                      encoder output m = memory (N, S, D)
+ *   ff(x)  = linear2(relu(linear1(x)))  chapter 05's feed-forward block
+ *
+ *   post-norm (norm_first = 0, the paper):   pre-norm (norm_first = 1):
+ *     x = norm1(x + sa(x))                     x = x + sa(norm1(x))
+ *     x = norm2(x + ca(x))                     x = x + ca(norm2(x))
+ *     x = norm3(x + ff(x))                     x = x + ff(norm3(x))
+ *
+ * In training each sub-layer output passes through dropout before the
+ * addition (PyTorch's dropout1..3) and the FFN's hidden layer through a
+ * fourth (PyTorch's dropout). PyTorch also drops attention weights inside
+ * both attentions; chapter 03 has no dropout there, so neither has this
+ * layer: with p > 0 it matches PyTorch in distribution except for that.
+ *
+ * Masks are the additive biases of chapter 03 (mha_mask_bias): sa_bias
+ * (N, H, T, T) from tgt_mask and tgt_key_padding_mask, ca_bias (N, H, T, S)
+ * from memory_key_padding_mask; NULL for none. sa_causal = 1 masks the
+ * future without a bias (query i sees keys j <= i), as is_causal does in
+ * chapter 03.
+ *
+ * Parameters (DecoderLayerParams) under the layer's state_dict names:
+ *   self_attn.*        MhaParams, packed in_proj_weight (3D, D) etc.
+ *   multihead_attn.*   MhaParams
+ *   linear1.weight (F, D), linear1.bias (F,), linear2.weight (D, F),
+ *   linear2.bias (D,); norm1/2/3.weight and .bias (D,) each.
+ * The gradients (DecoderLayerGrads) mirror them; every backward ADDS (+=).
+ *
+ * The backward returns the gradient of the target (dtgt) and of the memory
+ * (dmemory): the memory enters only as the keys and values of the
+ * cross-attention, so its gradient is what that attention's backward sends
+ * to its key and value inputs. In a full Transformer that gradient is where
+ * the encoder's backward starts.
+ *
+ * The stack (DecoderStack) runs L layers one after the other, every layer
+ * reading the same memory, then an optional final LayerNorm ("norm.*"). The
+ * memory's gradient is the sum over the layers.
+ *
+ * Results do not depend on the number of OpenMP threads (the chapters below
+ * guarantee it for every piece).
+ * Every int function returns 0, or -1 on failure (the exercise stubs -1).
+ */
+#ifndef DECODER_LAYER_H
+#define DECODER_LAYER_H
+
+#include <stdint.h>
+
+#include "error.h"
+#include "mha.h"
+#include "rng.h"
+
+typedef struct {
+    MhaParams self_attn, multihead_attn;
+    const float *linear1_weight, *linear1_bias;   /* (F, D), (F,) */
+    const float *linear2_weight, *linear2_bias;   /* (D, F), (D,) */
+    const float *norm_weight[3], *norm_bias[3];   /* norm1..3: (D,) each */
+} DecoderLayerParams;
+
+typedef struct {
+    MhaGrads self_attn, multihead_attn;
+    float *linear1_weight, *linear1_bias;
+    float *linear2_weight, *linear2_bias;
+    float *norm_weight[3], *norm_bias[3];
+} DecoderLayerGrads;
+
+/* Sizes, options and the activations one forward saves for the backward. */
+typedef struct {
+    int N, T, S, D, H, F;
+    int norm_first;                 /* 0: post-norm, 1: pre-norm */
+    float eps;                      /* the three LayerNorms' eps */
+    float dropout;                  /* p of dropout1..3 and the FFN's dropout */
+    MhaCache sa, ca;                /* the two attentions' caches */
+    /* norm k's input and output, (N, T, D) each. Post-norm: norm_in[k] is
+     * the residual sum, norm_out[k] the stream after sub-layer k. Pre-norm:
+     * norm_in[k] is the stream before sub-layer k, norm_out[k] its input. */
+    float *norm_in[3], *norm_out[3];
+    float *mean[3], *rstd[3];       /* (N, T) each */
+    float *pre, *hidden;            /* (N, T, F) the FFN's activations */
+    float *tmp;                     /* (N, T, D) a sub-layer's output */
+    uint8_t *mask[3];               /* (N, T, D) dropout1..3 masks, when dropout > 0 */
+    uint8_t *ffn_mask;              /* (N, T, F) the FFN's mask, when dropout > 0 */
+    int masks_drawn;                /* 1 after a forward drew the masks */
+    /* backward scratch, NULL unless allocated */
+    float *dx, *dsub, *dnorm;       /* (N, T, D) */
+    float *dhidden;                 /* (N, T, F) */
+} DecoderLayerCache;
+
+/* Allocates the cache for these sizes (backward scratch when `backward`, the
+ * dropout masks when dropout > 0). D must be a multiple of H, every size at
+ * least 1, dropout in [0, 1). On failure nothing stays allocated. */
+int decoder_layer_cache_alloc(DecoderLayerCache *c, int N, int T, int S, int D, int H, int F,
+                              int norm_first, float eps, float dropout, int backward,
+                              Error *err);
+void decoder_layer_cache_free(DecoderLayerCache *c);
+
+/* Forward: out (N, T, D) from tgt (N, T, D) and memory (N, S, D).
+ * rng: NULL is evaluation mode (no dropout); with dropout > 0 and an rng the
+ * masks are drawn from it (dropout1, 2, the FFN's, dropout3, in that order).
+ * out must not alias tgt. */
+int decoder_layer_forward(float *out, DecoderLayerCache *c, const float *tgt,
+                          const float *memory, const DecoderLayerParams *p,
+                          const float *sa_bias, int sa_causal, const float *ca_bias, Rng *rng);
+
+/* Backward after decoder_layer_forward on the same cache and inputs. ADDS
+ * into dtgt (N, T, D), dmemory (N, S, D) (either may be NULL) and every
+ * gradient of g. dout (N, T, D) is the gradient of the output. */
+int decoder_layer_backward(float *dtgt, float *dmemory, const DecoderLayerGrads *g,
+                           const float *dout, const float *tgt, const float *memory,
+                           const DecoderLayerParams *p, DecoderLayerCache *c);
+
+/* ------------------------------------------------------------------------ */
+/* The stack: nn.TransformerDecoder                                          */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int L;                          /* num_layers */
+    DecoderLayerCache *layers;      /* (L,) */
+    float *xs;                      /* (L + 1, N, T, D): the input of every layer, then the
+                                       last layer's output */
+    float *final_mean, *final_rstd; /* (N, T) the final norm's statistics */
+    float *dbuf[2];                 /* (N, T, D) backward scratch */
+} DecoderStack;
+
+/* One cache per layer, all with the same sizes and options. */
+int decoder_stack_alloc(DecoderStack *s, int L, int N, int T, int S, int D, int H, int F,
+                        int norm_first, float eps, float dropout, int backward, Error *err);
+void decoder_stack_free(DecoderStack *s);
+
+/* out = norm(layer_{L-1}(... layer_0(tgt, memory) ..., memory)), where norm is
+ * LayerNorm(norm_weight, norm_bias) with eps of the layers, or nothing when
+ * norm_weight is NULL. params: (L,) one per layer. */
+int decoder_stack_forward(float *out, DecoderStack *s, const float *tgt, const float *memory,
+                          const DecoderLayerParams *params, const float *norm_weight,
+                          const float *norm_bias, const float *sa_bias, int sa_causal,
+                          const float *ca_bias, Rng *rng);
+
+/* The backward of the stack: ADDS into dtgt, dmemory (summed over the
+ * layers), grads (L,) and dnorm_weight, dnorm_bias (when there is a norm). */
+int decoder_stack_backward(float *dtgt, float *dmemory, const DecoderLayerGrads *grads,
+                           float *dnorm_weight, float *dnorm_bias, const float *dout,
+                           const float *tgt, const float *memory,
+                           const DecoderLayerParams *params, const float *norm_weight,
+                           DecoderStack *s);
+
+#endif
