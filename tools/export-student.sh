@@ -10,7 +10,9 @@
 # so the copy compiles, each stub prints "not implemented: <function>" and
 # returns failure, and the chapter's tests fail until the student fills it in.
 # Goldens, tests, the reference and the texts are copied unchanged; CI's own
-# script (.ci/) is left out.
+# script (.ci/) is left out. The copy is built and its tests run once, and the
+# tests that fail there are listed in tests/graded.txt: `make grade` counts
+# only those (a test of code the student was given passes from the start).
 #
 # The copy is assembled in a temporary folder and moved into place only when
 # complete; an existing non-empty DEST is refused, so nothing is overwritten.
@@ -74,6 +76,21 @@ if grep -rl --include='*.c' --include='*.h' 'SOLUTION \*/' "$tmp/chapters" >/dev
     echo "make student: a solution marker survived the export (is it on a line of its own?)" >&2
     exit 1
 fi
+
+echo "make student: building the exercise copy to list the tests its stubs fail"
+(cd "$tmp" && make -s all >/dev/null 2>&1) || {
+    echo "make student: the exercise copy does not build (run make in it to see why)" >&2
+    exit 1
+}
+graded="$tmp/tests/graded.txt"
+echo "# make grade counts these tests: they fail until the student's code is written" > "$graded"
+for t in "$tmp"/build/test_[0-9][0-9]_*; do
+    name=${t##*/test_}
+    out=$(cd "$tmp" && timeout 300 "$t" 2>/dev/null || true)
+    comm -23 <(sed -n 's/^\[ RUN      \] //p' <<<"$out" | sort) \
+             <(sed -n 's/^\[       OK \] //p' <<<"$out" | sort) | sed "s/^/$name /" >> "$graded"
+done
+rm -rf "$tmp/build"
 
 rmdir "$dest" 2>/dev/null || true
 mv "$tmp" "$dest"
