@@ -1,6 +1,7 @@
 /*
  * test_05_encoder.c - chapter 05: the token embedding, positional encodings,
- * dropout and the feed-forward block, against goldens made by
+ * dropout, the feed-forward block, the encoder layer and the encoder stack,
+ * against goldens made by
  * reference/ch05_encoder.py, plus properties that hold exactly (PE[0], the
  * rotation between positions, dropout's statistics and determinism), gradient
  * accumulation, and the checks of encoder_case.c on broken cases.
@@ -26,6 +27,7 @@
 #include "dropout.h"
 #include "embedding.h"
 #include "encoder_case.h"
+#include "encoder_layer.h"
 #include "ffn.h"
 #include "helpers.h"
 #include "positional.h"
@@ -260,7 +262,7 @@ static void test_case_eval(void **state)
         print_error("%s\n", err.msg);
         fail();
     }
-    char outputs[512];
+    char outputs[4096];
     snprintf(outputs, sizeof outputs, "%s", tensorfile_meta(&f, "outputs"));
     for (char *name = strtok(outputs, ","); name; name = strtok(NULL, ",")) {
         const Tensor *got = tensorfile_find(&out, name);
@@ -611,6 +613,314 @@ static void test_ffn_thread_count_independent(void **state)
 }
 
 /* ------------------------------------------------------------------------ */
+/* The encoder layer and the stack                                           */
+/* ------------------------------------------------------------------------ */
+
+static const char *const LAYER_NAMES[12] = {
+    "self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",
+    "self_attn.out_proj.bias",  "linear1.weight",         "linear1.bias",
+    "linear2.weight",           "linear2.bias",           "norm1.weight",
+    "norm1.bias",               "norm2.weight",           "norm2.bias"};
+
+/* A golden encoder case, loaded: its sizes, options, parameters, zeroed
+ * gradient buffers and the attention bias of its masks. */
+typedef struct {
+    TensorFile f;
+    int N, S, D, H, F, K, norm_first, stack, backward;
+    float eps;
+    const float *src;
+    EncoderLayerParams lp[4];
+    EncoderLayerGrads lg[4];
+    float *grads[4][12];
+    float *norm_grads[2];
+    EncoderParams ep;
+    EncoderGrads eg;
+    float *bias;                      /* (N, H, S, S), or NULL without masks */
+} EncCase;
+
+static const char *layer_name(char *buf, size_t size, const EncCase *c, int k, int i,
+                              const char *prefix)
+{
+    if (c->stack) snprintf(buf, size, "%slayers.%d.%s", prefix, k, LAYER_NAMES[i]);
+    else snprintf(buf, size, "%s%s", prefix, LAYER_NAMES[i]);
+    return buf;
+}
+
+static void enc_case_load(EncCase *c, const char *name)
+{
+    memset(c, 0, sizeof *c);
+    load_golden(&c->f, CHAPTER, name);
+    const Tensor *src = golden_tensor(&c->f, "src", DTYPE_F32);
+    c->N = src->shape[0], c->S = src->shape[1], c->D = src->shape[2];
+    c->src = src->data;
+    c->H = meta_int(&c->f, "nhead", 1);
+    c->norm_first = meta_bool(&c->f, "norm_first", 0);
+    c->eps = (float)meta_double(&c->f, "eps", 1e-5);
+    c->stack = is_op(&c->f, "encoder") || is_op(&c->f, "encoder_backward");
+    c->backward = is_op(&c->f, "encoder_layer_backward") || is_op(&c->f, "encoder_backward");
+    c->K = c->stack ? meta_int(&c->f, "num_layers", 1) : 1;
+    assert_in_range(c->K, 1, 4);
+    char buf[64];
+    for (int k = 0; k < c->K; k++) {
+        const float *v[12];
+        for (int i = 0; i < 12; i++) {
+            const Tensor *t = golden_tensor(&c->f, layer_name(buf, sizeof buf, c, k, i, ""),
+                                            DTYPE_F32);
+            v[i] = t->data;
+            c->grads[k][i] = test_floats(tensor_numel(t));
+            if (i == 4) c->F = t->shape[0];
+        }
+        float **g = c->grads[k];
+        c->lp[k] = (EncoderLayerParams){
+            .self_attn = {.in_proj_weight = v[0], .in_proj_bias = v[1],
+                          .out_proj_weight = v[2], .out_proj_bias = v[3]},
+            .linear1_weight = v[4], .linear1_bias = v[5], .linear2_weight = v[6],
+            .linear2_bias = v[7], .norm1_weight = v[8], .norm1_bias = v[9],
+            .norm2_weight = v[10], .norm2_bias = v[11]};
+        c->lg[k] = (EncoderLayerGrads){
+            .self_attn = {.in_proj_weight = g[0], .in_proj_bias = g[1],
+                          .out_proj_weight = g[2], .out_proj_bias = g[3]},
+            .linear1_weight = g[4], .linear1_bias = g[5], .linear2_weight = g[6],
+            .linear2_bias = g[7], .norm1_weight = g[8], .norm1_bias = g[9],
+            .norm2_weight = g[10], .norm2_bias = g[11]};
+    }
+    c->ep = (EncoderParams){.num_layers = c->K, .layers = c->lp};
+    c->eg = (EncoderGrads){.layers = c->lg};
+    if (c->stack && meta_bool(&c->f, "final_norm", 0)) {
+        c->ep.norm_weight = f32_data(&c->f, "norm.weight");
+        c->ep.norm_bias = f32_data(&c->f, "norm.bias");
+        c->eg.norm_weight = c->norm_grads[0] = test_floats(c->D);
+        c->eg.norm_bias = c->norm_grads[1] = test_floats(c->D);
+    }
+    const Tensor *kpm = tensorfile_find(&c->f, "src_key_padding_mask");
+    const Tensor *mask = tensorfile_find(&c->f, "src_mask");
+    if (kpm || mask) {
+        c->bias = test_floats((int64_t)c->N * c->H * c->S * c->S);
+        assert_int_equal(mha_mask_bias(c->bias, kpm ? kpm->data : NULL, 1,
+                                       mask ? mask->data : NULL,
+                                       mask && mask->dtype == DTYPE_BOOL, 0, c->N, c->H, c->S,
+                                       c->S), 0);
+    }
+}
+
+static void enc_case_free(EncCase *c)
+{
+    for (int k = 0; k < c->K; k++)
+        for (int i = 0; i < 12; i++) free(c->grads[k][i]);
+    free(c->norm_grads[0]), free(c->norm_grads[1]);
+    free(c->bias);
+    tensorfile_free(&c->f);
+}
+
+/* Runs the case's forward (and backward) through the layer or stack
+ * functions; out and dsrc (N, S, D) receive the results. */
+static void enc_case_run(EncCase *c, float *out, float *dsrc)
+{
+    EncoderCache cache;
+    Error err;
+    if (encoder_cache_alloc(&cache, c->K, c->N, c->S, c->D, c->H, c->F, c->norm_first, c->eps,
+                            0.0f, c->backward, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    if (c->stack) {
+        assert_int_equal(encoder_forward(out, &cache, c->src, &c->ep, c->bias, NULL), 0);
+        if (c->backward)
+            assert_int_equal(encoder_backward(dsrc, &c->eg, f32_data(&c->f, "grad_output"),
+                                              c->src, &c->ep, &cache), 0);
+    } else {
+        assert_int_equal(encoder_layer_forward(out, &cache.layers[0], c->src, &c->lp[0], c->bias,
+                                               NULL), 0);
+        if (c->backward)
+            assert_int_equal(encoder_layer_backward(dsrc, &c->lg[0],
+                                                    f32_data(&c->f, "grad_output"), c->src,
+                                                    &c->lp[0], &cache.layers[0]), 0);
+    }
+    encoder_cache_free(&cache);
+}
+
+static void test_encoder_case(void **state)
+{
+    EncCase c;
+    enc_case_load(&c, *state);
+    double atol, rtol;
+    golden_tolerance(&c.f, &atol, &rtol);
+    int64_t n = (int64_t)c.N * c.S * c.D;
+    float *out = test_floats(n), *dsrc = test_floats(n);
+    enc_case_run(&c, out, dsrc);
+    assert_close_to_golden(&c.f, "output", out, n, atol, rtol);
+    if (c.backward) {
+        assert_close_to_golden(&c.f, "grad_src", dsrc, n, atol, rtol);
+        char buf[80];
+        for (int k = 0; k < c.K; k++)
+            for (int i = 0; i < 12; i++) {
+                const Tensor *t = golden_tensor(&c.f, layer_name(buf, sizeof buf, &c, k, i, ""),
+                                                DTYPE_F32);
+                assert_close_to_golden(&c.f, layer_name(buf, sizeof buf, &c, k, i, "grad_"),
+                                       c.grads[k][i], tensor_numel(t), atol, rtol);
+            }
+        if (c.norm_grads[0]) {
+            assert_close_to_golden(&c.f, "grad_norm.weight", c.norm_grads[0], c.D, atol, rtol);
+            assert_close_to_golden(&c.f, "grad_norm.bias", c.norm_grads[1], c.D, atol, rtol);
+        }
+    }
+    free(out), free(dsrc);
+    enc_case_free(&c);
+}
+
+/* A padded key is invisible: changing src at a padded position changes no
+ * output row of a real (unpadded) position, in post- and pre-norm. The padded
+ * positions' own rows do change: they still attend to the real tokens. */
+static void test_encoder_padding_ignored(void **state)
+{
+    const char *names[2] = {"encoder_layer_post_3x6_D12_H1_F24_padding",
+                            "encoder_pre_K2_3x6_D12_H3_padding"};
+    for (int which = 0; which < 2; which++) {
+        EncCase c;
+        enc_case_load(&c, names[which]);
+        const uint8_t *kpm = golden_tensor(&c.f, "src_key_padding_mask", DTYPE_BOOL)->data;
+        int64_t n = (int64_t)c.N * c.S * c.D;
+        float *a = test_floats(n), *b = test_floats(n), *src2 = test_floats(n);
+        enc_case_run(&c, a, NULL);
+        memcpy(src2, c.src, n * sizeof(float));
+        int padded = 0;
+        for (int i = 0; i < c.N * c.S; i++)
+            if (kpm[i]) {
+                padded++;
+                for (int d = 0; d < c.D; d++) src2[(int64_t)i * c.D + d] += 5.0f * (d + 1);
+            }
+        assert_true(padded > 0);
+        const float *orig = c.src;
+        c.src = src2;
+        enc_case_run(&c, b, NULL);
+        c.src = orig;
+        int changed = 0;
+        for (int i = 0; i < c.N * c.S; i++) {
+            const float *ra = a + (int64_t)i * c.D, *rb = b + (int64_t)i * c.D;
+            if (kpm[i]) changed += memcmp(ra, rb, c.D * sizeof(float)) != 0;
+            else assert_memory_equal(ra, rb, c.D * sizeof(float));
+        }
+        assert_int_equal(changed, padded);
+        print_message("  %s: %d padded positions changed, every real row identical\n",
+                      names[which], padded);
+        free(a), free(b), free(src2);
+        enc_case_free(&c);
+    }
+}
+
+/* With 1 and 3 threads the stack's forward and backward are bit-identical. */
+static void test_encoder_thread_count_independent(void **state)
+{
+    float *res[2][3];
+    int saved = omp_get_max_threads();
+    for (int run = 0; run < 2; run++) {
+        omp_set_num_threads(run == 0 ? 1 : 3);
+        EncCase c;
+        enc_case_load(&c, "encoder_backward_post_K2_3x6_D12_H3_norm_padding_mask_bool");
+        int64_t n = (int64_t)c.N * c.S * c.D;
+        res[run][0] = test_floats(n), res[run][1] = test_floats(n);
+        enc_case_run(&c, res[run][0], res[run][1]);
+        res[run][2] = test_floats(3 * c.D * c.D);
+        memcpy(res[run][2], c.grads[0][0], 3 * c.D * c.D * sizeof(float));
+        enc_case_free(&c);
+    }
+    omp_set_num_threads(saved);
+    int64_t sizes[3] = {3 * 6 * 12, 3 * 6 * 12, 3 * 12 * 12};
+    for (int k = 0; k < 3; k++) {
+        assert_memory_equal(res[0][k], res[1][k], sizes[k] * sizeof(float));
+        free(res[0][k]), free(res[1][k]);
+    }
+}
+
+/* The backward adds: two backward calls after one forward give twice the
+ * gradients of one. */
+static void test_encoder_layer_backward_accumulates(void **state)
+{
+    float *once[2] = {NULL, NULL};
+    for (int calls = 1; calls <= 2; calls++) {
+        EncCase c;
+        enc_case_load(&c, "encoder_layer_backward_pre_3x6_D12_H3_F24_padding");
+        EncoderLayerCache cache;
+        Error err;
+        assert_int_equal(encoder_layer_cache_alloc(&cache, c.N, c.S, c.D, c.H, c.F, 1, c.eps,
+                                                   0.0f, 1, &err), 0);
+        int64_t n = (int64_t)c.N * c.S * c.D;
+        float *out = test_floats(n), *dsrc = test_floats(n);
+        assert_int_equal(encoder_layer_forward(out, &cache, c.src, &c.lp[0], c.bias, NULL), 0);
+        for (int i = 0; i < calls; i++)
+            assert_int_equal(encoder_layer_backward(dsrc, &c.lg[0],
+                                                    f32_data(&c.f, "grad_output"), c.src,
+                                                    &c.lp[0], &cache), 0);
+        if (calls == 1) {
+            once[0] = dsrc;
+            once[1] = test_floats(c.D);
+            memcpy(once[1], c.grads[0][8], c.D * sizeof(float));   /* norm1.weight */
+        } else {
+            for (int64_t i = 0; i < n; i++) assert_float_equal(dsrc[i], 2 * once[0][i], 1e-5);
+            for (int d = 0; d < c.D; d++)
+                assert_float_equal(c.grads[0][8][d], 2 * once[1][d], 1e-5);
+            free(dsrc), free(once[0]), free(once[1]);
+        }
+        free(out);
+        encoder_layer_cache_free(&cache);
+        enc_case_free(&c);
+    }
+}
+
+/* Training with p > 0 draws three masks from the RNG: the same seed gives
+ * the same output, and dropout changes it; with p = 0 training equals
+ * evaluation. The gradient through the drawn masks is checked against a
+ * finite difference of the loss sum(out * dout) along one input direction. */
+static void test_encoder_layer_dropout_training(void **state)
+{
+    EncCase c;
+    enc_case_load(&c, "encoder_layer_backward_post_2x5_D8_H2_F16");
+    int64_t n = (int64_t)c.N * c.S * c.D;
+    Error err;
+    EncoderLayerCache cache;
+    assert_int_equal(encoder_layer_cache_alloc(&cache, c.N, c.S, c.D, c.H, c.F, 0, c.eps, 0.2f,
+                                               1, &err), 0);
+    float *eval = test_floats(n), *a = test_floats(n), *b = test_floats(n);
+    Rng rng;
+    assert_int_equal(encoder_layer_forward(eval, &cache, c.src, &c.lp[0], NULL, NULL), 0);
+    rng_seed(&rng, 5, 0);
+    assert_int_equal(encoder_layer_forward(a, &cache, c.src, &c.lp[0], NULL, &rng), 0);
+    rng_seed(&rng, 5, 0);
+    assert_int_equal(encoder_layer_forward(b, &cache, c.src, &c.lp[0], NULL, &rng), 0);
+    assert_memory_equal(a, b, n * sizeof(float));
+    assert_memory_not_equal(a, eval, n * sizeof(float));
+
+    /* Directional derivative of L = sum(out * dout) along v, with the masks
+     * held fixed (the same seed), against the backward's dsrc . v. */
+    const float *dout = f32_data(&c.f, "grad_output");
+    float *dsrc = test_floats(n), *xp = test_floats(n), *xm = test_floats(n);
+    rng_seed(&rng, 5, 0);
+    assert_int_equal(encoder_layer_forward(a, &cache, c.src, &c.lp[0], NULL, &rng), 0);
+    assert_int_equal(encoder_layer_backward(dsrc, &c.lg[0], dout, c.src, &c.lp[0], &cache), 0);
+    const double h = 2e-3;   /* small enough that no ReLU changes side */
+    double analytic = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float v = (float)((i % 7) - 3) / 3.0f;
+        xp[i] = c.src[i] + (float)h * v, xm[i] = c.src[i] - (float)h * v;
+        analytic += (double)dsrc[i] * v;
+    }
+    double lp = 0, lm = 0;
+    rng_seed(&rng, 5, 0);
+    assert_int_equal(encoder_layer_forward(a, &cache, xp, &c.lp[0], NULL, &rng), 0);
+    for (int64_t i = 0; i < n; i++) lp += (double)a[i] * dout[i];
+    rng_seed(&rng, 5, 0);
+    assert_int_equal(encoder_layer_forward(a, &cache, xm, &c.lp[0], NULL, &rng), 0);
+    for (int64_t i = 0; i < n; i++) lm += (double)a[i] * dout[i];
+    double numeric = (lp - lm) / (2 * h);
+    print_message("  dropout 0.2: directional derivative %.5f (backward) vs %.5f (finite "
+                  "difference)\n", analytic, numeric);
+    assert_true(fabs(analytic - numeric) <= 2e-3 * (1 + fabs(numeric)));
+    free(eval), free(a), free(b), free(dsrc), free(xp), free(xm);
+    encoder_layer_cache_free(&cache);
+    enc_case_free(&c);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Bad cases: encoder_case.c refuses them with a message naming the file     */
 /* ------------------------------------------------------------------------ */
 
@@ -638,8 +948,8 @@ typedef struct {
 static const BadCase BAD[] = {
     {"bad_missing_op", "embedding_2x5_V10_D8", SET_META, "op", "", {0}, 0,
      "metadata 'op' is missing"},
-    {"bad_unknown_op", "embedding_2x5_V10_D8", SET_META, "op", "encoder", {0}, 0,
-     "op 'encoder' is not a chapter 05 op"},
+    {"bad_unknown_op", "embedding_2x5_V10_D8", SET_META, "op", "decoder", {0}, 0,
+     "op 'decoder' is not a chapter 05 op"},
     {"bad_missing_weight", "embedding_2x5_V10_D8", DROP, "embedding.weight", NULL, {0}, 0,
      "'embedding.weight' is missing"},
     {"bad_ids_dtype", "embedding_2x5_V10_D8", RESHAPE, "input", NULL, {2, 5}, 2,
@@ -683,6 +993,28 @@ static const BadCase BAD[] = {
     {"bad_ffn_mask_shape", "ffn_3x7_D16_F64_p10", RESHAPE_BOOL, "dropout_mask", NULL,
      {3, 7, 16}, 3,
      "'dropout_mask' has shape (3, 7, 16), expected (3, 7, 64) like the hidden layer"},
+    {"bad_encoder_nhead", "encoder_layer_post_2x5_D8_H2_F16", SET_META, "nhead", "3", {0}, 0,
+     "d_model 8 (the last dimension of 'src') is not divisible by metadata nhead 3"},
+    {"bad_encoder_nhead_missing", "encoder_layer_post_2x5_D8_H2_F16", SET_META, "nhead", "",
+     {0}, 0, "metadata 'nhead' (the number of heads) is missing"},
+    {"bad_encoder_missing_param", "encoder_layer_pre_2x5_D8_H2_F16", DROP, "norm2.bias", NULL,
+     {0}, 0, "'norm2.bias' is missing"},
+    {"bad_encoder_in_proj_shape", "encoder_layer_post_2x5_D8_H2_F16", RESHAPE,
+     "self_attn.in_proj_weight", NULL, {8, 8}, 2,
+     "'self_attn.in_proj_weight' has shape (8, 8), expected (3D, D) = (24, 8)"},
+    {"bad_encoder_padding_shape", "encoder_layer_post_3x6_D12_H1_F24_padding", RESHAPE_BOOL,
+     "src_key_padding_mask", NULL, {3, 5}, 2,
+     "'src_key_padding_mask' has shape (3, 5), expected (3, 6) like (N, S)"},
+    {"bad_encoder_src_mask_dtype", "encoder_layer_post_2x7_D16_H4_F32_mask_bool", RETYPE,
+     "src_mask", NULL, {0}, 0, "'src_mask' has dtype I64, expected F32"},
+    {"bad_encoder_stack_layer_missing", "encoder_post_K2_2x5_D8_H2", DROP,
+     "layers.1.linear2.weight", NULL, {0}, 0, "'layers.1.linear2.weight' is missing"},
+    {"bad_encoder_num_layers", "encoder_post_K2_2x5_D8_H2", SET_META, "num_layers", "0", {0}, 0,
+     "num_layers is 0"},
+    {"bad_encoder_final_norm", "encoder_pre_K2_2x5_D8_H2_norm", DROP, "norm.bias", NULL, {0}, 0,
+     "'norm.bias' is missing"},
+    {"bad_encoder_dropout", "encoder_layer_post_2x5_D8_H2_F16", SET_META, "dropout", "0.1", {0},
+     0, "C cannot replay PyTorch's dropout masks"},
 };
 
 /* A copy of src without the tensor `skip` (names and metadata are copied). */
@@ -862,6 +1194,39 @@ int main(void)
         cmocka_unit_test(test_ffn_backward_accumulates),
         cmocka_unit_test(test_ffn_thread_count_independent),
 
+        GOLDEN_TEST(test_encoder_case, "encoder_backward_post_K2_2x5_D8_H2"),
+        GOLDEN_TEST(test_encoder_case, "encoder_backward_post_K2_3x6_D12_H3_norm_padding_mask_bool"),
+        GOLDEN_TEST(test_encoder_case, "encoder_backward_pre_K2_2x5_D8_H2_norm"),
+        GOLDEN_TEST(test_encoder_case, "encoder_backward_pre_K2_3x6_D12_H3_padding"),
+        GOLDEN_TEST(test_encoder_case, "encoder_backward_pre_K3_2x4_D8_H1_norm_padding_mask_float"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_backward_post_1x1_D4_H1_F4"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_backward_post_2x5_D8_H2_F16"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_backward_post_2x7_D16_H4_F32_mask_bool"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_backward_post_3x6_D12_H1_F24_padding"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_backward_post_4x6_D8_H4_F20_padding_mask_bool_eps1e-03"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_backward_pre_2x5_D8_H2_F16"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_backward_pre_2x7_D16_H4_F32_mask_float_eps1e-06"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_backward_pre_3x6_D12_H3_F24_padding"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_backward_pre_4x6_D8_H2_F20_padding_mask_bool"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_post_1x1_D4_H1_F4"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_post_2x5_D8_H2_F16"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_post_2x7_D16_H4_F32_mask_bool"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_post_3x6_D12_H1_F24_padding"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_post_4x6_D8_H4_F20_padding_mask_bool_eps1e-03"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_pre_2x5_D8_H2_F16"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_pre_2x7_D16_H4_F32_mask_float_eps1e-06"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_pre_3x6_D12_H3_F24_padding"),
+        GOLDEN_TEST(test_encoder_case, "encoder_layer_pre_4x6_D8_H2_F20_padding_mask_bool"),
+        GOLDEN_TEST(test_encoder_case, "encoder_post_K2_2x5_D8_H2"),
+        GOLDEN_TEST(test_encoder_case, "encoder_post_K2_3x6_D12_H3_norm_padding_mask_bool"),
+        GOLDEN_TEST(test_encoder_case, "encoder_pre_K2_2x5_D8_H2_norm"),
+        GOLDEN_TEST(test_encoder_case, "encoder_pre_K2_3x6_D12_H3_padding"),
+        GOLDEN_TEST(test_encoder_case, "encoder_pre_K3_2x4_D8_H1_norm_padding_mask_float"),
+        cmocka_unit_test(test_encoder_padding_ignored),
+        cmocka_unit_test(test_encoder_thread_count_independent),
+        cmocka_unit_test(test_encoder_layer_backward_accumulates),
+        cmocka_unit_test(test_encoder_layer_dropout_training),
+
         /* The case evaluator of build/05_encoder, one golden per op. */
         GOLDEN_TEST(test_case_eval, "embedding_2x8_V11_D5_scaled_pad-1"),
         GOLDEN_TEST(test_case_eval, "embedding_backward_8x8_V4_D12_scaled_pad-4"),
@@ -874,14 +1239,20 @@ int main(void)
         GOLDEN_TEST(test_case_eval, "dropout_rng_p10_8x32_seed42"),
         GOLDEN_TEST(test_case_eval, "ffn_4x16_D32_F128_p50"),
         GOLDEN_TEST(test_case_eval, "ffn_backward_2x4_D12_F20_nobias"),
+        GOLDEN_TEST(test_case_eval, "encoder_layer_pre_4x6_D8_H2_F20_padding_mask_bool"),
+        GOLDEN_TEST(test_case_eval, "encoder_layer_backward_post_4x6_D8_H4_F20_padding_mask_bool_eps1e-03"),
+        GOLDEN_TEST(test_case_eval, "encoder_post_K2_3x6_D12_H3_norm_padding_mask_bool"),
+        GOLDEN_TEST(test_case_eval, "encoder_backward_pre_K3_2x4_D8_H1_norm_padding_mask_float"),
 
 #define BAD_TEST(i) {BAD[i].name, test_bad_case, NULL, NULL, (void *)&BAD[i]}
         BAD_TEST(0), BAD_TEST(1), BAD_TEST(2), BAD_TEST(3), BAD_TEST(4), BAD_TEST(5),
         BAD_TEST(6), BAD_TEST(7), BAD_TEST(8), BAD_TEST(9), BAD_TEST(10), BAD_TEST(11),
         BAD_TEST(12), BAD_TEST(13), BAD_TEST(14), BAD_TEST(15), BAD_TEST(16), BAD_TEST(17),
-        BAD_TEST(18), BAD_TEST(19), BAD_TEST(20), BAD_TEST(21), BAD_TEST(22),
+        BAD_TEST(18), BAD_TEST(19), BAD_TEST(20), BAD_TEST(21), BAD_TEST(22), BAD_TEST(23),
+        BAD_TEST(24), BAD_TEST(25), BAD_TEST(26), BAD_TEST(27), BAD_TEST(28), BAD_TEST(29),
+        BAD_TEST(30), BAD_TEST(31), BAD_TEST(32),
         cmocka_unit_test(test_bad_case_writes_no_file),
     };
     return cmocka_run_group_tests_name("chapter 05: encoder (embeddings, positions, dropout, "
-                                       "feed-forward)", tests, NULL, NULL);
+                                       "feed-forward, encoder layer, stack)", tests, NULL, NULL);
 }

@@ -11,10 +11,12 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dropout.h"
 #include "embedding.h"
+#include "encoder_layer.h"
 #include "ffn.h"
 #include "positional.h"
 #include "rng.h"
@@ -29,11 +31,15 @@ static const char *label(const TensorFile *in)
 /* Outputs, added to the file together at the end                           */
 /* ------------------------------------------------------------------------ */
 
-#define MAX_OUTPUTS 8
+/* Enough for an encoder stack of MAX_CASE_LAYERS layers: the output, the
+ * input's gradient, 12 parameter gradients per layer and the final norm's 2. */
+#define MAX_CASE_LAYERS 4
+#define MAX_OUTPUTS (4 + 12 * MAX_CASE_LAYERS)
+#define MAX_NAME 64
 
 typedef struct {
     int n;
-    const char *names[MAX_OUTPUTS];
+    char names[MAX_OUTPUTS][MAX_NAME];
     Tensor tensors[MAX_OUTPUTS];
 } Outputs;
 
@@ -41,9 +47,13 @@ typedef struct {
 static void *output_new(Outputs *o, const char *name, DType dtype, int ndim,
                         const int64_t *shape, Error *err)
 {
+    if (o->n == MAX_OUTPUTS || strlen(name) >= MAX_NAME) {
+        error_set(err, "too many outputs, or the output name '%s' is too long", name);
+        return NULL;
+    }
     Tensor *t = &o->tensors[o->n];
     if (tensor_alloc(t, dtype, ndim, shape, err) != 0) return NULL;
-    o->names[o->n++] = name;
+    snprintf(o->names[o->n++], MAX_NAME, "%s", name);
     return t->data;
 }
 
@@ -444,6 +454,219 @@ static int eval_ffn(const TensorFile *in, TensorFile *out, int backward, Error *
 }
 
 /* ------------------------------------------------------------------------ */
+/* The encoder layer and the encoder stack                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The parameters of one layer under nn.TransformerEncoderLayer's
+ * state_dict names, in EncoderLayerParams order, and the letters of their
+ * shapes. */
+enum { LAYER_PARAMS = 12 };
+static const char *const LAYER_PARAM_NAMES[LAYER_PARAMS] = {
+    "self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",
+    "self_attn.out_proj.bias",  "linear1.weight",         "linear1.bias",
+    "linear2.weight",           "linear2.bias",           "norm1.weight",
+    "norm1.bias",               "norm2.weight",           "norm2.bias"};
+static const char *const LAYER_PARAM_LETTERS[LAYER_PARAMS] = {
+    "(3D, D)", "(3D,)", "(D, D)", "(D,)", "(F, D)", "(F,)",
+    "(D, F)",  "(D,)",  "(D,)",   "(D,)", "(D,)",   "(D,)"};
+
+/* The expected shape of parameter i of a layer with these sizes; F < 0
+ * accepts any number of rows of linear1.weight (it defines F). */
+static int layer_param_shape(int i, int64_t D, int64_t F, int64_t shape[2])
+{
+    switch (i) {
+    case 0: shape[0] = 3 * D, shape[1] = D; return 2;
+    case 1: shape[0] = 3 * D; return 1;
+    case 2: shape[0] = D, shape[1] = D; return 2;
+    case 4: shape[0] = F, shape[1] = D; return 2;
+    case 5: shape[0] = F; return 1;
+    case 6: shape[0] = D, shape[1] = F; return 2;
+    default: shape[0] = D; return 1;
+    }
+}
+
+static int eval_encoder(const TensorFile *in, TensorFile *out, int stack, int backward,
+                        Error *err)
+{
+    const Tensor *src, *kpm = NULL, *mask = NULL, *dy = NULL;
+    if (get_tensor(in, "src", DTYPE_F32, 3, NULL, "(N, S, D)", &src, err) != 0 ||
+        check_positive(in, "src", 0, src, "N (the batch)", err) != 0 ||
+        check_positive(in, "src", 1, src, "S (the sequence length)", err) != 0 ||
+        check_positive(in, "src", 2, src, "D (d_model)", err) != 0)
+        return -1;
+    int64_t N = src->shape[0], S = src->shape[1], D = src->shape[2];
+
+    /* Options. */
+    long long H, K = 1;
+    int norm_first, final_norm = 0, training;
+    double eps;
+    float p;
+    if (!tensorfile_meta(in, "nhead"))
+        return error_set(err, "%s: metadata 'nhead' (the number of heads) is missing",
+                         label(in));
+    if (tensorfile_meta_int(in, "nhead", 1, &H, err) != 0 ||
+        tensorfile_meta_bool(in, "norm_first", 0, &norm_first, err) != 0 ||
+        tensorfile_meta_double(in, "eps", 1e-5, &eps, err) != 0 ||
+        get_probability(in, "dropout", 0, &p, err) != 0 ||
+        tensorfile_meta_bool(in, "training", 1, &training, err) != 0)
+        return -1;
+    if (H < 1 || H > D || D % H != 0)
+        return error_set(err, "%s: d_model %lld (the last dimension of 'src') is not divisible "
+                         "by metadata nhead %lld", label(in), (long long)D, H);
+    if (!(eps > 0.0 && isfinite(eps) && (float)eps > 0.0f))
+        return error_set(err, "%s: metadata eps is %s; layer_norm_eps must be a positive "
+                         "float32 number", label(in), tensorfile_meta(in, "eps"));
+    if (training && p > 0.0f)
+        return error_set(err, "%s: metadata dropout is %g in training mode; C cannot replay "
+                         "PyTorch's dropout masks, so encoder cases run with dropout 0 (or "
+                         "training false)", label(in), p);
+    if (stack) {
+        if (!tensorfile_meta(in, "num_layers"))
+            return error_set(err, "%s: metadata 'num_layers' is missing", label(in));
+        if (tensorfile_meta_int(in, "num_layers", 1, &K, err) != 0) return -1;
+        if (K < 1 || K > MAX_CASE_LAYERS)
+            return error_set(err, "%s: metadata num_layers is %lld; this program evaluates "
+                             "1 to %d layers", label(in), K, MAX_CASE_LAYERS);
+        if (tensorfile_meta_bool(in, "final_norm", tensorfile_find(in, "norm.weight") != NULL,
+                                 &final_norm, err) != 0)
+            return -1;
+    }
+    if (check_size(in, "the attention scores (N, nhead, S, S)", N * H * S * S, err) != 0)
+        return -1;
+
+    /* Parameters: F is the number of rows of the first linear1.weight. */
+    const Tensor *params[MAX_CASE_LAYERS][LAYER_PARAMS];
+    const Tensor *norm_w = NULL, *norm_b = NULL;
+    int64_t F = -1;
+    char name[MAX_NAME];
+    for (int k = 0; k < K; k++) {
+        for (int i = 0; i < LAYER_PARAMS; i++) {
+            int64_t shape[2];
+            int ndim = layer_param_shape(i, D, F, shape);
+            if (stack) snprintf(name, sizeof name, "layers.%d.%s", k, LAYER_PARAM_NAMES[i]);
+            else snprintf(name, sizeof name, "%s", LAYER_PARAM_NAMES[i]);
+            if (get_tensor(in, name, DTYPE_F32, ndim, shape, LAYER_PARAM_LETTERS[i],
+                           &params[k][i], err) != 0)
+                return -1;
+            if (i == 4) {
+                if (check_positive(in, name, 0, params[k][i], "F (dim_feedforward)", err) != 0)
+                    return -1;
+                F = params[k][i]->shape[0];
+            }
+        }
+    }
+    if (check_size(in, "the hidden layer (N, S, F)", N * S * F, err) != 0) return -1;
+    if (final_norm) {
+        if (get_tensor(in, "norm.weight", DTYPE_F32, 1, (int64_t[]){D}, "(D,)", &norm_w, err) ||
+            get_tensor(in, "norm.bias", DTYPE_F32, 1, (int64_t[]){D}, "(D,)", &norm_b, err))
+            return -1;
+    } else if (tensorfile_find(in, "norm.weight") || tensorfile_find(in, "norm.bias")) {
+        return error_set(err, "%s: metadata final_norm is false but the case holds "
+                         "'norm.weight' or 'norm.bias'", label(in));
+    }
+
+    /* Masks: src_key_padding_mask BOOL (N, S), src_mask BOOL or F32 (S, S). */
+    Tensor kpm_shape = {.dtype = DTYPE_BOOL, .ndim = 2, .shape = {N, S}};
+    Tensor mask_shape = {.dtype = DTYPE_BOOL, .ndim = 2, .shape = {S, S}};
+    if (tensorfile_find(in, "src_key_padding_mask") &&
+        get_mask(in, "src_key_padding_mask", &kpm_shape, "(N, S)", &kpm, err) != 0)
+        return -1;
+    const Tensor *m = tensorfile_find(in, "src_mask");
+    if (m && m->dtype == DTYPE_BOOL) {
+        if (get_mask(in, "src_mask", &mask_shape, "(S, S)", &mask, err) != 0) return -1;
+    } else if (m && get_like(in, "src_mask", &mask_shape, "(S, S)", DTYPE_F32, &mask, err)) {
+        return -1;
+    }
+    if (backward && get_like(in, "grad_output", src, "'src'", DTYPE_F32, &dy, err) != 0)
+        return -1;
+
+    /* Outputs: the gradients are zeroed by tensor_alloc, and the backward
+     * adds into them. */
+    Outputs o = {0};
+    EncoderLayerParams lp[MAX_CASE_LAYERS];
+    EncoderLayerGrads lg[MAX_CASE_LAYERS];
+    memset(lg, 0, sizeof lg);
+    float *y = output_f32(&o, "output", 3, src->shape, err), *dsrc = NULL;
+    float *dnorm_w = NULL, *dnorm_b = NULL;
+    int ok = y != NULL;
+    if (ok && backward) ok = (dsrc = output_f32(&o, "grad_src", 3, src->shape, err)) != NULL;
+    for (int k = 0; k < K; k++) {
+        const float *v[LAYER_PARAMS];
+        float *g[LAYER_PARAMS] = {0};
+        for (int i = 0; i < LAYER_PARAMS; i++) {
+            v[i] = params[k][i]->data;
+            if (!ok || !backward) continue;
+            if (stack) snprintf(name, sizeof name, "grad_layers.%d.%s", k, LAYER_PARAM_NAMES[i]);
+            else snprintf(name, sizeof name, "grad_%s", LAYER_PARAM_NAMES[i]);
+            ok = (g[i] = output_f32(&o, name, params[k][i]->ndim, params[k][i]->shape, err)) !=
+                 NULL;
+        }
+        lp[k] = (EncoderLayerParams){
+            .self_attn = {.in_proj_weight = v[0], .in_proj_bias = v[1],
+                          .out_proj_weight = v[2], .out_proj_bias = v[3]},
+            .linear1_weight = v[4], .linear1_bias = v[5], .linear2_weight = v[6],
+            .linear2_bias = v[7], .norm1_weight = v[8], .norm1_bias = v[9],
+            .norm2_weight = v[10], .norm2_bias = v[11]};
+        lg[k] = (EncoderLayerGrads){
+            .self_attn = {.in_proj_weight = g[0], .in_proj_bias = g[1],
+                          .out_proj_weight = g[2], .out_proj_bias = g[3]},
+            .linear1_weight = g[4], .linear1_bias = g[5], .linear2_weight = g[6],
+            .linear2_bias = g[7], .norm1_weight = g[8], .norm1_bias = g[9],
+            .norm2_weight = g[10], .norm2_bias = g[11]};
+    }
+    if (ok && backward && final_norm)
+        ok = (dnorm_w = output_f32(&o, "grad_norm.weight", 1, norm_w->shape, err)) &&
+             (dnorm_b = output_f32(&o, "grad_norm.bias", 1, norm_b->shape, err));
+    if (!ok) {
+        outputs_free(&o);
+        return -1;
+    }
+
+    /* The additive attention bias (N, H, S, S) of the two masks. */
+    float *bias = NULL;
+    EncoderCache cache = {0};
+    Error alloc_err;
+    int rc = 0;
+    if (kpm || mask) {
+        bias = calloc((size_t)(N * H * S * S), sizeof *bias);
+        if (!bias) rc = error_set(err, "%s: out of memory for the attention mask", label(in));
+        else if (mha_mask_bias(bias, kpm ? kpm->data : NULL, 1, mask ? mask->data : NULL,
+                               mask && mask->dtype == DTYPE_BOOL, 0, (int)N, (int)H, (int)S,
+                               (int)S) != 0)
+            rc = error_set(err, "%s: mha_mask_bias failed", label(in));
+    }
+    if (rc == 0 && encoder_cache_alloc(&cache, (int)K, (int)N, (int)S, (int)D, (int)H, (int)F,
+                                       norm_first, (float)eps, p, backward, &alloc_err) != 0)
+        rc = error_set(err, "%s: %s", label(in), alloc_err.msg);
+    EncoderParams ep = {.num_layers = (int)K, .layers = lp,
+                        .norm_weight = norm_w ? norm_w->data : NULL,
+                        .norm_bias = norm_b ? norm_b->data : NULL};
+    EncoderGrads eg = {.layers = lg, .norm_weight = dnorm_w, .norm_bias = dnorm_b};
+    if (rc == 0) {
+        if (stack) {
+            if (encoder_forward(y, &cache, src->data, &ep, bias, NULL) != 0)
+                rc = error_set(err, "%s: encoder_forward failed", label(in));
+            else if (backward &&
+                     encoder_backward(dsrc, &eg, dy->data, src->data, &ep, &cache) != 0)
+                rc = error_set(err, "%s: encoder_backward failed", label(in));
+        } else {
+            if (encoder_layer_forward(y, &cache.layers[0], src->data, &lp[0], bias, NULL) != 0)
+                rc = error_set(err, "%s: encoder_layer_forward failed", label(in));
+            else if (backward && encoder_layer_backward(dsrc, &lg[0], dy->data, src->data,
+                                                        &lp[0], &cache.layers[0]) != 0)
+                rc = error_set(err, "%s: encoder_layer_backward failed", label(in));
+        }
+    }
+    encoder_cache_free(&cache);
+    free(bias);
+    if (rc != 0) {
+        outputs_free(&o);
+        return -1;
+    }
+    return outputs_move(&o, out, err);
+}
+
+/* ------------------------------------------------------------------------ */
 
 int encoder_case_eval(const TensorFile *in, TensorFile *out, Error *err)
 {
@@ -460,8 +683,13 @@ int encoder_case_eval(const TensorFile *in, TensorFile *out, Error *err)
     if (!strcmp(op, "dropout_rng")) return eval_dropout_rng(in, out, err);
     if (!strcmp(op, "ffn")) return eval_ffn(in, out, 0, err);
     if (!strcmp(op, "ffn_backward")) return eval_ffn(in, out, 1, err);
+    if (!strcmp(op, "encoder_layer")) return eval_encoder(in, out, 0, 0, err);
+    if (!strcmp(op, "encoder_layer_backward")) return eval_encoder(in, out, 0, 1, err);
+    if (!strcmp(op, "encoder")) return eval_encoder(in, out, 1, 0, err);
+    if (!strcmp(op, "encoder_backward")) return eval_encoder(in, out, 1, 1, err);
     return error_set(err, "%s: op '%s' is not a chapter 05 op (embedding, embedding_backward, "
                      "positional_sinusoidal, positional_sinusoidal_backward, "
                      "positional_learned, positional_learned_backward, dropout_mask, "
-                     "dropout_mask_backward, dropout_rng, ffn, ffn_backward)", label(in), op);
+                     "dropout_mask_backward, dropout_rng, ffn, ffn_backward, encoder_layer, "
+                     "encoder_layer_backward, encoder, encoder_backward)", label(in), op);
 }

@@ -32,6 +32,27 @@
  *                              (default true), bias (default: linear1.bias is present);
  *                              dropout_mask is required when training with dropout > 0
  *
+ * The encoder layer and stack (N batch, S source length, H nhead, K num_layers):
+ *   encoder_layer              src (N, S, D); self_attn.in_proj_weight (3D, D),
+ *                              self_attn.in_proj_bias (3D,), self_attn.out_proj.weight
+ *                              (D, D), self_attn.out_proj.bias, linear1.weight (F, D),
+ *                              linear1.bias, linear2.weight (D, F), linear2.bias,
+ *                              norm1.weight, norm1.bias, norm2.weight, norm2.bias (D,);
+ *                              optional src_key_padding_mask BOOL (N, S) (1 = padding)
+ *                              and src_mask (S, S), BOOL (1 = not allowed) or F32 (added)
+ *                              -> output (N, S, D)
+ *   encoder_layer_backward     + grad_output -> output, grad_src, grad_<parameter> for
+ *                              each of the 12 parameters
+ *   encoder                    the same with every parameter as layers.<k>.<name>,
+ *                              k < K, and norm.weight, norm.bias (D,) for a final norm
+ *   encoder_backward           + grad_output -> output, grad_src,
+ *                              grad_layers.<k>.<name>, grad_norm.weight, grad_norm.bias
+ *                              metadata: nhead (required, divides D), norm_first
+ *                              (default false), eps (default 1e-5), dropout (must be 0
+ *                              in training: C cannot replay PyTorch's masks), training;
+ *                              for the stack num_layers (required, 1..4) and final_norm
+ *                              (default: norm.weight is present)
+ *
  * Everything is checked before any arithmetic: each tensor's presence, dtype
  * and shape, ids inside the vocabulary, T against the position table, p in
  * [0, 1], mask bytes 0 or 1, sizes that fit an int. A problem is one line in

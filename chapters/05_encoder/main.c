@@ -7,8 +7,9 @@
  *
  * The demo embeds a short id sequence with the sqrt(D) scale, prints
  * sinusoidal encodings small enough to check by hand and adds them, runs
- * one position through the feed-forward block, and measures dropout's
- * statistics. The case mode evaluates this chapter's ops (encoder_case.h has
+ * one position through the feed-forward block, measures dropout's
+ * statistics, and runs a post-norm and a pre-norm encoder layer on the same
+ * input to show where their outputs differ. The case mode evaluates this chapter's ops (encoder_case.h has
  * the list, reference/ch05_encoder.py makes the cases). --plot-data writes
  * the data that plots/positional_encoding.gp and plots/positional_curves.gp
  * draw (make plots runs both).
@@ -24,6 +25,7 @@
 #include "dropout.h"
 #include "embedding.h"
 #include "encoder_case.h"
+#include "encoder_layer.h"
 #include "ffn.h"
 #include "positional.h"
 #include "rng.h"
@@ -41,6 +43,74 @@ static void print_rows(const char *title, const float *m, int rows, int cols, in
         for (int c = 0; c < cols; c++) printf(c ? ", %8.4f" : "%8.4f", m[r * cols + c]);
         printf("]\n");
     }
+}
+
+/* The mean and the standard deviation of one row of D values. */
+static void row_stats(const float *x, int D, double *mean, double *std)
+{
+    double s = 0, ss = 0;
+    for (int d = 0; d < D; d++) s += x[d];
+    *mean = s / D;
+    if (fabs(*mean) < 1e-6) *mean = 0.0;   /* print 0.0000, not -0.0000 */
+    for (int d = 0; d < D; d++) ss += (x[d] - *mean) * (x[d] - *mean);
+    *std = sqrt(ss / D);
+}
+
+/* One encoder layer, D = 8, H = 2, F = 16, on 4 positions whose scale grows
+ * (row t is (t + 1) * a random row), with weights from the project's RNG
+ * and LayerNorms at their initial weight 1, bias 0. Post-norm ends in
+ * norm2, so every output row has mean 0 and spread 1; pre-norm adds its
+ * sub-layers to the input, which keeps its scale. The last position is
+ * padding: its key is masked, yet its own row is computed like the others. */
+static int demo_encoder_layer(void)
+{
+    enum { N = 1, S = 4, D = 8, H = 2, F = 16 };
+    static float w_in[3 * D * D], b_in[3 * D], w_out[D * D], b_out[D], w1[F * D], b1[F],
+        w2[D * F], b2[D], ones[D], zeros[D], src[S * D], out[S * D], bias[N * H * S * S];
+    Rng rng;
+    rng_seed(&rng, 2017, 0);
+    float *all[] = {w_in, b_in, w_out, b_out, w1, b1, w2, b2};
+    int sizes[] = {3 * D * D, 3 * D, D * D, D, F * D, F, D * F, D};
+    for (int k = 0; k < 8; k++)
+        for (int i = 0; i < sizes[k]; i++)
+            all[k][i] = (rng_uniform(&rng) * 2.0f - 1.0f) * (k % 2 ? 0.1f : 0.5f);
+    for (int d = 0; d < D; d++) ones[d] = 1.0f, zeros[d] = 0.0f;
+    for (int t = 0; t < S; t++)
+        for (int d = 0; d < D; d++) src[t * D + d] = (t + 1) * (rng_uniform(&rng) * 2.0f - 1.0f);
+    uint8_t padding[N * S] = {0, 0, 0, 1};
+    if (mha_mask_bias(bias, padding, 1, NULL, 0, 0, N, H, S, S) != 0) return -1;
+    EncoderLayerParams p = {
+        .self_attn = {.in_proj_weight = w_in, .in_proj_bias = b_in, .out_proj_weight = w_out,
+                      .out_proj_bias = b_out},
+        .linear1_weight = w1, .linear1_bias = b1, .linear2_weight = w2, .linear2_bias = b2,
+        .norm1_weight = ones, .norm1_bias = zeros, .norm2_weight = ones, .norm2_bias = zeros};
+
+    printf("\nEncoder layer, D = %d, H = %d, F = %d, one sequence of %d positions (the last "
+           "is padding); row t of src is (t + 1) times a random row\n", D, H, F, S);
+    printf("  position           src mean / std      post-norm out       pre-norm out\n");
+    double stats[2][S][2];
+    for (int norm_first = 0; norm_first < 2; norm_first++) {
+        EncoderLayerCache cache;
+        Error err;
+        if (encoder_layer_cache_alloc(&cache, N, S, D, H, F, norm_first, 1e-5f, 0.0f, 0,
+                                      &err) != 0) {
+            fprintf(stderr, "05_encoder: %s\n", err.msg);
+            return -1;
+        }
+        int rc = encoder_layer_forward(out, &cache, src, &p, bias, NULL);
+        encoder_layer_cache_free(&cache);
+        if (rc != 0) return -1;
+        for (int t = 0; t < S; t++)
+            row_stats(out + t * D, D, &stats[norm_first][t][0], &stats[norm_first][t][1]);
+    }
+    for (int t = 0; t < S; t++) {
+        double m, sd;
+        row_stats(src + t * D, D, &m, &sd);
+        printf("  %d%-9s  %8.4f / %6.4f   %8.4f / %6.4f   %8.4f / %6.4f\n", t,
+               t == S - 1 ? " (pad)" : "", m, sd, stats[0][t][0], stats[0][t][1],
+               stats[1][t][0], stats[1][t][1]);
+    }
+    return 0;
 }
 
 static int demo(void)
@@ -110,6 +180,7 @@ static int demo(void)
     free(ones);
     free(out);
     free(mask);
+    if (rc == 0) rc = demo_encoder_layer();
     return rc;
 }
 

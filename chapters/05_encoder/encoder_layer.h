@@ -1,0 +1,195 @@
+/*
+ * encoder_layer.h - one Transformer encoder layer and the encoder stack,
+ * forward and backward, with the semantics of PyTorch's
+ *
+ *     nn.TransformerEncoderLayer(D, H, F, dropout, activation="relu",
+ *                                batch_first=True, norm_first=False | True)
+ *     nn.TransformerEncoder(layer, num_layers, norm=None | nn.LayerNorm(D),
+ *                           enable_nested_tensor=False)
+ *
+ * Letters: N batch, S source length, D d_model, H nhead, Dh = D / H,
+ * F dim_feedforward, K num_layers.
+ *
+ * A layer is two sub-layers, self-attention (chapter 03) and the
+ * feed-forward network (ffn.h), each wrapped in a residual connection
+ * (chapter 04) with dropout on the sub-layer's output and a LayerNorm
+ * (chapter 04). Where the norm sits is the only difference between the two
+ * variants:
+ *
+ *   post-norm (norm_first = 0, the paper's layer and PyTorch's default)
+ *       r1  = src + dropout1(self_attn(src, src, src))     (N, S, D)
+ *       h   = norm1(r1)                                    (N, S, D)
+ *       r2  = h + dropout2(ffn(h))                         (N, S, D)
+ *       out = norm2(r2)                                    (N, S, D)
+ *
+ *   pre-norm (norm_first = 1)
+ *       h   = src + dropout1(self_attn(n1, n1, n1)),  n1 = norm1(src)
+ *       out = h   + dropout2(ffn(n2)),                n2 = norm2(h)
+ *
+ * In post-norm every residual sum is normalised, so the output of a layer
+ * has rows of mean bias and spread weight; the gradient on the skip path
+ * passes through two norms per layer. In pre-norm the residual stream src
+ * -> h -> out is never normalised: the gradient flows back along it
+ * unchanged, which is why deep pre-norm stacks train without warm-up, and
+ * why such a stack usually ends in a final LayerNorm (EncoderParams.norm_*).
+ *
+ * Dropout sits in three places, all with the same p: dropout1 on the
+ * attention output, the FFN's inner dropout (after ReLU), and dropout2 on
+ * the FFN's output, each before its residual addition. PyTorch's layer also
+ * hands p to its nn.MultiheadAttention, which drops attention weights; the
+ * attention of chapter 03 has no dropout, so with p > 0 in training this
+ * layer does not drop attention weights (with p = 0, or in evaluation, the
+ * two agree).
+ *
+ * Masks: self-attention takes the additive bias (N, H, S, S) that
+ * mha_mask_bias() builds from nn.TransformerEncoderLayer's two masks,
+ *     src_key_padding_mask (N, S)  bool: true = this key is PADDING, ignore it
+ *     src_mask (S, S)              bool: true = NOT allowed; or float, added
+ * (the same convention as nn.MultiheadAttention, the opposite of
+ * F.scaled_dot_product_attention). A padding mask removes padded KEYS only:
+ * the padded positions still get a query row and an output, computed from
+ * the real tokens, exactly as in PyTorch (its nested-tensor fast path in
+ * evaluation mode returns 0 there instead; see the README). Every query must
+ * keep at least one key (chapter 03's rule for fully masked rows applies
+ * otherwise).
+ *
+ * Parameters, under the state_dict names of nn.TransformerEncoderLayer:
+ *     self_attn.in_proj_weight (3D, D)  self_attn.in_proj_bias (3D,)
+ *     self_attn.out_proj.weight (D, D)  self_attn.out_proj.bias (D,)
+ *     linear1.weight (F, D)  linear1.bias (F,)  linear2.weight (D, F)  linear2.bias (D,)
+ *     norm1.weight (D,)  norm1.bias (D,)  norm2.weight (D,)  norm2.bias (D,)
+ * and in the stack "layers.<k>." before each of them, plus norm.weight and
+ * norm.bias of the final norm. Biases may be NULL (the layer's bias=False);
+ * the gradients have the same fields and are ADDED to (+=), like every
+ * backward here.
+ *
+ * Read next: encoder_layer.c; chapter 07 stacks these layers into models.
+ * The layer functions return 0, or -1 on failure (the exercise stubs
+ * return -1).
+ */
+#ifndef ENCODER_LAYER_H
+#define ENCODER_LAYER_H
+
+#include <stdint.h>
+
+#include "error.h"
+#include "mha.h"
+#include "rng.h"
+
+typedef struct {
+    MhaParams self_attn;              /* packed: in_proj_weight (3D, D), in_proj_bias, out_proj */
+    const float *linear1_weight;      /* (F, D) */
+    const float *linear1_bias;        /* (F,) or NULL */
+    const float *linear2_weight;      /* (D, F) */
+    const float *linear2_bias;        /* (D,) or NULL */
+    const float *norm1_weight;        /* (D,) */
+    const float *norm1_bias;          /* (D,) or NULL */
+    const float *norm2_weight;        /* (D,) */
+    const float *norm2_bias;          /* (D,) or NULL */
+} EncoderLayerParams;
+
+/* The same fields, NULL exactly where the parameter is NULL; added to. */
+typedef struct {
+    MhaGrads self_attn;
+    float *linear1_weight, *linear1_bias, *linear2_weight, *linear2_bias;
+    float *norm1_weight, *norm1_bias, *norm2_weight, *norm2_bias;
+} EncoderLayerGrads;
+
+/* The sizes and options of one layer and the buffers its forward fills for
+ * the backward. The names follow the formulas above; in pre-norm "res1" is h
+ * and "ln2" is n2, in post-norm "ln1" is h and ln2 is unused (norm2's output
+ * is the layer's output). */
+typedef struct {
+    int N, S, D, H, F, norm_first;
+    float eps;                        /* layer_norm_eps, inside the square root */
+    float dropout;                    /* p of all three dropouts */
+    MhaCache attn;                    /* self-attention's activations and scratch */
+    float *ln1;                       /* (N, S, D) norm1's output */
+    float *mean1, *rstd1;             /* (N, S) norm1's statistics */
+    float *attn_out;                  /* (N, S, D) self_attn's output, before dropout1 */
+    float *res1;                      /* (N, S, D) the first residual sum */
+    float *ln2;                       /* (N, S, D) norm2's output (pre-norm only) */
+    float *mean2, *rstd2;             /* (N, S) norm2's statistics */
+    float *ffn_pre, *ffn_hidden;      /* (N, S, F) the FFN's activations */
+    float *ffn_out;                   /* (N, S, D) the FFN's output, before dropout2 */
+    float *res2;                      /* (N, S, D) the second residual sum (post-norm) */
+    uint8_t *mask1, *mask_ffn, *mask2;/* (N, S, D), (N, S, F), (N, S, D) dropout masks,
+                                         allocated when dropout > 0; valid after a
+                                         training forward */
+    int masks_drawn;                  /* 1 after a forward that drew the masks */
+    /* backward scratch (NULL unless allocated with backward = 1) */
+    float *d_a, *d_b, *d_c;           /* (N, S, D) */
+    float *d_hidden;                  /* (N, S, F) */
+} EncoderLayerCache;
+
+/* Allocates the cache for these sizes; D must be a multiple of H, every size
+ * at least 1, eps > 0, dropout in [0, 1]. On failure nothing stays
+ * allocated and err says why. */
+int encoder_layer_cache_alloc(EncoderLayerCache *c, int N, int S, int D, int H, int F,
+                              int norm_first, float eps, float dropout, int backward,
+                              Error *err);
+void encoder_layer_cache_free(EncoderLayerCache *c);
+
+/* Forward pass.
+ *   out    (N, S, D); must not be src
+ *   src    (N, S, D)
+ *   bias   (N, H, S, S) from mha_mask_bias, or NULL for no mask
+ *   rng    training mode: the three dropout masks are drawn from it (in the
+ *          order dropout1, FFN, dropout2; nothing is drawn when p = 0);
+ *          NULL: evaluation mode, dropout is the identity
+ * Results do not depend on the number of OpenMP threads. */
+int encoder_layer_forward(float *out, EncoderLayerCache *cache, const float *src,
+                          const EncoderLayerParams *params, const float *bias, Rng *rng);
+
+/* Backward pass after encoder_layer_forward on the same cache and src:
+ * ADDS the gradient of the loss with respect to src into dsrc (N, S, D) and
+ * into every parameter gradient of `grads`.
+ *   dout   (N, S, D) the gradient with respect to out */
+int encoder_layer_backward(float *dsrc, const EncoderLayerGrads *grads, const float *dout,
+                           const float *src, const EncoderLayerParams *params,
+                           EncoderLayerCache *cache);
+
+/* ------------------------------------------------------------------------ */
+/* The stack                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/*     x_0 = src,  x_k = layer_k(x_{k-1}) for k = 1..K,  out = norm(x_K)
+ * with the same masks for every layer, and norm the optional final
+ * LayerNorm (norm_weight NULL: none, out = x_K). */
+typedef struct {
+    int num_layers;                   /* K */
+    const EncoderLayerParams *layers; /* K layers */
+    const float *norm_weight;         /* (D,), or NULL: no final norm */
+    const float *norm_bias;           /* (D,) or NULL */
+} EncoderParams;
+
+typedef struct {
+    const EncoderLayerGrads *layers;  /* K layers */
+    float *norm_weight, *norm_bias;   /* NULL where the parameter is */
+} EncoderGrads;
+
+typedef struct {
+    int num_layers, N, S, D;
+    float eps;                        /* the final norm's eps */
+    EncoderLayerCache *layers;        /* K caches */
+    float *xs;                        /* (K, N, S, D) the output of every layer */
+    float *mean, *rstd;               /* (N, S) the final norm's statistics */
+    float *d_a, *d_b;                 /* (N, S, D) backward scratch, or NULL */
+} EncoderCache;
+
+/* Allocates K layer caches with the options of encoder_layer_cache_alloc,
+ * plus the stack's own buffers. */
+int encoder_cache_alloc(EncoderCache *c, int num_layers, int N, int S, int D, int H, int F,
+                        int norm_first, float eps, float dropout, int backward, Error *err);
+void encoder_cache_free(EncoderCache *c);
+
+/* Forward pass of the stack; out (N, S, D), the other arguments as for one
+ * layer. */
+int encoder_forward(float *out, EncoderCache *cache, const float *src,
+                    const EncoderParams *params, const float *bias, Rng *rng);
+
+/* Backward pass of the stack: ADDS into dsrc (N, S, D) and every gradient. */
+int encoder_backward(float *dsrc, const EncoderGrads *grads, const float *dout,
+                     const float *src, const EncoderParams *params, EncoderCache *cache);
+
+#endif
