@@ -112,6 +112,25 @@ void assert_close_to_golden(const TensorFile *file, const char *name, const floa
     assert_close(label, actual, t->data, n, atol, rtol);
 }
 
+void assert_case_refused(CaseEval eval, const TensorFile *in, const char *expect)
+{
+    TensorFile out = {0};
+    Error err = {{0}};
+    assert_non_null(in->path);
+    int rc = eval(in, &out, &err);
+    print_message("  %s\n", err.msg);
+    int outputs = out.n_tensors;
+    tensorfile_free(&out);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err.msg, in->path));        /* names the file */
+    if (!strstr(err.msg, expect)) {
+        print_error("expected the error to mention '%s'\n", expect);
+        fail();
+    }
+    assert_null(strchr(err.msg, '\n'));                 /* one line */
+    assert_int_equal(outputs, 0);                       /* nothing half-written */
+}
+
 float *test_floats(int64_t n)
 {
     float *p = calloc((size_t)(n > 0 ? n : 1), sizeof *p);

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "casefile.h"
 #include "safetensors.h"
 
 /* One cmocka test per golden case: the case name travels as the test's state.
@@ -44,6 +45,11 @@ void assert_close(const char *label, const float *actual, const float *expected,
 /* Compares `actual` with the F32 tensor `name` of the case, sizes included. */
 void assert_close_to_golden(const TensorFile *file, const char *name, const float *actual,
                             int64_t n, double atol, double rtol);
+
+/* Fails the test unless `eval` refuses the case `in` (whose path must be
+ * set) the way PRODUCT.md asks of bad input: return -1 with one line that
+ * names the file and contains `expect`, and no outputs. */
+void assert_case_refused(CaseEval eval, const TensorFile *in, const char *expect);
 
 /* A zeroed buffer of n floats for a test's outputs; free() it. */
 float *test_floats(int64_t n);
