@@ -27,8 +27,8 @@ help:
 	@echo "make demo                run every chapter program's demo"
 	@echo "make test                build and run the cmocka tests against golden/"
 	@echo "make grade               the same tests as a per-chapter score table"
-	@echo "make golden              regenerate golden/ with the PyTorch reference"
-	@echo "make verify [SEED=n] [CASES=n]  fresh random cases: PyTorch against C"
+	@echo "make golden [CHAPTER=NN_name]  regenerate golden/ with the PyTorch reference"
+	@echo "make verify [SEED=n] [CASES=n] [CHAPTER=NN_name]  fresh random cases: PyTorch against C"
 	@echo "make plots               render plots/*.gp into build/plots/*.png"
 	@echo "make student DEST=dir    export the exercise copy (solutions cut out)"
 
@@ -68,13 +68,13 @@ $(VENV_OK): reference/requirements.txt
 	@touch $@
 
 golden: $(VENV_OK)
-	$(PYTHON) -m reference.golden
+	$(PYTHON) -m reference.golden $(if $(CHAPTER),--chapter $(CHAPTER))
 
 golden-check: $(VENV_OK)
-	$(PYTHON) -m reference.golden --check
+	$(PYTHON) -m reference.golden --check $(if $(CHAPTER),--chapter $(CHAPTER))
 
 verify: all $(VENV_OK)
-	$(PYTHON) -m reference.verify $(if $(SEED),--seed $(SEED)) $(if $(CASES),--cases $(CASES))
+	$(PYTHON) -m reference.verify $(if $(SEED),--seed $(SEED)) $(if $(CASES),--cases $(CASES)) $(if $(CHAPTER),--chapter $(CHAPTER))
 
 plots: all
 	@tools/render-plots.sh

@@ -19,3 +19,14 @@ CHAPTER_MODULES = [
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda info: info.name)
     if re.fullmatch(r"ch\d\d_\w+", info.name)
 ]
+
+
+def chapter_modules(chapter=None):
+    """Every chapter module, or only the one whose CHAPTER is `chapter`."""
+    if chapter is None:
+        return CHAPTER_MODULES
+    found = [m for m in CHAPTER_MODULES if m.CHAPTER == chapter]
+    if not found:
+        known = ", ".join(m.CHAPTER for m in CHAPTER_MODULES)
+        raise SystemExit(f"--chapter: no chapter '{chapter}' (known: {known})")
+    return found

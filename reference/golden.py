@@ -4,6 +4,7 @@ exactly what the reference makes (`--check`, run by CI).
     python -m reference.golden            rewrite golden/<chapter>/*.safetensors
     python -m reference.golden --check    regenerate into a temporary folder and
                                           compare tensor by tensor, bit for bit
+    --chapter NN_name                     only that chapter (either mode)
 """
 
 import argparse
@@ -14,7 +15,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
-from reference import CHAPTER_MODULES
+from reference import chapter_modules
 from reference.common import write_case
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
@@ -73,11 +74,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true",
                         help="compare a fresh generation with golden/ instead of writing")
+    parser.add_argument("--chapter", help="only this chapter, e.g. 07_model")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    modules = chapter_modules(args.chapter)
 
     if not args.check:
-        for module in CHAPTER_MODULES:
+        for module in modules:
             folder = GOLDEN / module.CHAPTER
             names = write_chapter(module, folder, keep_identical=True)
             for stale in folder.glob("*.safetensors"):
@@ -89,7 +92,7 @@ def main():
     problems = []
     total = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for module in CHAPTER_MODULES:
+        for module in modules:
             names = write_chapter(module, Path(tmp) / module.CHAPTER)
             committed = {p.stem for p in (GOLDEN / module.CHAPTER).glob("*.safetensors")}
             for name in sorted(names - committed):

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from reference import CHAPTER_MODULES
+from reference import chapter_modules
 from reference.common import write_case
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,6 +77,7 @@ def main():
     parser = argparse.ArgumentParser(description="compare the C programs with PyTorch")
     parser.add_argument("--seed", type=int, help="seed of this run (default: a new one)")
     parser.add_argument("--cases", type=int, default=100, help="cases per op (default 100)")
+    parser.add_argument("--chapter", help="only this chapter, e.g. 07_model")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     torch.set_num_threads(1)
@@ -92,7 +93,7 @@ def main():
     started = time.time()
     draw = random.Random(seed)
     index = 0
-    for module in CHAPTER_MODULES:
+    for module in chapter_modules(args.chapter):
         for op in module.VERIFY_OPS:
             worst_abs = worst_rel = 0.0
             failures = []
