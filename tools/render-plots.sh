@@ -8,6 +8,8 @@
 # its data by file name, and with two variables set:
 #   terminal   pngcairo where this gnuplot has it, else png (libgd)
 #   output     the PNG to write, named after the script
+# A script with a "# needs: FILE..." line is skipped, with a message, while
+# one of those files is missing (the training plots need `make demo` first).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -31,6 +33,14 @@ count=0
 for script in plots/*.gp; do
     [ -e "$script" ] || continue
     name=$(basename "$script" .gp)
+    missing=""
+    for data in $(sed -n 's/^# needs: //p' "$script"); do
+        [ -e "$out/$data" ] || missing="$missing $data"
+    done
+    if [ -n "$missing" ]; then
+        echo "skipped $out/$name.png: no$missing yet (make demo writes it)"
+        continue
+    fi
     (cd "$out" && gnuplot -e "terminal='$terminal'; output='$name.png'" "$root/$script")
     echo "wrote $out/$name.png"
     count=$((count + 1))
