@@ -3,8 +3,8 @@
 # optimizer step (lr = base_lr * 0.5 (1 + cos(pi i / max_iters)), times
 # i / warmup during the warm-up).
 #
-# Data: train_log.csv (step,epoch,lr,loss,tokens_per_s), written by
-# `build/08_training --demo` into build/plots.
+# Data: train_log.csv (step,epoch,lr,train_loss,val_loss,val_acc), written
+# by `build/08_training --demo` into build/plots.
 # needs: train_log.csv
 if (!exists("terminal")) terminal = "pngcairo"
 if (!exists("output")) output = "learning_rate.png"
