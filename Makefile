@@ -17,7 +17,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=build/obj/%.o)
 PROGRAMS := $(patsubst chapters/%/main.c,build/%,$(wildcard chapters/[0-9][0-9]_*/main.c))
 TESTS    := $(patsubst tests/%.c,build/%,$(wildcard tests/test_[0-9][0-9]_*.c))
 
-.PHONY: all help deps demo test grade golden golden-check verify plots student clean
+.PHONY: all help deps demo test grade golden golden-check verify plots bench student clean
 .DEFAULT_GOAL := all
 .SECONDARY:   # keep the object files make builds along the way
 
@@ -30,6 +30,9 @@ help:
 	@echo "make golden [CHAPTER=NN_name]  regenerate golden/ with the PyTorch reference"
 	@echo "make verify [SEED=n] [CASES=n] [CHAPTER=NN_name]  fresh random cases: PyTorch against C"
 	@echo "make plots               render plots/*.gp into build/plots/*.png"
+	@echo "make bench               training-step time and memory: C against PyTorch"
+	@echo "make cuda                build the CUDA kernels and the GPU case runner (needs nvcc)"
+	@echo "make test-cuda           every golden case on the GPU (says so and exits 0 without one)"
 	@echo "make student DEST=dir    export the exercise copy (solutions cut out)"
 
 # Installs what is missing (compiler, cmocka, cJSON, gnuplot) or says how.
@@ -50,8 +53,11 @@ build/test_%: build/obj/tests/test_%.o build/obj/tests/helpers.o build/libtransf
 build/%: build/obj/chapters/%/main.o build/libtransformer.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
+# Every chapter's demo; chapter 08's trains the reverse task and writes the
+# training plots' data, so the plots are rendered last.
 demo: all
 	@for p in $(PROGRAMS); do echo "== $$p --demo"; $$p --demo || exit 1; echo; done
+	@tools/render-plots.sh
 
 test: all
 	@tools/run-tests.sh $(TESTS)
@@ -79,6 +85,9 @@ verify: all $(VENV_OK)
 plots: all
 	@tools/render-plots.sh
 
+bench: all $(VENV_OK)
+	$(PYTHON) -m reference.bench
+
 student:
 	@test -n "$(DEST)" || { echo "make student: give the destination, e.g. make student DEST=../exercise" >&2; exit 2; }
 	@tools/export-student.sh "$(DEST)"
@@ -87,3 +96,4 @@ clean:
 	rm -rf build
 
 -include $(shell find build/obj -name '*.d' 2>/dev/null)
+include cuda/cuda.mk

@@ -1,0 +1,67 @@
+# cuda/cuda.mk - the CUDA side's build, included by the top Makefile.
+#
+#   make cuda        compile every cuda/*.cu with nvcc into build/cuda/, link
+#                    build/cuda/run_cases (the GPU case runner, with cuBLAS and
+#                    build/libtransformer.a for the safetensors reader), and
+#                    build the CPU test of cuda/hostdev.h. Needs nvcc, not a GPU.
+#   make test-cuda   run the CPU test of hostdev.h; then, if there is a GPU,
+#                    every golden case on it (build/cuda/run_cases golden).
+#                    Without a GPU it says so and exits 0.
+#
+# NVCC_ARCH: native code for sm_90 (H100, H200) plus compute_90 PTX, which
+# the driver compiles for any newer GPU. Add e.g.
+#     make cuda NVCC_ARCH="-gencode arch=compute_80,code=sm_80"
+# for an A100.
+
+NVCC       ?= nvcc
+NVCC_ARCH  ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+# Warnings are errors, from nvcc and from the host compiler it drives.
+NVCC_FLAGS := -std=c++17 -O2 -g $(NVCC_ARCH) --Werror all-warnings \
+              -Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror \
+              $(addprefix -I,$(wildcard chapters/*)) -Icuda
+CUDA_LIBS  := -lcublas -lcjson -lm -lgomp
+
+CUDA_KERNEL_SRC := $(filter-out cuda/run_cases.cu,$(wildcard cuda/*.cu))
+CUDA_KERNEL_OBJ := $(CUDA_KERNEL_SRC:cuda/%.cu=build/cuda/%.o)
+CUDA_LIB        := build/cuda/libtransformer_cuda.a
+
+.PHONY: cuda test-cuda check-nvcc
+
+NO_NVCC_MSG := make cuda: $(NVCC) not found; install the CUDA toolkit (nvcc, cuBLAS) \
+               or run make cuda NVCC=/path/to/nvcc
+
+check-nvcc:
+	@command -v $(NVCC) >/dev/null || { echo "$(NO_NVCC_MSG)" >&2; exit 1; }
+
+build/cuda/%.o: cuda/%.cu | check-nvcc
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -MMD -MP -c $< -o $@
+
+$(CUDA_LIB): $(CUDA_KERNEL_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+build/cuda/run_cases: build/cuda/run_cases.o $(CUDA_LIB) build/libtransformer.a
+	$(NVCC) $(NVCC_ARCH) $^ -o $@ $(CUDA_LIBS)
+
+# The CPU test of hostdev.h: plain C, gcc, cmocka; no CUDA at all. It also
+# links the chapters' library to compare the helpers with the C functions.
+build/cuda/test_hostdev: cuda/test_hostdev.c cuda/hostdev.h build/libtransformer.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Icuda cuda/test_hostdev.c build/libtransformer.a -o $@ $(LDLIBS) -lcmocka
+
+cuda: deps build/cuda/run_cases build/cuda/test_hostdev
+
+NO_GPU_MSG := make test-cuda: no GPU on this machine; built everything, ran the CPU part only, ran no GPU test
+
+test-cuda: cuda
+	build/cuda/test_hostdev
+	@if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then \
+	    echo "$(NO_GPU_MSG) (nvidia-smi -L lists no GPU)"; \
+	elif ! build/cuda/run_cases --probe; then \
+	    echo "$(NO_GPU_MSG) (the CUDA runtime finds no usable device)"; \
+	else \
+	    build/cuda/run_cases golden; \
+	fi
+
+-include $(wildcard build/cuda/*.d)
