@@ -1,0 +1,375 @@
+/*
+ * trainer.c - see trainer.h.
+ */
+#include "trainer.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loss.h"
+#include "schedule.h"
+#include "train_util.h"
+#include "safetensors.h"
+
+/* The rows of the logits one forward makes, and their width. */
+static int64_t logit_rows(const Model *m, int N, int S, int T)
+{
+    switch (m->cfg.kind) {
+    case MODEL_SEQ2SEQ:    return (int64_t)N * T;
+    case MODEL_LABELLER:   return (int64_t)N * S;
+    case MODEL_CLASSIFIER: return N;
+    }
+    return 0;
+}
+
+int step_work_alloc(StepWork *s, const Model *m, int N, int S, int T, int backward, Error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->rows = logit_rows(m, N, S, T);
+    if (model_work_alloc(&s->work, m, N, S, T, backward, err) != 0) return -1;
+    s->dlogits = malloc((size_t)s->rows * m->cfg.tgt_vocab * sizeof *s->dlogits);
+    if (!s->dlogits) {
+        model_work_free(&s->work);
+        return error_set(err, "out of memory for the logits' gradient (%" PRId64 " x %d)",
+                         s->rows, m->cfg.tgt_vocab);
+    }
+    return 0;
+}
+
+void step_work_free(StepWork *s)
+{
+    model_work_free(&s->work);
+    free(s->dlogits);
+    memset(s, 0, sizeof *s);
+}
+
+/* The ignore_index of the loss: the padding id, or one no target can have. */
+static int64_t ignore_index(const Model *m)
+{
+    return m->cfg.pad_id >= 0 ? m->cfg.pad_id : CROSS_ENTROPY_IGNORE_INDEX;
+}
+
+int train_step(Model *m, StepWork *s, AdamState *opt, const AdamConfig *cfg, float lr,
+               float max_norm, float label_smoothing, const int64_t *src,
+               const int64_t *tgt_in, const int64_t *target, Rng *dropout_rng,
+               StepResult *res, Error *err)
+{
+    float loss;
+    memset(res, 0, sizeof *res);
+    model_zero_grad(m);
+    if (model_forward(m, &s->work, src, tgt_in, dropout_rng) != 0)
+        return error_set(err, "model_forward failed");
+    if (cross_entropy(&loss, s->dlogits, s->work.logits, target, s->rows, m->cfg.tgt_vocab,
+                      ignore_index(m), label_smoothing, &res->count, &res->correct, err) != 0)
+        return -1;
+    if (model_backward(m, &s->work, s->dlogits) != 0)
+        return error_set(err, "model_backward failed");
+    res->loss = loss;
+    res->grad_norm = max_norm > 0 ? clip_grad_norm(m->grads, m->num_params, max_norm) : NAN;
+    if (adam_step(m->params, m->grads, opt, cfg, lr) != 0)
+        return error_set(err, "adam_step failed");
+    return 0;
+}
+
+int eval_batch(Model *m, StepWork *s, const int64_t *src, const int64_t *tgt_in,
+               const int64_t *target, StepResult *res, Error *err)
+{
+    float loss;
+    int64_t count, correct;
+    if (model_forward(m, &s->work, src, tgt_in, NULL) != 0)
+        return error_set(err, "model_forward failed");
+    if (cross_entropy(&loss, NULL, s->work.logits, target, s->rows, m->cfg.tgt_vocab,
+                      ignore_index(m), 0.0f, &count, &correct, err) != 0)
+        return -1;
+    if (count > 0) res->loss += (double)loss * count;
+    res->count += count;
+    res->correct += correct;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Checkpoints                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Metadata keys and tensor names a checkpoint adds to the model's own. */
+#define OPT_M "optimizer.exp_avg"
+#define OPT_V "optimizer.exp_avg_sq"
+
+static int set_meta_u64(TensorFile *f, const char *key, uint64_t value, Error *err)
+{
+    char text[32];
+    snprintf(text, sizeof text, "%" PRIu64, value);
+    return tensorfile_set_meta(f, key, text, err);
+}
+
+static int get_meta_u64(const TensorFile *f, const char *key, uint64_t *value, Error *err)
+{
+    const char *text = tensorfile_meta(f, key);
+    char *end;
+    if (!text) return error_set(err, "%s: not a checkpoint: no metadata '%s'", f->path, key);
+    *value = strtoull(text, &end, 10);
+    if (end == text || *end) return error_set(err, "%s: metadata '%s' is not a number", f->path, key);
+    return 0;
+}
+
+int checkpoint_save(const char *path, const Model *m, const AdamState *opt,
+                    const TrainState *state, Error *err)
+{
+    TensorFile f = {0};
+    int64_t n = (int64_t)m->num_params;
+    int rc = -1;
+    if (model_to_file(m, &f, err) != 0) goto done;
+    if (tensorfile_add_f32(&f, OPT_M, opt->m, 1, &n, err) != 0) goto done;
+    if (tensorfile_add_f32(&f, OPT_V, opt->v, 1, &n, err) != 0) goto done;
+    if (set_meta_u64(&f, "optimizer.step", (uint64_t)opt->step, err) != 0 ||
+        set_meta_u64(&f, "train.epoch", (uint64_t)state->epoch, err) != 0 ||
+        set_meta_u64(&f, "train.data_rng.state", state->data_rng.state, err) != 0 ||
+        set_meta_u64(&f, "train.data_rng.inc", state->data_rng.inc, err) != 0 ||
+        set_meta_u64(&f, "train.dropout_rng.state", state->dropout_rng.state, err) != 0 ||
+        set_meta_u64(&f, "train.dropout_rng.inc", state->dropout_rng.inc, err) != 0)
+        goto done;
+    rc = safetensors_write(path, &f, err);
+done:
+    tensorfile_free(&f);
+    return rc;
+}
+
+/* Copies the float32 tensor `name` of n values into dst. */
+static int read_flat(const TensorFile *f, const char *name, float *dst, size_t n, Error *err)
+{
+    const Tensor *t;
+    if (tensorfile_get(f, name, DTYPE_F32, 1, &t, err) != 0) return -1;
+    if ((size_t)t->shape[0] != n)
+        return error_set(err, "%s: %s has %" PRId64 " values, the model has %zu parameters",
+                         f->path, name, t->shape[0], n);
+    memcpy(dst, t->data, n * sizeof *dst);
+    return 0;
+}
+
+int checkpoint_load(const char *path, Model *m, AdamState *opt, TrainState *state, Error *err)
+{
+    TensorFile f = {0};
+    uint64_t step, epoch;
+    memset(opt, 0, sizeof *opt);
+    if (safetensors_read(path, &f, err) != 0) return -1;
+    if (model_load_file(m, &f, 1, err) != 0) goto fail_file;
+    if (adam_state_alloc(opt, m->num_params, err) != 0) goto fail_model;
+    if (read_flat(&f, OPT_M, opt->m, m->num_params, err) != 0 ||
+        read_flat(&f, OPT_V, opt->v, m->num_params, err) != 0 ||
+        get_meta_u64(&f, "optimizer.step", &step, err) != 0 ||
+        get_meta_u64(&f, "train.epoch", &epoch, err) != 0 ||
+        get_meta_u64(&f, "train.data_rng.state", &state->data_rng.state, err) != 0 ||
+        get_meta_u64(&f, "train.data_rng.inc", &state->data_rng.inc, err) != 0 ||
+        get_meta_u64(&f, "train.dropout_rng.state", &state->dropout_rng.state, err) != 0 ||
+        get_meta_u64(&f, "train.dropout_rng.inc", &state->dropout_rng.inc, err) != 0)
+        goto fail_opt;
+    opt->step = (int64_t)step;
+    state->epoch = (int64_t)epoch;
+    tensorfile_free(&f);
+    return 0;
+fail_opt:
+    adam_state_free(opt);
+fail_model:
+    model_free(m);
+fail_file:
+    tensorfile_free(&f);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The training loop                                                         */
+/* ------------------------------------------------------------------------ */
+
+double train_lr(const TrainOptions *o, const Model *m, int64_t step, int64_t epoch,
+                int64_t steps_per_epoch)
+{
+    int64_t i = o->per_epoch ? epoch : step;
+    switch (o->schedule) {
+    case SCHEDULE_CONSTANT: return o->adam.lr;
+    case SCHEDULE_COSINE:
+        return o->adam.lr * lr_cosine_warmup(i, o->warmup, steps_per_epoch * o->epochs);
+    case SCHEDULE_NOAM:     return o->adam.lr * lr_noam(i, m->cfg.d_model, o->warmup);
+    }
+    return 0.0;
+}
+
+/* The buffers of one batch in the form the model's kind needs. */
+typedef struct {
+    int N, S, T;                /* T: decoder length (seq2seq), else 0 */
+    int64_t *src, *tgt_in, *target;
+} Batch;
+
+static int batch_alloc(Batch *b, const Model *m, int N, int seq_len, Error *err)
+{
+    memset(b, 0, sizeof *b);
+    b->N = N;
+    b->S = seq_len;
+    b->T = m->cfg.kind == MODEL_SEQ2SEQ ? seq_len + 1 : 0;
+    int out_len = b->T ? b->T : b->S;
+    b->src = malloc((size_t)N * b->S * sizeof *b->src);
+    b->target = malloc((size_t)N * out_len * sizeof *b->target);
+    b->tgt_in = b->T ? malloc((size_t)N * b->T * sizeof *b->tgt_in) : NULL;
+    if (!b->src || !b->target || (b->T && !b->tgt_in)) {
+        free(b->src), free(b->target), free(b->tgt_in);
+        return error_set(err, "out of memory for a batch of %d sequences", N);
+    }
+    return 0;
+}
+
+static void batch_free(Batch *b)
+{
+    free(b->src), free(b->target), free(b->tgt_in);
+    memset(b, 0, sizeof *b);
+}
+
+/* Fills b with the examples idx[0..b->N) of ds. */
+static int batch_fill(Batch *b, const SeqDataset *ds, const int64_t *idx, Error *err)
+{
+    if (b->T) return batch_seq2seq(b->src, b->tgt_in, b->target, ds, idx, b->N, err);
+    return batch_encoder(b->src, b->target, ds, idx, b->N, err);
+}
+
+static int check_task_fits(const Model *m, const SeqDataset *ds, Error *err)
+{
+    int seq2seq = m->cfg.kind == MODEL_SEQ2SEQ;
+    int vocab = ds->num_categories + (seq2seq ? SEQ2SEQ_FIRST : 0);
+    int longest = ds->seq_len + (seq2seq ? 1 : 0);
+    if (m->cfg.kind == MODEL_CLASSIFIER)
+        return error_set(err, "the sequence tasks train a labeller or a seq2seq model, "
+                              "not a classifier");
+    if (m->cfg.src_vocab != vocab || m->cfg.tgt_vocab != vocab)
+        return error_set(err, "the model's vocabularies (%d, %d) do not fit the task's %d ids",
+                         m->cfg.src_vocab, m->cfg.tgt_vocab, vocab);
+    if (m->cfg.max_len < longest)
+        return error_set(err, "the model's max_len %d is shorter than the task's sequences (%d)",
+                         m->cfg.max_len, longest);
+    return 0;
+}
+
+int evaluate(Model *m, const SeqDataset *ds, int batch_size, StepResult *res, Error *err)
+{
+    int64_t full = ds->n / batch_size, rest = ds->n % batch_size;
+    int64_t *idx = malloc((size_t)(ds->n ? ds->n : 1) * sizeof *idx);
+    int rc = -1;
+    memset(res, 0, sizeof *res);
+    if (!idx) return error_set(err, "out of memory for %" PRId64 " indices", ds->n);
+    if (check_task_fits(m, ds, err) != 0) goto done;
+    for (int64_t i = 0; i < ds->n; i++) idx[i] = i;
+    /* The full batches, then the rest with work of its own size. */
+    for (int pass = 0; pass < 2; pass++) {
+        int N = pass == 0 ? batch_size : (int)rest;
+        int64_t first = pass == 0 ? 0 : full, count = pass == 0 ? full : (rest > 0);
+        StepWork s;
+        Batch b;
+        if (count == 0) continue;
+        if (batch_alloc(&b, m, N, ds->seq_len, err) != 0) goto done;
+        if (step_work_alloc(&s, m, N, b.S, b.T, 0, err) != 0) {
+            batch_free(&b);
+            goto done;
+        }
+        for (int64_t k = first; k < first + count; k++) {
+            if (batch_fill(&b, ds, idx + k * batch_size, err) != 0 ||
+                eval_batch(m, &s, b.src, b.tgt_in, b.target, res, err) != 0) {
+                step_work_free(&s);
+                batch_free(&b);
+                goto done;
+            }
+        }
+        step_work_free(&s);
+        batch_free(&b);
+    }
+    res->loss = res->count ? res->loss / res->count : NAN;
+    rc = 0;
+done:
+    free(idx);
+    return rc;
+}
+
+int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o,
+              const SeqDataset *train, const SeqDataset *val, StepResult *res_val, Error *err)
+{
+    Batcher batcher = {0};
+    StepWork s = {0};
+    Batch b = {0};
+    CsvLog log = {0};
+    Progress progress;
+    int rc = -1;
+    memset(res_val, 0, sizeof *res_val);
+    res_val->loss = NAN;
+
+    if (check_task_fits(m, train, err) != 0 || check_task_fits(m, val, err) != 0) return -1;
+    if (batcher_init(&batcher, train->n, o->batch_size, 1, err) != 0) return -1;
+    int64_t per_epoch = batcher_num_batches(&batcher);
+    if (per_epoch == 0) {
+        error_set(err, "--batch-size %d is larger than the %" PRId64 " training examples",
+                  o->batch_size, train->n);
+        goto done;
+    }
+    if (batch_alloc(&b, m, o->batch_size, train->seq_len, err) != 0) goto done;
+    if (step_work_alloc(&s, m, b.N, b.S, b.T, 1, err) != 0) goto done;
+    /* A resumed run keeps the log's rows up to its checkpoint. */
+    int resumed = state->epoch > 0;
+    if (o->log_path && csv_log_open(&log, o->log_path, resumed ? opt->step : -1, err) != 0)
+        goto done;
+    int64_t total = per_epoch * o->epochs;
+    int64_t tokens_per_step = (int64_t)b.N * (b.S + b.T);
+    progress_init(&progress, stdout, opt->step, total > opt->step ? total : opt->step + 1,
+                  per_epoch / 4 > 0 ? per_epoch / 4 : 1);
+
+    for (int64_t epoch = state->epoch; epoch < o->epochs; epoch++) {
+        double loss_sum = 0.0;
+        batcher_shuffle(&batcher, &state->data_rng);
+        for (int64_t k = 0; k < per_epoch; k++) {
+            const int64_t *idx;
+            int count;
+            StepResult r;
+            double lr = train_lr(o, m, opt->step, epoch, per_epoch);
+            batcher_batch(&batcher, k, &idx, &count);
+            if (batch_fill(&b, train, idx, err) != 0) goto done;
+            if (train_step(m, &s, opt, &o->adam, (float)lr, o->max_norm, o->label_smoothing,
+                           b.src, b.tgt_in, b.target,
+                           m->cfg.dropout > 0 ? &state->dropout_rng : NULL, &r, err) != 0)
+                goto done;
+            loss_sum += r.loss;
+            if (!o->quiet)
+                progress_update(&progress, opt->step, epoch, r.loss, lr, tokens_per_step);
+            /* The last step of an epoch is logged with the validation. */
+            if (k == per_epoch - 1 && evaluate(m, val, o->batch_size, res_val, err) != 0)
+                goto done;
+            if (o->log_path) {
+                int last = k == per_epoch - 1;
+                double acc = last && res_val->count
+                           ? (double)res_val->correct / res_val->count : NAN;
+                if (csv_log_row(&log, opt->step, epoch + 1, lr, r.loss,
+                                last ? res_val->loss : NAN, acc, err) != 0)
+                    goto done;
+            }
+        }
+        if (!o->quiet) {
+            progress_finish(&progress);
+            printf("epoch %" PRId64 "/%d: train loss %.4f, validation loss %.4f, "
+                   "validation token accuracy %.2f %%\n", epoch + 1, o->epochs,
+                   loss_sum / per_epoch, res_val->loss,
+                   100.0 * res_val->correct / (res_val->count ? res_val->count : 1));
+        }
+        state->epoch = epoch + 1;
+        if (o->checkpoint && checkpoint_save(o->checkpoint, m, opt, state, err) != 0) goto done;
+        if (o->stop_after > 0 && state->epoch >= o->stop_after) break;
+    }
+    rc = 0;
+done:
+    if (o->log_path) {
+        Error close_err;
+        if (csv_log_close(&log, &close_err) != 0 && rc == 0) {
+            *err = close_err;       /* the log's last rows did not reach the disk */
+            rc = -1;
+        }
+    }
+    step_work_free(&s);
+    batch_free(&b);
+    batcher_free(&batcher);
+    return rc;
+}

@@ -1,0 +1,127 @@
+/*
+ * trainer.h - one training step, evaluation, and resumable checkpoints: the
+ * pieces of this chapter (loss.h, optim.h, schedule.h, data.h) joined with
+ * chapter 07's model.
+ *
+ * A training step is the loop every framework runs:
+ *
+ *     grads = 0
+ *     logits = model(batch)                      model_forward
+ *     loss, dlogits = cross_entropy(logits, y)   loss.h
+ *     grads += d loss / d params                 model_backward
+ *     clip grads to max_norm (optional)          clip_grad_norm
+ *     params = adam(params, grads, lr(step))     adam_step, schedule.h
+ *
+ * which is exactly, in that order, what PyTorch's
+ *     opt.zero_grad(); loss = F.cross_entropy(model(x), y); loss.backward();
+ *     clip_grad_norm_(model.parameters(), max_norm); opt.step(); sched.step()
+ * does, so the two can be compared step by step (the parity case).
+ *
+ * A checkpoint is one safetensors file: the model's tensors under their
+ * state_dict names (so PyTorch loads it; chapter 07), the optimizer's two
+ * moment arrays, and in the metadata the model config, the optimizer step,
+ * the epoch and both random streams. Resuming from it reproduces the run
+ * that did not stop, bit for bit.
+ */
+#ifndef TRAINER_H
+#define TRAINER_H
+
+#include <stdint.h>
+
+#include "data.h"
+#include "error.h"
+#include "model.h"
+#include "optim.h"
+#include "rng.h"
+
+/* What one step or one evaluation measured. */
+typedef struct {
+    double loss;            /* mean cross-entropy over the counted targets */
+    int64_t count;          /* targets that are not padding */
+    int64_t correct;        /* of those, how many the argmax got right */
+    double grad_norm;       /* the total gradient norm before clipping (steps only) */
+} StepResult;
+
+/* The work of one step: the model's activations for one batch shape and the
+ * gradient of the logits. */
+typedef struct {
+    ModelWork work;
+    float *dlogits;
+    int64_t rows;           /* logits rows: N*S (labeller), N*T (seq2seq), N (classifier) */
+} StepWork;
+
+int step_work_alloc(StepWork *s, const Model *m, int N, int S, int T, int backward, Error *err);
+void step_work_free(StepWork *s);
+
+/* One optimizer step on one batch.
+ *   src (N, S) ids; tgt_in (N, T) decoder input (seq2seq, else NULL);
+ *   target: the ids to predict, (N, T) seq2seq, (N, S) labeller, (N,)
+ *   classifier; positions equal to the model's pad_id are ignored.
+ *   lr: this step's learning rate; max_norm > 0 clips the gradient norm;
+ *   dropout_rng: training mode (NULL: dropout off). */
+int train_step(Model *m, StepWork *s, AdamState *opt, const AdamConfig *cfg, float lr,
+               float max_norm, float label_smoothing, const int64_t *src,
+               const int64_t *tgt_in, const int64_t *target, Rng *dropout_rng,
+               StepResult *res, Error *err);
+
+/* Loss and token accuracy of one batch in evaluation mode (no dropout, no
+ * gradients); the counts ADD into res so batches can be summed (res->loss
+ * accumulates loss * count). */
+int eval_batch(Model *m, StepWork *s, const int64_t *src, const int64_t *tgt_in,
+               const int64_t *target, StepResult *res, Error *err);
+
+/* Where a run stands: what a checkpoint holds besides the model. */
+typedef struct {
+    int64_t epoch;          /* epochs finished */
+    Rng data_rng;           /* shuffling */
+    Rng dropout_rng;        /* dropout masks */
+} TrainState;
+
+/* Writes model + optimizer + state to path, atomically (temp file + rename:
+ * an interrupted save leaves the previous checkpoint intact). */
+int checkpoint_save(const char *path, const Model *m, const AdamState *opt,
+                    const TrainState *state, Error *err);
+/* Reads a checkpoint written by checkpoint_save into a model (allocated
+ * here), an optimizer state (allocated here) and the run state. */
+int checkpoint_load(const char *path, Model *m, AdamState *opt, TrainState *state,
+                    Error *err);
+
+/* ------------------------------------------------------------------------ */
+/* The training loop                                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef enum { SCHEDULE_CONSTANT, SCHEDULE_COSINE, SCHEDULE_NOAM } Schedule;
+
+/* How to train. */
+typedef struct {
+    int epochs, batch_size;
+    AdamConfig adam;            /* adam.lr is the base learning rate */
+    Schedule schedule;
+    int64_t warmup;             /* warm-up steps (or epochs, with per_epoch) */
+    int per_epoch;              /* 1: the schedule counts epochs, not steps (seed 000 did) */
+    float max_norm;             /* > 0: clip the gradient norm to it */
+    float label_smoothing;
+    const char *log_path;       /* the CSV loss log, or NULL */
+    const char *checkpoint;     /* written after every epoch, or NULL */
+    int quiet;                  /* 1: no progress line (tests) */
+    int stop_after;             /* > 0: return after this epoch, as an interrupted run
+                                   would (its checkpoint written); the schedule still
+                                   spans all `epochs` */
+} TrainOptions;
+
+/* The learning rate of optimizer step `step` (0-based) in epoch `epoch`
+ * (0-based) of a run of total_steps steps. */
+double train_lr(const TrainOptions *o, const Model *m, int64_t step, int64_t epoch,
+                int64_t steps_per_epoch);
+
+/* Trains m on `train` from where state and opt stand (epoch 0 and a fresh
+ * optimizer, or what checkpoint_load read) to o->epochs, validating on
+ * `val` after every epoch (res_val: the last validation). The model's kind
+ * picks the batch form: labeller -> batch_encoder, seq2seq -> batch_seq2seq. */
+int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o,
+              const SeqDataset *train, const SeqDataset *val, StepResult *res_val, Error *err);
+
+/* Loss and token accuracy of m over a whole dataset (evaluation mode). */
+int evaluate(Model *m, const SeqDataset *ds, int batch_size, StepResult *res, Error *err);
+
+#endif

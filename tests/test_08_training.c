@@ -1,0 +1,1574 @@
+/*
+ * test_08_training.c - chapter 08's training pieces: cross-entropy and its
+ * gradient, Adam and AdamW, gradient clipping, the learning-rate schedules,
+ * the synthetic tasks' data and the batcher, against goldens made by
+ * reference/ch08_training.py; plus hand-checked values, thread-count
+ * independence, the loss log and the progress line, and the checks of
+ * training_case.c on broken cases.
+ *
+ * The golden tests call the library functions directly, with the signatures
+ * of the chapter's headers; test_case_eval runs the same goldens through the
+ * case evaluator of the chapter program.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "casefile.h"
+#include "data.h"
+#include "helpers.h"
+#include "loss.h"
+#include "optim.h"
+#include "rng.h"
+#include "schedule.h"
+#include "train_util.h"
+#include "trainer.h"
+#include "training_case.h"
+
+#define CHAPTER "08_training"
+
+/* ------------------------------------------------------------------------ */
+/* Small helpers                                                             */
+/* ------------------------------------------------------------------------ */
+
+static double meta_double(const TensorFile *f, const char *key, double fallback)
+{
+    double v;
+    Error err;
+    if (tensorfile_meta_double(f, key, fallback, &v, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    return v;
+}
+
+static long long meta_int(const TensorFile *f, const char *key, long long fallback)
+{
+    long long v;
+    Error err;
+    if (tensorfile_meta_int(f, key, fallback, &v, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    return v;
+}
+
+static int meta_bool(const TensorFile *f, const char *key, int fallback)
+{
+    int v;
+    Error err;
+    if (tensorfile_meta_bool(f, key, fallback, &v, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    return v;
+}
+
+static int is_op(const TensorFile *f, const char *op)
+{
+    const char *got = tensorfile_meta(f, "op");
+    return got && strcmp(got, op) == 0;
+}
+
+static const float *f32_data(const TensorFile *f, const char *name)
+{
+    return golden_tensor(f, name, DTYPE_F32)->data;
+}
+
+/* The case's name, the file name's stem, for labels. */
+static const char *case_stem(const TensorFile *f, char *buf, size_t size)
+{
+    const char *base = strrchr(f->path, '/');
+    base = base ? base + 1 : f->path;
+    snprintf(buf, size, "%.*s", (int)strcspn(base, "."), base);
+    return buf;
+}
+
+/* The loss of a cross-entropy case: the golden's, or NaN where the case's
+ * metadata says loss = nan (every row ignored: torch's mean over no rows; a
+ * stored NaN would not compare equal to itself in golden --check). */
+static void assert_loss(const TensorFile *f, float loss, double atol, double rtol)
+{
+    const char *expected = tensorfile_meta(f, "loss");
+    if (!expected) {
+        assert_close_to_golden(f, "loss", &loss, 1, atol, rtol);
+        return;
+    }
+    char stem[128];
+    print_message("  %s/loss: %g, expected NaN (a mean over no rows)\n",
+                  case_stem(f, stem, sizeof stem), loss);
+    assert_string_equal(expected, "nan");
+    assert_null(tensorfile_find(f, "loss"));
+    assert_true(isnan(loss));
+}
+
+/* F64 values (the schedules' factors) against the golden, with the case's
+ * tolerance, printing the max error. */
+static void assert_close_f64(const TensorFile *f, const char *name, const double *actual,
+                             int64_t n, double atol, double rtol)
+{
+    const Tensor *t = golden_tensor(f, name, DTYPE_F64);
+    assert_int_equal(tensor_numel(t), n);
+    const double *e = t->data;
+    double max_abs = 0, max_rel = 0;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double diff = fabs(actual[i] - e[i]);
+        if (isnan(diff)) diff = INFINITY;
+        max_abs = fmax(max_abs, diff);
+        if (e[i] != 0) max_rel = fmax(max_rel, diff / fabs(e[i]));
+        if (!(diff <= atol + rtol * fabs(e[i]))) {
+            if (bad < 5)
+                print_message("    %s[%lld]: got %.17g, expected %.17g\n", name, (long long)i,
+                              actual[i], e[i]);
+            bad++;
+        }
+    }
+    char stem[128], label[192];
+    snprintf(label, sizeof label, "%s/%s", case_stem(f, stem, sizeof stem), name);
+    print_message("  %-44s %7lld values  max abs err %.3g  max rel err %.3g  (atol %.0e, "
+                  "rtol %.0e, float64)%s\n", label, (long long)n, max_abs, max_rel, atol, rtol,
+                  bad ? "  FAILED" : "");
+    if (bad) {
+        print_error("%s: %lld of %lld values outside tolerance\n", label, (long long)bad,
+                    (long long)n);
+        fail();
+    }
+}
+
+/* I64 values that must equal the golden's exactly. */
+static void assert_i64_golden(const TensorFile *f, const char *name, const int64_t *actual,
+                              int64_t n)
+{
+    const Tensor *t = golden_tensor(f, name, DTYPE_I64);
+    assert_int_equal(tensor_numel(t), n);
+    const int64_t *e = t->data;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (actual[i] != e[i]) {
+            if (bad < 5)
+                print_message("    %s[%lld]: got %lld, expected %lld\n", name, (long long)i,
+                              (long long)actual[i], (long long)e[i]);
+            bad++;
+        }
+    }
+    char stem[128], label[192];
+    snprintf(label, sizeof label, "%s/%s", case_stem(f, stem, sizeof stem), name);
+    if (n == 1)
+        print_message("  %-44s %lld (expected %lld)%s\n", label, (long long)actual[0],
+                      (long long)e[0], bad ? "  FAILED" : "");
+    else
+        print_message("  %-44s %7lld integers, %lld differ (exact)\n", label, (long long)n,
+                      (long long)bad);
+    if (bad) fail();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Golden cases                                                              */
+/* ------------------------------------------------------------------------ */
+
+static void test_cross_entropy_case(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, *state);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    const Tensor *logits = golden_tensor(&f, "logits", DTYPE_F32);
+    const Tensor *target = golden_tensor(&f, "target", DTYPE_I64);
+    int64_t R = logits->shape[0];
+    int V = (int)logits->shape[1];
+    long long ignore_index = meta_int(&f, "ignore_index", CROSS_ENTROPY_IGNORE_INDEX);
+    float smoothing = (float)meta_double(&f, "label_smoothing", 0.0);
+    int backward = is_op(&f, "cross_entropy_backward");
+
+    float loss = 0;
+    float *dlogits = backward ? test_floats(R * V) : NULL;
+    int64_t count = -1, correct = -1;
+    Error err = {{0}};
+    if (cross_entropy(&loss, dlogits, logits->data, target->data, R, V, ignore_index, smoothing,
+                      &count, &correct, &err) != 0) {
+        print_error("cross_entropy: %s\n", err.msg);
+        fail();
+    }
+    assert_loss(&f, loss, atol, rtol);
+    assert_i64_golden(&f, "count", &count, 1);
+    assert_i64_golden(&f, "correct", &correct, 1);
+    if (backward) assert_close_to_golden(&f, "grad_logits", dlogits, R * V, atol, rtol);
+    free(dlogits);
+    tensorfile_free(&f);
+}
+
+static void test_adam_case(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, *state);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    const Tensor *params = golden_tensor(&f, "params", DTYPE_F32);
+    const Tensor *grads = golden_tensor(&f, "grads", DTYPE_F32);
+    const float *lrs = tensorfile_find(&f, "lrs") ? f32_data(&f, "lrs") : NULL;
+    int64_t n = params->shape[0], K = grads->shape[0];
+    AdamConfig c = adam_default_config(meta_bool(&f, "decoupled", 0));
+    c.lr = (float)meta_double(&f, "lr", c.lr);
+    c.beta1 = (float)meta_double(&f, "beta1", c.beta1);
+    c.beta2 = (float)meta_double(&f, "beta2", c.beta2);
+    c.eps = (float)meta_double(&f, "eps", c.eps);
+    c.weight_decay = (float)meta_double(&f, "weight_decay", c.weight_decay);
+    Error err;
+    assert_int_equal(adam_config_check(&c, &err), 0);
+
+    AdamState s;
+    assert_int_equal(adam_state_alloc(&s, (size_t)n, &err), 0);
+    float *p = test_floats(n);
+    memcpy(p, params->data, (size_t)n * sizeof *p);
+    for (int64_t k = 0; k < K; k++)
+        assert_int_equal(adam_step(p, f32_data(&f, "grads") + k * n, &s, &c, lrs ? lrs[k] : c.lr),
+                         0);
+    assert_int_equal(s.step, K);
+    assert_close_to_golden(&f, "params_after", p, n, atol, rtol);
+    assert_close_to_golden(&f, "exp_avg", s.m, n, atol, rtol);
+    assert_close_to_golden(&f, "exp_avg_sq", s.v, n, atol, rtol);
+    adam_state_free(&s);
+    free(p);
+    tensorfile_free(&f);
+}
+
+static void test_clip_case(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, *state);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    const Tensor *grads = golden_tensor(&f, "grads", DTYPE_F32);
+    int64_t n = grads->shape[0];
+    float max_norm = (float)meta_double(&f, "max_norm", -1);
+    float *g = test_floats(n);
+    memcpy(g, grads->data, (size_t)n * sizeof *g);
+    float total = (float)clip_grad_norm(g, (size_t)n, max_norm);
+    assert_close_to_golden(&f, "total_norm", &total, 1, atol, rtol);
+    assert_close_to_golden(&f, "grads_clipped", g, n, atol, rtol);
+    free(g);
+    tensorfile_free(&f);
+}
+
+static void test_schedule_case(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, *state);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    const Tensor *steps = golden_tensor(&f, "steps", DTYPE_I64);
+    int64_t n = steps->shape[0];
+    const int64_t *s = steps->data;
+    int noam = is_op(&f, "lr_noam");
+    long long warmup = meta_int(&f, "warmup", -1);
+    double *factor = calloc((size_t)n, sizeof *factor);
+    assert_non_null(factor);
+    for (int64_t i = 0; i < n; i++)
+        factor[i] = noam ? lr_noam(s[i], (int)meta_int(&f, "d_model", -1), warmup)
+                         : lr_cosine_warmup(s[i], warmup, meta_int(&f, "max_iters", -1));
+    assert_close_f64(&f, "factor", factor, n, atol, rtol);
+    free(factor);
+    tensorfile_free(&f);
+}
+
+/* The task's data drawn by seq_dataset_make equals the sequences drawn by
+ * reference/rng.py. */
+static void test_seq_dataset_case(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, *state);
+    SeqTask task;
+    Error err;
+    assert_int_equal(seq_task_parse(tensorfile_meta(&f, "task"), &task, &err), 0);
+    Rng rng;
+    rng_seed(&rng, golden_meta_int(&f, "rng_seed"), golden_meta_int(&f, "rng_stream"));
+    SeqDataset ds;
+    int64_t n = golden_meta_int(&f, "n");
+    int S = (int)golden_meta_int(&f, "seq_len"), C = (int)golden_meta_int(&f, "num_categories");
+    assert_int_equal(seq_dataset_make(&ds, task, n, S, C, &rng, &err), 0);
+    assert_i64_golden(&f, "x", ds.x, n * S);
+    assert_i64_golden(&f, "y", ds.y, n * S);
+    seq_dataset_free(&ds);
+    tensorfile_free(&f);
+}
+
+/* batcher_shuffle, once per epoch on one Rng, gives the Python twin's orders. */
+static void test_batcher_case(void **state)
+{
+    TensorFile f;
+    load_golden(&f, CHAPTER, *state);
+    int64_t n = golden_meta_int(&f, "n"), epochs = golden_meta_int(&f, "epochs");
+    Rng rng;
+    rng_seed(&rng, golden_meta_int(&f, "rng_seed"), golden_meta_int(&f, "rng_stream"));
+    Batcher b;
+    Error err;
+    assert_int_equal(batcher_init(&b, n, 4, 0, &err), 0);
+    int64_t *order = calloc((size_t)(n * epochs), sizeof *order);
+    assert_non_null(order);
+    for (int64_t e = 0; e < epochs; e++) {
+        batcher_shuffle(&b, &rng);
+        memcpy(order + e * n, b.order, (size_t)n * sizeof *order);
+    }
+    assert_i64_golden(&f, "order", order, n * epochs);
+    free(order);
+    batcher_free(&b);
+    tensorfile_free(&f);
+}
+
+/* The chapter program's evaluator on a golden: every tensor the case lists
+ * in "outputs" comes back, within tolerance (integers exactly). */
+static void test_case_eval(void **state)
+{
+    TensorFile f, out = {0};
+    Error err;
+    load_golden(&f, CHAPTER, *state);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    if (training_case_eval(&f, &out, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    char outputs[4096];
+    snprintf(outputs, sizeof outputs, "%s", tensorfile_meta(&f, "outputs"));
+    for (char *name = strtok(outputs, ","); name; name = strtok(NULL, ",")) {
+        const Tensor *got = tensorfile_find(&out, name);
+        if (!got) {
+            print_error("output '%s' is missing\n", name);
+            fail();
+        }
+        const Tensor *want = tensorfile_find(&f, name);
+        assert_int_equal(got->dtype, want->dtype);
+        assert_int_equal(got->ndim, want->ndim);
+        assert_memory_equal(got->shape, want->shape, sizeof got->shape[0] * got->ndim);
+        if (got->dtype == DTYPE_F32)
+            assert_close_to_golden(&f, name, got->data, tensor_numel(got), atol, rtol);
+        else if (got->dtype == DTYPE_F64)
+            assert_close_f64(&f, name, got->data, tensor_numel(got), atol, rtol);
+        else
+            assert_i64_golden(&f, name, got->data, tensor_numel(got));
+    }
+    if (tensorfile_meta(&f, "loss")) {          /* a loss the case states, not stores */
+        const Tensor *loss = tensorfile_find(&out, "loss");
+        assert_non_null(loss);
+        assert_loss(&f, *(const float *)loss->data, atol, rtol);
+    }
+    tensorfile_free(&out);
+    tensorfile_free(&f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Cross-entropy: values by hand, ignored rows, errors, threads              */
+/* ------------------------------------------------------------------------ */
+
+/* Logits 0 and ln 3: p = (1/4, 3/4). Target 1: loss -ln(3/4); target 0:
+ * -ln(1/4). Mean of the two rows, gradient (p - onehot) / 2. With label
+ * smoothing e = 0.2 the target is q = (1 - e) onehot + e / 2. */
+static void test_ce_hand_values(void **state)
+{
+    const float L3 = (float)log(3.0);
+    float logits[4] = {0, L3, 0, L3}, loss, grad[4];
+    int64_t target[2] = {1, 0}, count, correct;
+    Error err;
+    assert_int_equal(cross_entropy(&loss, grad, logits, target, 2, 2, -100, 0.0f, &count,
+                                   &correct, &err), 0);
+    float expected_loss = (float)((-log(0.75) - log(0.25)) / 2);
+    float expected_grad[4] = {0.125f, -0.125f, -0.375f, 0.375f};
+    assert_close("loss of p = (1/4, 3/4)", &loss, &expected_loss, 1, 0, 2.5e-7);
+    assert_close("gradient (p - onehot) / 2", grad, expected_grad, 4, 1e-8, 2.5e-7);
+    assert_int_equal(count, 2);
+    assert_int_equal(correct, 1);                         /* row 0 predicts class 1 */
+
+    assert_int_equal(cross_entropy(&loss, grad, logits, target, 2, 2, -100, 0.2f, &count,
+                                   &correct, &err), 0);
+    double q1 = 0.8 + 0.1, q0 = 0.1;   /* the smoothed target of row 0 (target 1) */
+    double row0 = -(q0 * log(0.25) + q1 * log(0.75)), row1 = -(q1 * log(0.25) + q0 * log(0.75));
+    float smoothed = (float)((row0 + row1) / 2);
+    float smoothed_grad[4] = {(float)((0.25 - q0) / 2), (float)((0.75 - q1) / 2),
+                              (float)((0.25 - q1) / 2), (float)((0.75 - q0) / 2)};
+    assert_close("loss with label smoothing 0.2", &loss, &smoothed, 1, 0, 2.5e-7);
+    assert_close("gradient (p - q) / 2", grad, smoothed_grad, 4, 1e-8, 2.5e-7);
+}
+
+/* Equal logits: p = 1/V, the loss is ln V whatever the target. */
+static void test_ce_uniform_logits(void **state)
+{
+    enum { R = 3, V = 7 };
+    float logits[R * V] = {0}, loss;
+    int64_t target[R] = {0, 3, 6};
+    Error err;
+    assert_int_equal(cross_entropy(&loss, NULL, logits, target, R, V, -100, 0.0f, NULL, NULL,
+                                   &err), 0);
+    float expected = (float)log(7.0);
+    assert_close("ln V for equal logits", &loss, &expected, 1, 0, 2.5e-7);
+}
+
+/* Ignored rows get a zero gradient (even over garbage in the buffer) and do
+ * not count; the loss is the mean over the others. */
+static void test_ce_ignored_rows(void **state)
+{
+    enum { R = 4, V = 3 };
+    float logits[R * V] = {1, 2, 3, 9, 9, 9, 0, 0, 5, -1, 4, 2}, grad[R * V], loss, one;
+    int64_t target[R] = {2, -100, 7 - 7, -100}, count, correct;
+    for (int i = 0; i < R * V; i++) grad[i] = 123.0f;
+    Error err;
+    assert_int_equal(cross_entropy(&loss, grad, logits, target, R, V, -100, 0.0f, &count,
+                                   &correct, &err), 0);
+    assert_int_equal(count, 2);
+    assert_int_equal(correct, 1);                       /* row 0: argmax 2 = target */
+    for (int j = 0; j < V; j++) assert_true(grad[V + j] == 0.0f && grad[3 * V + j] == 0.0f);
+    /* The same two rows alone give the same loss. */
+    float two[2 * V] = {1, 2, 3, 0, 0, 5};
+    int64_t two_target[2] = {2, 0};
+    assert_int_equal(cross_entropy(&one, NULL, two, two_target, 2, V, -100, 0.0f, NULL, NULL,
+                                   &err), 0);
+    assert_close("loss without the ignored rows", &loss, &one, 1, 0, 0);
+    /* ignore_index may be a class id (the <pad> id 0): rows with target 0 go. */
+    assert_int_equal(cross_entropy(&loss, grad, logits, target, R, V, 0, 0.0f, &count, &correct,
+                                   &err), -1);                /* -100 is now out of range */
+    print_message("  %s\n", err.msg);
+    int64_t pad_target[R] = {2, 0, 0, 1};
+    assert_int_equal(cross_entropy(&loss, grad, logits, pad_target, R, V, 0, 0.1f, &count,
+                                   &correct, &err), 0);
+    assert_int_equal(count, 2);
+}
+
+/* Every row ignored: torch's mean over nothing, NaN, and a zero gradient. */
+static void test_ce_all_ignored(void **state)
+{
+    float logits[6] = {1, 2, 3, 4, 5, 6}, grad[6], loss;
+    int64_t target[2] = {-100, -100}, count = -1, correct = -1;
+    for (int i = 0; i < 6; i++) grad[i] = 1.0f;
+    Error err;
+    assert_int_equal(cross_entropy(&loss, grad, logits, target, 2, 3, -100, 0.1f, &count,
+                                   &correct, &err), 0);
+    print_message("  all rows ignored: loss %g, count %lld\n", loss, (long long)count);
+    assert_true(isnan(loss));
+    assert_int_equal(count, 0);
+    assert_int_equal(correct, 0);
+    for (int i = 0; i < 6; i++) assert_true(grad[i] == 0.0f);
+}
+
+/* A target outside the classes that is not ignore_index names its row. */
+static void test_ce_bad_target(void **state)
+{
+    float logits[6] = {0}, loss;
+    int64_t target[3] = {0, 1, 3};
+    Error err;
+    assert_int_equal(cross_entropy(&loss, NULL, logits, target, 3, 2, -100, 0.0f, NULL, NULL,
+                                   &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "row 2 has target 3, outside the classes 0..1"));
+    target[2] = -1;
+    assert_int_equal(cross_entropy(&loss, NULL, logits, target, 3, 2, -100, 0.0f, NULL, NULL,
+                                   &err), -1);
+    assert_non_null(strstr(err.msg, "row 2 has target -1"));
+    target[2] = 0;
+    assert_int_equal(cross_entropy(&loss, NULL, logits, target, 3, 2, -100, 1.5f, NULL, NULL,
+                                   &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "label_smoothing is 1.5"));
+    assert_int_equal(cross_entropy(&loss, NULL, logits, target, 3, 0, -100, 0.0f, NULL, NULL,
+                                   &err), -1);
+    assert_non_null(strstr(err.msg, "V is 0"));
+}
+
+/* Logits of +-1e30: the max is subtracted before exp, so everything is finite. */
+static void test_ce_huge_logits(void **state)
+{
+    float logits[6] = {1e30f, -1e30f, 0, -1e30f, 1e30f, 1e30f}, grad[6], loss;
+    int64_t target[2] = {0, 1};
+    Error err;
+    assert_int_equal(cross_entropy(&loss, grad, logits, target, 2, 3, -100, 0.0f, NULL, NULL,
+                                   &err), 0);
+    print_message("  logits 1e30: loss %g (row 1 splits p between two classes: ln 2 / 2 = "
+                  "%g)\n", loss, log(2.0) / 2);
+    assert_true(fabs(loss - log(2.0) / 2) < 1e-7);
+    for (int i = 0; i < 6; i++) assert_true(isfinite(grad[i]));
+}
+
+/* The gradient against central differences of the loss (in double around
+ * float32 logits; the step is large enough that the loss's float32 rounding
+ * does not matter). */
+static void test_ce_finite_differences(void **state)
+{
+    enum { R = 5, V = 6 };
+    Rng rng;
+    rng_seed(&rng, 11, 0);
+    float logits[R * V], grad[R * V], lp, lm, loss;
+    int64_t target[R] = {0, 5, -100, 2, 3};
+    for (int i = 0; i < R * V; i++) logits[i] = 2.0f * rng_normal(&rng);
+    Error err;
+    assert_int_equal(cross_entropy(&loss, grad, logits, target, R, V, -100, 0.1f, NULL, NULL,
+                                   &err), 0);
+    float numeric[R * V];
+    const float h = 1e-2f;
+    for (int i = 0; i < R * V; i++) {
+        float saved = logits[i];
+        logits[i] = saved + h;
+        cross_entropy(&lp, NULL, logits, target, R, V, -100, 0.1f, NULL, NULL, &err);
+        logits[i] = saved - h;
+        cross_entropy(&lm, NULL, logits, target, R, V, -100, 0.1f, NULL, NULL, &err);
+        logits[i] = saved;
+        numeric[i] = (float)(((double)lp - lm) / (2.0 * h));
+    }
+    assert_close("gradient vs central differences", grad, numeric, R * V, 5e-5, 1e-3);
+}
+
+/* The same loss and gradient, bit for bit, on 1 and 4 threads. */
+static void test_ce_thread_count_independent(void **state)
+{
+    enum { R = 777, V = 37 };
+    Rng rng;
+    rng_seed(&rng, 3, 1);
+    float *logits = test_floats(R * V), *grad[2] = {test_floats(R * V), test_floats(R * V)};
+    int64_t target[R];
+    for (int i = 0; i < R * V; i++) logits[i] = 4.0f * rng_normal(&rng);
+    for (int r = 0; r < R; r++) target[r] = r % 5 == 0 ? -100 : (int64_t)rng_below(&rng, V);
+    float loss[2];
+    int64_t correct[2];
+    Error err;
+    int saved = omp_get_max_threads();
+    for (int run = 0; run < 2; run++) {
+        omp_set_num_threads(run ? 4 : 1);
+        assert_int_equal(cross_entropy(&loss[run], grad[run], logits, target, R, V, -100, 0.1f,
+                                       NULL, &correct[run], &err), 0);
+    }
+    omp_set_num_threads(saved);
+    print_message("  1 thread: loss %.9g, 4 threads: %.9g\n", loss[0], loss[1]);
+    assert_memory_equal(&loss[0], &loss[1], sizeof loss[0]);
+    assert_int_equal(correct[0], correct[1]);
+    assert_memory_equal(grad[0], grad[1], R * V * sizeof(float));
+    free(logits), free(grad[0]), free(grad[1]);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Adam, AdamW and clipping                                                  */
+/* ------------------------------------------------------------------------ */
+
+static void test_adam_defaults(void **state)
+{
+    AdamConfig a = adam_default_config(0), w = adam_default_config(1);
+    assert_true(a.lr == 1e-3f && a.beta1 == 0.9f && a.beta2 == 0.999f && a.eps == 1e-8f);
+    assert_true(a.weight_decay == 0.0f && a.decoupled == 0);
+    assert_true(w.lr == 1e-3f && w.weight_decay == 0.01f && w.decoupled == 1);
+    Error err;
+    assert_int_equal(adam_config_check(&a, &err), 0);
+    assert_int_equal(adam_config_check(&w, &err), 0);
+}
+
+/* Each impossible option is refused with the name of its command-line flag. */
+static void test_adam_config_check(void **state)
+{
+    struct { const char *flag; AdamConfig c; } bad[] = {
+        {"--lr", {.lr = -1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f}},
+        {"--lr", {.lr = NAN, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f}},
+        {"--beta1", {.lr = 1e-3f, .beta1 = 1.0f, .beta2 = 0.999f, .eps = 1e-8f}},
+        {"--beta2", {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = -0.1f, .eps = 1e-8f}},
+        {"--eps", {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 0.0f}},
+        {"--weight-decay", {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                            .weight_decay = -0.01f}},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        Error err = {{0}};
+        assert_int_equal(adam_config_check(&bad[i].c, &err), -1);
+        print_message("  %s\n", err.msg);
+        assert_true(strncmp(err.msg, bad[i].flag, strlen(bad[i].flag)) == 0);
+    }
+}
+
+/* The first step: m = (1 - beta1) g and v = (1 - beta2) g^2 are exactly
+ * undone by the bias corrections, so each parameter moves by lr * g / (|g| +
+ * eps): lr against the sign of its gradient, whatever the gradient's size. */
+static void test_adam_first_step(void **state)
+{
+    float p[4] = {1, -2, 0.5f, 3}, g[4] = {1e-3f, -50, 2, 1e-6f}, before[4];
+    memcpy(before, p, sizeof p);
+    AdamConfig c = adam_default_config(0);
+    AdamState s;
+    Error err;
+    assert_int_equal(adam_state_alloc(&s, 4, &err), 0);
+    assert_int_equal(s.step, 0);
+    for (int i = 0; i < 4; i++) assert_true(s.m[i] == 0 && s.v[i] == 0);
+    assert_int_equal(adam_step(p, g, &s, &c, 0.01f), 0);
+    assert_int_equal(s.step, 1);
+    float moved[4], expected[4];
+    for (int i = 0; i < 4; i++) {
+        moved[i] = p[i] - before[i];
+        expected[i] = (float)(-0.01 * g[i] / (fabs(g[i]) + 1e-8));
+    }
+    assert_close("first step = -lr * sign(g)", moved, expected, 4, 2e-7, 1e-4);
+    adam_state_free(&s);
+    adam_state_free(&s);                      /* safe twice */
+}
+
+/* AdamW with zero gradients: the moments stay 0, the update is 0 / eps = 0,
+ * and only the decay acts, p * (1 - lr wd) exactly. Adam's L2 decay instead
+ * goes through the moments: the parameter moves by about lr, like any
+ * gradient, however small wd is. */
+static void test_adamw_decay_only(void **state)
+{
+    float p[3] = {1, -2, 0.25f}, q[3], zero[3] = {0};
+    memcpy(q, p, sizeof p);
+    AdamConfig w = adam_default_config(1), a = adam_default_config(0);
+    w.weight_decay = a.weight_decay = 0.1f;
+    AdamState sw, sa;
+    Error err;
+    assert_int_equal(adam_state_alloc(&sw, 3, &err), 0);
+    assert_int_equal(adam_state_alloc(&sa, 3, &err), 0);
+    assert_int_equal(adam_step(p, zero, &sw, &w, 0.5f), 0);
+    assert_int_equal(adam_step(q, zero, &sa, &a, 0.5f), 0);
+    float decay = (float)(1.0 - 0.5 * (double)0.1f);
+    float expected[3] = {1 * decay, -2 * decay, 0.25f * decay};
+    assert_close("AdamW, zero gradient: p (1 - lr wd)", p, expected, 3, 0, 0);
+    float adam_moved[3] = {q[0] - 1, q[1] + 2, q[2] - 0.25f}, lr_step[3] = {-0.5f, 0.5f, -0.5f};
+    assert_close("Adam, zero gradient: L2 term moves p by lr", adam_moved, lr_step, 3, 1e-6, 1e-5);
+    adam_state_free(&sw);
+    adam_state_free(&sa);
+}
+
+static void test_adam_thread_count_independent(void **state)
+{
+    enum { N = 100003, K = 3 };
+    float *p[2] = {test_floats(N), test_floats(N)}, *g = test_floats(N);
+    AdamState s[2];
+    Error err;
+    AdamConfig c = adam_default_config(1);
+    int saved = omp_get_max_threads();
+    for (int run = 0; run < 2; run++) {
+        omp_set_num_threads(run ? 4 : 1);
+        Rng rng;
+        rng_seed(&rng, 8, 0);
+        for (int i = 0; i < N; i++) p[run][i] = rng_normal(&rng);
+        assert_int_equal(adam_state_alloc(&s[run], N, &err), 0);
+        for (int k = 0; k < K; k++) {
+            for (int i = 0; i < N; i++) g[i] = rng_normal(&rng);
+            assert_int_equal(adam_step(p[run], g, &s[run], &c, 1e-2f), 0);
+        }
+    }
+    omp_set_num_threads(saved);
+    assert_memory_equal(p[0], p[1], N * sizeof(float));
+    assert_memory_equal(s[0].m, s[1].m, N * sizeof(float));
+    assert_memory_equal(s[0].v, s[1].v, N * sizeof(float));
+    for (int run = 0; run < 2; run++) adam_state_free(&s[run]), free(p[run]);
+    free(g);
+}
+
+/* Below max_norm nothing changes (bit for bit); above it the norm becomes
+ * max_norm; a zero gradient stays zero (the 1e-6 keeps it from 0 / 0). */
+static void test_clip_grad_norm_values(void **state)
+{
+    float g[4] = {3, 0, -4, 0}, copy[4];
+    memcpy(copy, g, sizeof g);
+    double total = clip_grad_norm(g, 4, 10.0f);
+    print_message("  norm of (3, 0, -4, 0) = %g\n", total);
+    assert_true(total == 5.0);
+    assert_memory_equal(g, copy, sizeof g);
+    total = clip_grad_norm(g, 4, 1.0f);
+    float expected[4] = {(float)(3 / (5 + 1e-6)), 0, (float)(-4 / (5 + 1e-6)), 0};
+    assert_close("clipped to norm 1", g, expected, 4, 0, 2.5e-7);
+    assert_true(total == 5.0);
+    float after = (float)clip_grad_norm(g, 4, 100.0f), one = 1.0f;
+    assert_close("norm after clipping", &after, &one, 1, 0, 5e-7);
+    float z[3] = {0};
+    assert_true(clip_grad_norm(z, 3, 1.0f) == 0.0);
+    assert_true(z[0] == 0 && z[1] == 0 && z[2] == 0);
+    float bad[2] = {NAN, 1};
+    assert_true(isnan(clip_grad_norm(bad, 2, 1.0f)));
+    assert_true(bad[1] == 1.0f);                          /* left for the caller to see */
+}
+
+static void test_clip_thread_count_independent(void **state)
+{
+    enum { N = 200001 };
+    float *g[2] = {test_floats(N), test_floats(N)};
+    double total[2];
+    int saved = omp_get_max_threads();
+    for (int run = 0; run < 2; run++) {
+        Rng rng;
+        rng_seed(&rng, 21, 0);
+        for (int i = 0; i < N; i++) g[run][i] = rng_normal(&rng);
+        omp_set_num_threads(run ? 4 : 1);
+        total[run] = clip_grad_norm(g[run], N, 1.0f);
+    }
+    omp_set_num_threads(saved);
+    print_message("  norm %.17g (1 thread), %.17g (4 threads)\n", total[0], total[1]);
+    assert_true(total[0] == total[1]);
+    assert_memory_equal(g[0], g[1], N * sizeof(float));
+    free(g[0]), free(g[1]);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Schedules                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static void test_cosine_values(void **state)
+{
+    assert_true(lr_cosine_warmup(0, 10, 100) == 0.0);           /* the first step: 0 */
+    double at_warmup = 0.5 * (1 + cos(M_PI * 10 / 100));
+    assert_true(lr_cosine_warmup(10, 10, 100) == at_warmup);    /* warm-up factor 1 */
+    assert_true(fabs(lr_cosine_warmup(5, 10, 100) - 0.5 * 0.5 * (1 + cos(M_PI * 5 / 100))) <
+                1e-15);
+    assert_true(fabs(lr_cosine_warmup(50, 10, 100) - 0.5) < 1e-15);
+    assert_true(lr_cosine_warmup(100, 10, 100) == 0.0);         /* cos(pi) = -1 */
+    assert_true(lr_cosine_warmup(0, 0, 100) == 1.0);            /* no warm-up */
+    for (int64_t s = 11; s < 100; s++)                          /* decreasing after warm-up */
+        assert_true(lr_cosine_warmup(s, 10, 100) < lr_cosine_warmup(s - 1, 10, 100));
+    print_message("  factor at steps 0, 5, 10, 50, 100 of (warm-up 10, max_iters 100): %g %g "
+                  "%g %g %g\n", lr_cosine_warmup(0, 10, 100), lr_cosine_warmup(5, 10, 100),
+                  lr_cosine_warmup(10, 10, 100), lr_cosine_warmup(50, 10, 100),
+                  lr_cosine_warmup(100, 10, 100));
+}
+
+/* The peak is at step warmup - 1 (the paper's step warmup), where both
+ * branches meet: (d_model * warmup)^-0.5. */
+static void test_noam_values(void **state)
+{
+    double peak = lr_noam(3999, 512, 4000);
+    print_message("  base model peak %.6g at step 3999 (the paper's 4000)\n", peak);
+    assert_true(fabs(peak - 1.0 / sqrt(512.0 * 4000.0)) < 1e-18);
+    assert_true(fabs(lr_noam(0, 512, 4000) - pow(512, -0.5) * pow(4000, -1.5)) < 1e-20);
+    for (int64_t s = 1; s < 4000; s++) assert_true(lr_noam(s, 512, 4000) > lr_noam(s - 1, 512, 4000));
+    for (int64_t s = 4000; s < 8000; s++) assert_true(lr_noam(s, 512, 4000) < lr_noam(s - 1, 512, 4000));
+    assert_true(fabs(lr_noam(99, 1, 1) - 0.1) < 1e-16);         /* 1 / sqrt(100) */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Data: the tasks, the batch layouts, the batcher                           */
+/* ------------------------------------------------------------------------ */
+
+static void test_task_parse(void **state)
+{
+    SeqTask t;
+    Error err;
+    assert_int_equal(seq_task_parse("reverse", &t, &err), 0);
+    assert_int_equal(t, SEQ_TASK_REVERSE);
+    assert_string_equal(seq_task_name(t), "reverse");
+    assert_int_equal(seq_task_parse("copy", &t, &err), 0);
+    assert_int_equal(t, SEQ_TASK_COPY);
+    assert_string_equal(seq_task_name(t), "copy");
+    assert_int_equal(seq_task_parse("sort", &t, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "unknown task 'sort' (the tasks are reverse and copy)"));
+}
+
+static void test_dataset_tasks(void **state)
+{
+    enum { N = 200, S = 16, C = 10 };
+    for (int task = 0; task < 2; task++) {
+        Rng rng;
+        rng_seed(&rng, 4, 0);
+        SeqDataset ds;
+        Error err;
+        assert_int_equal(seq_dataset_make(&ds, task, N, S, C, &rng, &err), 0);
+        assert_int_equal(ds.n, N);
+        int counts[C] = {0};
+        for (int i = 0; i < N; i++)
+            for (int s = 0; s < S; s++) {
+                int64_t x = ds.x[i * S + s];
+                assert_true(x >= 0 && x < C);
+                counts[x]++;
+                int64_t want = task == SEQ_TASK_REVERSE ? ds.x[i * S + S - 1 - s] : x;
+                assert_true(ds.y[i * S + s] == want);
+            }
+        for (int c = 0; c < C; c++) assert_true(counts[c] > N * S / C / 2);   /* every id used */
+        print_message("  %s: x[0] = %lld %lld %lld ..., y[0] = %lld %lld %lld ...\n",
+                      seq_task_name(task), (long long)ds.x[0], (long long)ds.x[1],
+                      (long long)ds.x[2], (long long)ds.y[0], (long long)ds.y[1],
+                      (long long)ds.y[2]);
+        seq_dataset_free(&ds);
+        seq_dataset_free(&ds);                       /* safe twice */
+    }
+}
+
+static void test_dataset_deterministic(void **state)
+{
+    SeqDataset a, b, c;
+    Rng r1, r2, r3;
+    Error err;
+    rng_seed(&r1, 99, 0), rng_seed(&r2, 99, 0), rng_seed(&r3, 100, 0);
+    assert_int_equal(seq_dataset_make(&a, SEQ_TASK_REVERSE, 50, 8, 10, &r1, &err), 0);
+    assert_int_equal(seq_dataset_make(&b, SEQ_TASK_REVERSE, 50, 8, 10, &r2, &err), 0);
+    assert_int_equal(seq_dataset_make(&c, SEQ_TASK_REVERSE, 50, 8, 10, &r3, &err), 0);
+    assert_memory_equal(a.x, b.x, 50 * 8 * sizeof(int64_t));
+    assert_memory_not_equal(a.x, c.x, 50 * 8 * sizeof(int64_t));
+    seq_dataset_free(&a), seq_dataset_free(&b), seq_dataset_free(&c);
+
+    Rng rng;
+    rng_seed(&rng, 1, 0);
+    assert_int_equal(seq_dataset_make(&a, SEQ_TASK_COPY, 0, 8, 10, &rng, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_int_equal(seq_dataset_make(&a, SEQ_TASK_COPY, 4, 8, 0, &rng, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "num_categories is 0"));
+}
+
+static void test_dataset_split(void **state)
+{
+    SeqDataset all, first, rest;
+    Rng rng;
+    Error err;
+    rng_seed(&rng, 5, 0);
+    assert_int_equal(seq_dataset_make(&all, SEQ_TASK_REVERSE, 10, 4, 10, &rng, &err), 0);
+    assert_int_equal(seq_dataset_split(&all, 7, &first, &rest, &err), 0);
+    assert_int_equal(first.n, 7);
+    assert_int_equal(rest.n, 3);
+    assert_int_equal(rest.seq_len, 4);
+    assert_memory_equal(first.x, all.x, 7 * 4 * sizeof(int64_t));
+    assert_memory_equal(first.y, all.y, 7 * 4 * sizeof(int64_t));
+    assert_memory_equal(rest.x, all.x + 28, 3 * 4 * sizeof(int64_t));
+    assert_memory_equal(rest.y, all.y + 28, 3 * 4 * sizeof(int64_t));
+    seq_dataset_free(&first), seq_dataset_free(&rest);
+    assert_int_equal(seq_dataset_split(&all, 10, &first, &rest, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_int_equal(seq_dataset_split(&all, 0, &first, &rest, &err), -1);
+    seq_dataset_free(&all);
+}
+
+/* A hand-made dataset of two sequences, batched both ways. */
+static void test_batch_layouts(void **state)
+{
+    int64_t x[6] = {4, 0, 9, 1, 1, 2}, y[6] = {9, 0, 4, 2, 1, 1};
+    SeqDataset ds = {.n = 2, .seq_len = 3, .num_categories = 10, .x = x, .y = y};
+    int64_t idx[3] = {1, 0, 1};
+    int64_t src[9], target[9];
+    Error err;
+    assert_int_equal(batch_encoder(src, target, &ds, idx, 3, &err), 0);
+    int64_t want_src[9] = {1, 1, 2, 4, 0, 9, 1, 1, 2}, want_target[9] = {2, 1, 1, 9, 0, 4, 2, 1, 1};
+    assert_memory_equal(src, want_src, sizeof src);
+    assert_memory_equal(target, want_target, sizeof target);
+
+    int64_t s2[6], tin[8], tout[8];
+    assert_int_equal(batch_seq2seq(s2, tin, tout, &ds, idx, 2, &err), 0);
+    /* Row 0 is sequence 1: x = 1 1 2 -> 4 4 5; y = 2 1 1 -> 5 4 4. */
+    int64_t want_s2[6] = {4, 4, 5, 7, 3, 12};
+    int64_t want_in[8] = {SEQ2SEQ_SOS, 5, 4, 4, SEQ2SEQ_SOS, 12, 3, 7};
+    int64_t want_out[8] = {5, 4, 4, SEQ2SEQ_EOS, 12, 3, 7, SEQ2SEQ_EOS};
+    assert_memory_equal(s2, want_s2, sizeof s2);
+    assert_memory_equal(tin, want_in, sizeof tin);
+    assert_memory_equal(tout, want_out, sizeof tout);
+    /* Teacher forcing: the input is the target shifted right by one. */
+    for (int b = 0; b < 2; b++)
+        for (int t = 1; t < 4; t++) assert_true(tin[b * 4 + t] == tout[b * 4 + t - 1]);
+
+    idx[1] = 2;
+    assert_int_equal(batch_encoder(src, target, &ds, idx, 2, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "batch row 1: sequence 2 is outside the dataset 0..1"));
+    idx[1] = -1;
+    assert_int_equal(batch_seq2seq(s2, tin, tout, &ds, idx, 2, &err), -1);
+}
+
+/* One epoch visits every index exactly once; drop_last skips the short tail. */
+static void test_batcher_covers_every_index(void **state)
+{
+    for (int drop_last = 0; drop_last < 2; drop_last++) {
+        enum { N = 103, BS = 10 };
+        Batcher b;
+        Error err;
+        Rng rng;
+        rng_seed(&rng, 17, 0);
+        assert_int_equal(batcher_init(&b, N, BS, drop_last, &err), 0);
+        assert_int_equal(batcher_num_batches(&b), drop_last ? 10 : 11);
+        for (int epoch = 0; epoch < 3; epoch++) {
+            batcher_shuffle(&b, &rng);
+            int seen[N] = {0}, total = 0;
+            for (int64_t k = 0; k < batcher_num_batches(&b); k++) {
+                const int64_t *idx;
+                int count;
+                batcher_batch(&b, k, &idx, &count);
+                assert_int_equal(count, k == 10 ? 3 : BS);
+                for (int i = 0; i < count; i++) {
+                    assert_true(idx[i] >= 0 && idx[i] < N);
+                    seen[idx[i]]++;
+                    total++;
+                }
+            }
+            assert_int_equal(total, drop_last ? 100 : N);
+            for (int i = 0; i < N; i++) assert_true(seen[i] <= 1);
+        }
+        batcher_free(&b);
+    }
+}
+
+/* The order of an epoch depends on the RNG state alone: a batcher made
+ * afresh from a saved state (a resumed run) repeats it, and the same seed
+ * gives the same epochs. Consecutive epochs differ. */
+static void test_batcher_shuffle_deterministic(void **state)
+{
+    enum { N = 50 };
+    Batcher a, b;
+    Error err;
+    Rng r1, r2;
+    rng_seed(&r1, 2024, 3), rng_seed(&r2, 2024, 3);
+    assert_int_equal(batcher_init(&a, N, 8, 0, &err), 0);
+    assert_int_equal(batcher_init(&b, N, 8, 0, &err), 0);
+    int64_t first[N];
+    batcher_shuffle(&a, &r1);
+    memcpy(first, a.order, sizeof first);
+    Rng saved = r1;                               /* what a checkpoint stores */
+    batcher_shuffle(&a, &r1);
+    assert_memory_not_equal(first, a.order, sizeof first);
+    batcher_shuffle(&b, &r2);
+    assert_memory_equal(first, b.order, sizeof first);
+    Batcher resumed;
+    assert_int_equal(batcher_init(&resumed, N, 8, 0, &err), 0);
+    batcher_shuffle(&resumed, &saved);
+    assert_memory_equal(a.order, resumed.order, sizeof first);
+    print_message("  epoch 2 starts %lld %lld %lld %lld, again after a resume\n",
+                  (long long)a.order[0], (long long)a.order[1], (long long)a.order[2],
+                  (long long)a.order[3]);
+    batcher_free(&a), batcher_free(&b), batcher_free(&resumed);
+
+    assert_int_equal(batcher_init(&a, 5, 0, 0, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_int_equal(batcher_init(&a, 5, 8, 1, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_int_equal(batcher_init(&a, 0, 8, 0, &err), -1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The clock, the progress line and the loss log                             */
+/* ------------------------------------------------------------------------ */
+
+static void test_time_now(void **state)
+{
+    double a = time_now(), b = time_now();
+    assert_true(b >= a);
+    assert_true(a > 0);
+}
+
+/* Not a terminal: a plain line every `every` steps and one for the last. */
+static void test_progress_plain_lines(void **state)
+{
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    Progress p;
+    progress_init(&p, f, 0, 12, 5);
+    for (int s = 1; s <= 12; s++) progress_update(&p, s, s / 6, 2.0 / s, 1e-3, 256);
+    progress_finish(&p);
+    rewind(f);
+    char line[512];
+    int lines = 0;
+    while (fgets(line, sizeof line, f)) {
+        lines++;
+        print_message("  | %s", line);
+        assert_null(strchr(line, '\r'));
+        assert_non_null(strstr(line, "tok/s"));
+        assert_non_null(strstr(line, "ETA"));
+        if (lines == 1) assert_non_null(strstr(line, "step 5/12  epoch 0  loss 0.4000"));
+        if (lines == 3) {
+            assert_non_null(strstr(line, "[####################] step 12/12  epoch 2"));
+            assert_non_null(strstr(line, "lr 1.0e-03"));
+        }
+    }
+    assert_int_equal(lines, 3);
+    fclose(f);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void log_path(char *buf, size_t size, const char *what)
+{
+    snprintf(buf, size, "build/tmp_log08_%s_%d.csv", what, (int)getpid());
+}
+
+/* A new log: the header, then rows; NaN is an empty field. */
+static void test_csv_log_new(void **state)
+{
+    char path[256];
+    log_path(path, sizeof path, "new");
+    write_text(path, "old content\n");               /* replaced */
+    CsvLog log;
+    Error err;
+    assert_int_equal(csv_log_open(&log, path, -1, &err), 0);
+    assert_int_equal(csv_log_row(&log, 1, 0, 1e-3, 2.5, NAN, NAN, &err), 0);
+    assert_int_equal(csv_log_row(&log, 2, 0, 0.0, 2.25, 2.125, 0.5, &err), 0);
+    const char *text = slurp(path);             /* flushed: readable before close */
+    print_message("%s", text);
+    assert_string_equal(text, "step,epoch,lr,train_loss,val_loss,val_accuracy\n"
+                              "1,0,0.001,2.5,,\n"
+                              "2,0,0,2.25,2.125,0.5\n");
+    assert_int_equal(csv_log_close(&log, &err), 0);
+    assert_int_equal(csv_log_close(&log, &err), 0);  /* safe twice */
+    unlink(path);
+}
+
+/* Resuming at step 3 keeps rows 1..3, drops 4 and 5 (written after the
+ * checkpoint by the run that crashed), and appends after them; nothing is
+ * left behind beside the log. */
+static void test_csv_log_resume_trims(void **state)
+{
+    char path[256];
+    log_path(path, sizeof path, "resume");
+    write_text(path, CSV_LOG_HEADER "\n1,0,0.1,3,,\n2,0,0.2,2,,\n3,0,0.3,1,0.9,0.25\n"
+                                    "4,1,0.4,0.5,,\n5,1,0.5,0.25,,\n");
+    CsvLog log;
+    Error err;
+    assert_int_equal(csv_log_open(&log, path, 3, &err), 0);
+    assert_int_equal(csv_log_row(&log, 4, 1, 0.4, 0.75, NAN, NAN, &err), 0);
+    assert_int_equal(csv_log_close(&log, &err), 0);
+    const char *text = slurp(path);
+    print_message("%s", text);
+    assert_string_equal(text, CSV_LOG_HEADER "\n1,0,0.1,3,,\n2,0,0.2,2,,\n3,0,0.3,1,0.9,0.25\n"
+                                             "4,1,0.4,0.75,,\n");
+    char pattern[300];
+    snprintf(pattern, sizeof pattern, "%s.tmp.", path);
+    /* The temporary file was renamed into place: the folder holds no other. */
+    FILE *ls = popen("ls build", "r");
+    assert_non_null(ls);
+    char name[512];
+    while (fgets(name, sizeof name, ls)) assert_null(strstr(name, strrchr(pattern, '/') + 1));
+    pclose(ls);
+
+    /* Keeping everything leaves the file as it is and appends. */
+    assert_int_equal(csv_log_open(&log, path, 100, &err), 0);
+    assert_int_equal(csv_log_row(&log, 5, 1, 0.5, 0.5, NAN, NAN, &err), 0);
+    assert_int_equal(csv_log_close(&log, &err), 0);
+    text = slurp(path);
+    assert_non_null(strstr(text, "4,1,0.4,0.75,,\n5,1,0.5,0.5,,\n"));
+
+    /* A last row cut off in mid-write goes; so does everything when resuming at 0. */
+    write_text(path, CSV_LOG_HEADER "\n1,0,0.1,3,,\n2,0,0.2,2");
+    assert_int_equal(csv_log_open(&log, path, 10, &err), 0);
+    assert_int_equal(csv_log_close(&log, &err), 0);
+    assert_string_equal(slurp(path), CSV_LOG_HEADER "\n1,0,0.1,3,,\n");
+    assert_int_equal(csv_log_open(&log, path, 0, &err), 0);
+    assert_int_equal(csv_log_close(&log, &err), 0);
+    assert_string_equal(slurp(path), CSV_LOG_HEADER "\n");
+    unlink(path);
+
+    /* No log yet: resuming starts one. */
+    assert_int_equal(csv_log_open(&log, path, 7, &err), 0);
+    assert_int_equal(csv_log_close(&log, &err), 0);
+    assert_string_equal(slurp(path), CSV_LOG_HEADER "\n");
+    unlink(path);
+}
+
+static void test_csv_log_bad_files(void **state)
+{
+    char path[256];
+    log_path(path, sizeof path, "bad");
+    CsvLog log;
+    Error err;
+    write_text(path, "epoch,loss\n1,2\n");
+    assert_int_equal(csv_log_open(&log, path, 5, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, path));
+    assert_non_null(strstr(err.msg, "line 1: not a loss log"));
+    write_text(path, CSV_LOG_HEADER "\n1,0,0.1,3,,\nnonsense,1\n");
+    assert_int_equal(csv_log_open(&log, path, 5, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "line 3: 'nonsense,1' is not a row of the loss log"));
+    /* The file is left as it was. */
+    assert_string_equal(slurp(path), CSV_LOG_HEADER "\n1,0,0.1,3,,\nnonsense,1\n");
+    unlink(path);
+    assert_int_equal(csv_log_open(&log, "build/no_such_folder/log.csv", -1, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "cannot create the loss log build/no_such_folder/log.csv"));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Bad cases: training_case.c refuses them with a message naming the file    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum {
+    SET_META,     /* metadata key = value ("" removes the key) */
+    DROP,         /* remove tensor `key` */
+    RESHAPE,      /* replace tensor `key` by F32 zeros of the shape `shape` */
+    RESHAPE_I64,  /* the same with an I64 tensor */
+    RETYPE_I64,   /* replace tensor `key` by an I64 tensor of its shape */
+    RETYPE_F32,   /* replace tensor `key` by an F32 tensor of its shape */
+    POKE_I64,     /* set element 0 of the I64 tensor `key` to atoll(value) */
+    POKE_F32,     /* set element 0 of the F32 tensor `key` to atof(value) */
+} Change;
+
+typedef struct {
+    const char *name;
+    const char *golden;     /* a valid case to start from */
+    Change change;
+    const char *key;
+    const char *value;
+    int64_t shape[2];       /* RESHAPE: the new shape */
+    int ndim;
+    const char *expect;     /* a phrase the error must contain */
+} BadCase;
+
+static const BadCase BAD[] = {
+    {"bad_missing_op", "cross_entropy_6x10", SET_META, "op", "", {0}, 0,
+     "metadata 'op' is missing"},
+    {"bad_unknown_op", "cross_entropy_6x10", SET_META, "op", "sgd", {0}, 0,
+     "op 'sgd' is not a chapter 08 op"},
+    {"bad_ce_missing_logits", "cross_entropy_6x10", DROP, "logits", NULL, {0}, 0,
+     "'logits' is missing"},
+    {"bad_ce_logits_dtype", "cross_entropy_6x10", RETYPE_I64, "logits", NULL, {0}, 0,
+     "has dtype I64, expected F32"},
+    {"bad_ce_target_shape", "cross_entropy_6x10", RESHAPE_I64, "target", NULL, {7}, 1,
+     "'target' has shape (7), expected (R,) = (6)"},
+    {"bad_ce_target_dtype", "cross_entropy_backward_8x7_ignore", RETYPE_F32, "target", NULL, {0},
+     0, "'target' has dtype F32, expected I64"},
+    {"bad_ce_target_range", "cross_entropy_backward_6x10", POKE_I64, "target", "10", {0}, 0,
+     "row 0 holds 10, outside the classes 0..9 (and not ignore_index -100)"},
+    {"bad_ce_target_negative", "cross_entropy_6x10", POKE_I64, "target", "-1", {0}, 0,
+     "row 0 holds -1"},
+    {"bad_ce_smoothing", "cross_entropy_12x5_ignore_ls10", SET_META, "label_smoothing", "1.5",
+     {0}, 0, "label_smoothing is 1.5; it must be a number in [0, 1]"},
+    {"bad_ce_smoothing_nan", "cross_entropy_12x5_ignore_ls10", SET_META, "label_smoothing",
+     "nan", {0}, 0, "label_smoothing is nan"},
+    {"bad_ce_ignore_index", "cross_entropy_8x7_ignore", SET_META, "ignore_index", "pad", {0}, 0,
+     "ignore_index"},
+    {"bad_ce_empty_classes", "cross_entropy_6x10", RESHAPE, "logits", NULL, {6, 0}, 2,
+     "must all be at least 1"},
+    {"bad_adam_grads_shape", "adam_n10_K5", RESHAPE, "grads", NULL, {5, 11}, 2,
+     "'grads' has shape (5, 11), expected (K, n) = (*, 10)"},
+    {"bad_adam_steps", "adam_n10_K5", SET_META, "steps", "4", {0}, 0,
+     "metadata steps is 4 but tensor 'grads' has 5 rows"},
+    {"bad_adam_beta1", "adam_n10_K5", SET_META, "beta1", "1.0", {0}, 0,
+     "beta1 is 1.0; it must be a number in [0, 1)"},
+    {"bad_adam_beta2", "adamw_wd1_n16_K5", SET_META, "beta2", "-0.5", {0}, 0,
+     "beta2 is -0.5"},
+    {"bad_adam_eps", "adam_n10_K5", SET_META, "eps", "0", {0}, 0,
+     "eps is 0; it must be a finite number > 0"},
+    {"bad_adam_lr", "adam_n10_K5", SET_META, "lr", "-0.001", {0}, 0, "lr is -0.001"},
+    {"bad_adam_weight_decay", "adamw_wd1_n16_K5", SET_META, "weight_decay", "inf", {0}, 0,
+     "weight_decay is inf"},
+    {"bad_adam_decoupled", "adamw_wd1_n16_K5", SET_META, "decoupled", "yes", {0}, 0,
+     "decoupled"},
+    {"bad_adam_lrs_negative", "adam_paper_noam_n20_K6", POKE_F32, "lrs", "-1", {0}, 0,
+     "'lrs': step 0 has the learning rate -1"},
+    {"bad_adam_lrs_shape", "adam_paper_noam_n20_K6", RESHAPE, "lrs", NULL, {5}, 1,
+     "'lrs' has shape (5), expected (K,) = (6)"},
+    {"bad_adam_missing_params", "adam_n10_K5", DROP, "params", NULL, {0}, 0,
+     "'params' is missing"},
+    {"bad_clip_max_norm_missing", "clip_grad_norm_above_n50", SET_META, "max_norm", "", {0}, 0,
+     "metadata 'max_norm' (the largest norm allowed) is missing"},
+    {"bad_clip_max_norm_zero", "clip_grad_norm_above_n50", SET_META, "max_norm", "0", {0}, 0,
+     "max_norm is 0; it must be a finite number > 0"},
+    {"bad_clip_grads_rank", "clip_grad_norm_above_n50", RESHAPE, "grads", NULL, {5, 10}, 2,
+     "'grads' has rank 2, expected 1"},
+    {"bad_cosine_max_iters", "lr_cosine_w1_m10", SET_META, "max_iters", "0", {0}, 0,
+     "max_iters is 0; the length of the cosine must be at least 1"},
+    {"bad_cosine_warmup_missing", "lr_cosine_w1_m10", SET_META, "warmup", "", {0}, 0,
+     "metadata 'warmup' (the number of warm-up steps) is missing"},
+    {"bad_cosine_negative_step", "lr_cosine_w8_m40", POKE_I64, "steps", "-3", {0}, 0,
+     "'steps' holds -3 at index 0"},
+    {"bad_cosine_steps_dtype", "lr_cosine_w8_m40", RETYPE_F32, "steps", NULL, {0}, 0,
+     "'steps' has dtype F32, expected I64"},
+    {"bad_noam_d_model", "lr_noam_d32_w10", SET_META, "d_model", "0", {0}, 0,
+     "d_model is 0"},
+    {"bad_noam_warmup", "lr_noam_d32_w10", SET_META, "warmup", "0", {0}, 0,
+     "warmup is 0; the number of warm-up steps must be at least 1"},
+    {"bad_dataset_task", "seq_dataset_copy_5x7_C3_seed1", SET_META, "task", "sort", {0}, 0,
+     "unknown task 'sort'"},
+    {"bad_dataset_n", "seq_dataset_copy_5x7_C3_seed1", SET_META, "n", "0", {0}, 0,
+     "n is 0; the number of sequences must lie in 1.."},
+    {"bad_dataset_categories", "seq_dataset_reverse_3x4_C1", SET_META, "num_categories", "0",
+     {0}, 0, "num_categories is 0"},
+    {"bad_dataset_seed", "seq_dataset_reverse_3x4_C1", SET_META, "rng_seed", "-1", {0}, 0,
+     "rng_seed is -1"},
+    {"bad_batcher_epochs", "batcher_shuffle_n10_E3_seed7", SET_META, "epochs", "0", {0}, 0,
+     "epochs is 0"},
+    {"bad_batcher_n_missing", "batcher_shuffle_n10_E3_seed7", SET_META, "n", "", {0}, 0,
+     "metadata 'n' (the dataset size) is missing"},
+};
+
+/* A copy of src without the tensor `skip` (names and metadata are copied). */
+static void copy_case(const TensorFile *src, const char *skip, TensorFile *dst)
+{
+    Error err;
+    memset(dst, 0, sizeof *dst);
+    dst->path = strdup(src->path);
+    for (int i = 0; i < src->n_tensors; i++) {
+        const Tensor *t = &src->tensors[i].tensor;
+        if (skip && strcmp(src->tensors[i].name, skip) == 0) continue;
+        Tensor c;
+        assert_int_equal(tensor_alloc(&c, t->dtype, t->ndim, t->shape, &err), 0);
+        memcpy(c.data, t->data, tensor_numel(t) * dtype_size(t->dtype));
+        assert_int_equal(tensorfile_add(dst, src->tensors[i].name, &c, &err), 0);
+    }
+    for (int i = 0; i < src->n_meta; i++)
+        assert_int_equal(tensorfile_set_meta(dst, src->meta_keys[i], src->meta_values[i], &err), 0);
+}
+
+/* Builds the broken case described by `bad`. */
+static void make_bad_case(const BadCase *bad, TensorFile *f)
+{
+    TensorFile golden;
+    Error err;
+    load_golden(&golden, CHAPTER, bad->golden);
+    copy_case(&golden, bad->change == DROP ? bad->key : NULL, f);
+    tensorfile_free(&golden);
+    Tensor t;
+    switch (bad->change) {
+    case SET_META:
+        if (bad->value[0]) {
+            assert_int_equal(tensorfile_set_meta(f, bad->key, bad->value, &err), 0);
+        } else {                            /* a name nothing reads */
+            for (int i = 0; i < f->n_meta; i++)
+                if (strcmp(f->meta_keys[i], bad->key) == 0) f->meta_keys[i][0] = '_';
+        }
+        break;
+    case DROP:
+        break;
+    case RESHAPE:
+    case RESHAPE_I64:
+        assert_int_equal(tensor_alloc(&t, bad->change == RESHAPE ? DTYPE_F32 : DTYPE_I64,
+                                      bad->ndim, bad->shape, &err), 0);
+        assert_int_equal(tensorfile_add(f, bad->key, &t, &err), 0);
+        break;
+    case RETYPE_I64:
+    case RETYPE_F32: {
+        const Tensor *old = tensorfile_find(f, bad->key);
+        assert_int_equal(tensor_alloc(&t, bad->change == RETYPE_I64 ? DTYPE_I64 : DTYPE_F32,
+                                      old->ndim, old->shape, &err), 0);
+        assert_int_equal(tensorfile_add(f, bad->key, &t, &err), 0);
+        break;
+    }
+    case POKE_I64:
+        ((int64_t *)tensorfile_find(f, bad->key)->data)[0] = atoll(bad->value);
+        break;
+    case POKE_F32:
+        ((float *)tensorfile_find(f, bad->key)->data)[0] = (float)atof(bad->value);
+        break;
+    }
+}
+
+static void test_bad_case(void **state)
+{
+    const BadCase *bad = *state;
+    TensorFile f;
+    make_bad_case(bad, &f);
+    assert_case_refused(training_case_eval, &f, bad->expect);
+    tensorfile_free(&f);
+}
+
+/* Through run_case_file, as the chapter program runs it: exit status 1 and
+ * no output file. */
+static void test_bad_case_writes_no_file(void **state)
+{
+    TensorFile f;
+    Error err;
+    make_bad_case(&BAD[6], &f);                          /* a target out of range */
+    char in[256], out[256];
+    snprintf(in, sizeof in, "build/tmp_bad08_%d.safetensors", (int)getpid());
+    snprintf(out, sizeof out, "build/tmp_bad08_out_%d.safetensors", (int)getpid());
+    assert_int_equal(safetensors_write(in, &f, &err), 0);
+    assert_int_equal(run_case_file("08_training", in, out, training_case_eval), 1);
+    assert_int_equal(access(out, F_OK), -1);
+    unlink(in);
+    tensorfile_free(&f);
+}
+
+/* ------------------------------------------------------------------------ */
+
+/* ------------------------------------------------------------------------ */
+/* The training loop: resuming, checkpoints                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A tiny reverse-task run: 64 training and 32 held-out sequences of 6. */
+typedef struct {
+    SeqDataset all, train, val;
+    TrainOptions o;
+    ModelConfig cfg;
+} TinyRun;
+
+static void tiny_run(TinyRun *r, float dropout)
+{
+    Rng rng;
+    Error err;
+    memset(r, 0, sizeof *r);
+    rng_seed(&rng, 5, 1);
+    assert_int_equal(seq_dataset_make(&r->all, SEQ_TASK_REVERSE, 96, 6, 5, &rng, &err), 0);
+    assert_int_equal(seq_dataset_split(&r->all, 64, &r->train, &r->val, &err), 0);
+    r->o.epochs = 3;
+    r->o.batch_size = 16;
+    r->o.adam = adam_default_config(0);
+    r->o.adam.lr = 3e-3f;
+    r->o.schedule = SCHEDULE_COSINE;
+    r->o.warmup = 3;
+    r->o.max_norm = 1.0f;
+    r->o.quiet = 1;
+    ModelConfig c = {0};
+    c.kind = MODEL_LABELLER;
+    c.src_vocab = c.tgt_vocab = 5;
+    c.d_model = 8, c.nhead = 2, c.dim_feedforward = 16, c.num_encoder_layers = 1;
+    c.max_len = 6, c.pad_id = -1, c.eps = 1e-5f, c.dropout = dropout;
+    r->cfg = c;
+}
+
+static void tiny_free(TinyRun *r)
+{
+    seq_dataset_free(&r->all), seq_dataset_free(&r->train), seq_dataset_free(&r->val);
+}
+
+static void fresh_start(const TinyRun *r, Model *m, AdamState *opt, TrainState *st)
+{
+    Rng init;
+    Error err;
+    rng_seed(&init, 5, 2);
+    assert_int_equal(model_init(m, &r->cfg, &init, &err), 0);
+    assert_int_equal(adam_state_alloc(opt, m->num_params, &err), 0);
+    memset(st, 0, sizeof *st);
+    rng_seed(&st->data_rng, 5, 3);
+    rng_seed(&st->dropout_rng, 5, 4);
+}
+
+/* Three epochs straight, and one epoch + checkpoint + two resumed epochs,
+ * end with bit-identical weights, optimizer moments and loss logs; with
+ * dropout on, so the dropout stream must be restored too. */
+static void test_resume_bit_identical(void **state)
+{
+    TinyRun r;
+    Model a, b, c;
+    AdamState oa, ob, oc;
+    TrainState sa, sb, sc;
+    StepResult val;
+    Error err;
+    char dir[] = "/tmp/test08XXXXXX", ckpt[256], log_a[256], log_b[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(ckpt, sizeof ckpt, "%s/run.safetensors", dir);
+    snprintf(log_a, sizeof log_a, "%s/a.csv", dir);
+    snprintf(log_b, sizeof log_b, "%s/b.csv", dir);
+    tiny_run(&r, 0.1f);
+
+    fresh_start(&r, &a, &oa, &sa);
+    r.o.log_path = log_a;
+    assert_int_equal(train_run(&a, &oa, &sa, &r.o, &r.train, &r.val, &val, &err), 0);
+
+    fresh_start(&r, &b, &ob, &sb);
+    r.o.log_path = log_b;
+    r.o.checkpoint = ckpt;
+    r.o.stop_after = 1;
+    assert_int_equal(train_run(&b, &ob, &sb, &r.o, &r.train, &r.val, &val, &err), 0);
+    r.o.stop_after = 0;
+    r.o.checkpoint = NULL;
+    if (checkpoint_load(ckpt, &c, &oc, &sc, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    assert_int_equal(sc.epoch, 1);
+    assert_int_equal(train_run(&c, &oc, &sc, &r.o, &r.train, &r.val, &val, &err), 0);
+
+    assert_int_equal(a.num_params, c.num_params);
+    assert_int_equal(oa.step, oc.step);
+    assert_memory_equal(a.params, c.params, a.num_params * sizeof(float));
+    assert_memory_equal(oa.m, oc.m, a.num_params * sizeof(float));
+    assert_memory_equal(oa.v, oc.v, a.num_params * sizeof(float));
+    printf("resumed after epoch 1 of 3: %zu weights and both moments bit-identical, step %lld\n",
+           a.num_params, (long long)oa.step);
+    /* the resumed log, rows 1..step, is the straight run's */
+    FILE *fa = fopen(log_a, "r"), *fb = fopen(log_b, "r");
+    assert_non_null(fa);
+    assert_non_null(fb);
+    char la[512], lb[512];
+    int rows = 0;
+    while (fgets(la, sizeof la, fa)) {
+        assert_non_null(fgets(lb, sizeof lb, fb));
+        assert_string_equal(la, lb);
+        rows++;
+    }
+    assert_null(fgets(lb, sizeof lb, fb));
+    assert_int_equal(rows, 1 + oa.step);
+    fclose(fa), fclose(fb);
+    model_free(&a), model_free(&b), model_free(&c);
+    adam_state_free(&oa), adam_state_free(&ob), adam_state_free(&oc);
+    tiny_free(&r);
+    unlink(ckpt), unlink(log_a), unlink(log_b), rmdir(dir);
+}
+
+/* A checkpoint that is truncated, or not a checkpoint, is refused with one
+ * line naming the file; nothing is left allocated (valgrind checks). */
+static void test_checkpoint_refused(void **state)
+{
+    TinyRun r;
+    Model m, back;
+    AdamState opt, opt_back;
+    TrainState st, st_back;
+    Error err;
+    char dir[] = "/tmp/test08XXXXXX", path[256], cut[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/ok.safetensors", dir);
+    snprintf(cut, sizeof cut, "%s/cut.safetensors", dir);
+    tiny_run(&r, 0.0f);
+    fresh_start(&r, &m, &opt, &st);
+    assert_int_equal(checkpoint_save(path, &m, &opt, &st, &err), 0);
+
+    /* the same file, cut short */
+    FILE *f = fopen(path, "rb"), *g = fopen(cut, "wb");
+    assert_non_null(f);
+    assert_non_null(g);
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fwrite(buf, 1, n / 2, g);
+    fclose(f), fclose(g);
+    assert_int_equal(checkpoint_load(cut, &back, &opt_back, &st_back, &err), -1);
+    printf("truncated: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, cut));
+    assert_null(strchr(err.msg, '\n'));
+
+    /* a golden case file is safetensors but no checkpoint */
+    char golden[256];
+    snprintf(golden, sizeof golden, "golden/%s/adam_n10_K5.safetensors", CHAPTER);
+    assert_int_equal(checkpoint_load(golden, &back, &opt_back, &st_back, &err), -1);
+    printf("not a checkpoint: %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "model.kind"));
+
+    model_free(&m);
+    adam_state_free(&opt);
+    tiny_free(&r);
+    unlink(path), unlink(cut), rmdir(dir);
+}
+
+int main(void)
+{
+    static const struct CMUnitTest tests[] = {
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_6x10"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_8x7_ignore"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_12x5_ignore_ls10"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_16x13_ignore0_ls10"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_4x6_all_ignored"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_4x6_all_ignored_ls10"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_5x1_V1"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_5x1_V1_ls10"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_8x9_large_logits"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_8x9_large_logits_ls10"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_20x4_ties"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_6x8_ls100"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_256x10_reverse_task"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_backward_6x10"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_backward_8x7_ignore"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_backward_12x5_ignore_ls10"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_backward_16x13_ignore0_ls10"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_backward_4x6_all_ignored"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_backward_4x6_all_ignored_ls10"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_backward_5x1_V1"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_backward_5x1_V1_ls10"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_backward_8x9_large_logits"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_backward_8x9_large_logits_ls10"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_backward_20x4_ties"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_backward_6x8_ls100"),
+        GOLDEN_TEST(test_cross_entropy_case, "cross_entropy_backward_256x10_reverse_task"),
+        cmocka_unit_test(test_ce_hand_values),
+        cmocka_unit_test(test_ce_uniform_logits),
+        cmocka_unit_test(test_ce_ignored_rows),
+        cmocka_unit_test(test_ce_all_ignored),
+        cmocka_unit_test(test_ce_bad_target),
+        cmocka_unit_test(test_ce_huge_logits),
+        cmocka_unit_test(test_ce_finite_differences),
+        cmocka_unit_test(test_ce_thread_count_independent),
+
+        GOLDEN_TEST(test_adam_case, "adam_n10_K5"),
+        GOLDEN_TEST(test_adam_case, "adam_wd10_n16_K5"),
+        GOLDEN_TEST(test_adam_case, "adamw_wd1_n16_K5"),
+        GOLDEN_TEST(test_adam_case, "adamw_wd10_n12_K5_small_grads"),
+        GOLDEN_TEST(test_adam_case, "adam_paper_noam_n20_K6"),
+        GOLDEN_TEST(test_adam_case, "adamw_cosine_n20_K5"),
+        GOLDEN_TEST(test_adam_case, "adam_zero_grads_n24_K4"),
+        GOLDEN_TEST(test_adam_case, "adamw_zero_grads_n24_K4"),
+        GOLDEN_TEST(test_adam_case, "adam_first_step_n8_K1"),
+        GOLDEN_TEST(test_adam_case, "adamw_n1000_K10"),
+        cmocka_unit_test(test_adam_defaults),
+        cmocka_unit_test(test_adam_config_check),
+        cmocka_unit_test(test_adam_first_step),
+        cmocka_unit_test(test_adamw_decay_only),
+        cmocka_unit_test(test_adam_thread_count_independent),
+
+        GOLDEN_TEST(test_clip_case, "clip_grad_norm_below_n50"),
+        GOLDEN_TEST(test_clip_case, "clip_grad_norm_above_n50"),
+        GOLDEN_TEST(test_clip_case, "clip_grad_norm_above_n10000"),
+        GOLDEN_TEST(test_clip_case, "clip_grad_norm_zero_n20"),
+        GOLDEN_TEST(test_clip_case, "clip_grad_norm_above_n1"),
+        GOLDEN_TEST(test_clip_case, "clip_grad_norm_just_below_n30"),
+        cmocka_unit_test(test_clip_grad_norm_values),
+        cmocka_unit_test(test_clip_thread_count_independent),
+
+        GOLDEN_TEST(test_schedule_case, "lr_cosine_w100_m2000"),
+        GOLDEN_TEST(test_schedule_case, "lr_cosine_w50_m500_past_end"),
+        GOLDEN_TEST(test_schedule_case, "lr_cosine_w1_m10"),
+        GOLDEN_TEST(test_schedule_case, "lr_cosine_w20_m10"),
+        GOLDEN_TEST(test_schedule_case, "lr_cosine_w8_m40"),
+        GOLDEN_TEST(test_schedule_case, "lr_noam_d512_w4000"),
+        GOLDEN_TEST(test_schedule_case, "lr_noam_d32_w10"),
+        GOLDEN_TEST(test_schedule_case, "lr_noam_d1_w1"),
+        cmocka_unit_test(test_cosine_values),
+        cmocka_unit_test(test_noam_values),
+
+        GOLDEN_TEST(test_seq_dataset_case, "seq_dataset_reverse_8x16_C10_seed42"),
+        GOLDEN_TEST(test_seq_dataset_case, "seq_dataset_copy_5x7_C3_seed1"),
+        GOLDEN_TEST(test_seq_dataset_case, "seq_dataset_reverse_3x4_C1"),
+        GOLDEN_TEST(test_seq_dataset_case, "seq_dataset_reverse_4x5_C1000_seed9"),
+        GOLDEN_TEST(test_batcher_case, "batcher_shuffle_n10_E3_seed7"),
+        GOLDEN_TEST(test_batcher_case, "batcher_shuffle_n1_E2"),
+        GOLDEN_TEST(test_batcher_case, "batcher_shuffle_n1000_E2_seed123"),
+        cmocka_unit_test(test_task_parse),
+        cmocka_unit_test(test_dataset_tasks),
+        cmocka_unit_test(test_dataset_deterministic),
+        cmocka_unit_test(test_dataset_split),
+        cmocka_unit_test(test_batch_layouts),
+        cmocka_unit_test(test_batcher_covers_every_index),
+        cmocka_unit_test(test_batcher_shuffle_deterministic),
+
+        cmocka_unit_test(test_time_now),
+        cmocka_unit_test(test_progress_plain_lines),
+        cmocka_unit_test(test_csv_log_new),
+        cmocka_unit_test(test_csv_log_resume_trims),
+        cmocka_unit_test(test_csv_log_bad_files),
+
+        /* The case evaluator of build/08_training, one golden per op and the NaN loss. */
+        GOLDEN_TEST(test_case_eval, "cross_entropy_16x13_ignore0_ls10"),
+        GOLDEN_TEST(test_case_eval, "cross_entropy_backward_12x5_ignore_ls10"),
+        GOLDEN_TEST(test_case_eval, "cross_entropy_backward_4x6_all_ignored_ls10"),
+        GOLDEN_TEST(test_case_eval, "adam_paper_noam_n20_K6"),
+        GOLDEN_TEST(test_case_eval, "adamw_wd1_n16_K5"),
+        GOLDEN_TEST(test_case_eval, "clip_grad_norm_above_n10000"),
+        GOLDEN_TEST(test_case_eval, "lr_cosine_w50_m500_past_end"),
+        GOLDEN_TEST(test_case_eval, "lr_noam_d512_w4000"),
+        GOLDEN_TEST(test_case_eval, "seq_dataset_reverse_8x16_C10_seed42"),
+        GOLDEN_TEST(test_case_eval, "batcher_shuffle_n10_E3_seed7"),
+
+        /* The training loop: 100 steps against PyTorch's, resuming, checkpoints. */
+        GOLDEN_TEST(test_case_eval, "parity_reverse"),
+        GOLDEN_TEST(test_case_eval, "parity_copy_seq2seq"),
+        cmocka_unit_test(test_resume_bit_identical),
+        cmocka_unit_test(test_checkpoint_refused),
+
+#define BAD_TEST(i) {BAD[i].name, test_bad_case, NULL, NULL, (void *)&BAD[i]}
+        BAD_TEST(0), BAD_TEST(1), BAD_TEST(2), BAD_TEST(3), BAD_TEST(4), BAD_TEST(5),
+        BAD_TEST(6), BAD_TEST(7), BAD_TEST(8), BAD_TEST(9), BAD_TEST(10), BAD_TEST(11),
+        BAD_TEST(12), BAD_TEST(13), BAD_TEST(14), BAD_TEST(15), BAD_TEST(16), BAD_TEST(17),
+        BAD_TEST(18), BAD_TEST(19), BAD_TEST(20), BAD_TEST(21), BAD_TEST(22), BAD_TEST(23),
+        BAD_TEST(24), BAD_TEST(25), BAD_TEST(26), BAD_TEST(27), BAD_TEST(28), BAD_TEST(29),
+        BAD_TEST(30), BAD_TEST(31), BAD_TEST(32), BAD_TEST(33), BAD_TEST(34), BAD_TEST(35),
+        BAD_TEST(36), BAD_TEST(37),
+        cmocka_unit_test(test_bad_case_writes_no_file),
+    };
+    _Static_assert(sizeof BAD / sizeof BAD[0] == 38, "one BAD_TEST per bad case");
+    return cmocka_run_group_tests_name("chapter 08: training (cross-entropy, Adam, clipping, "
+                                       "schedules, data, loss log)", tests, NULL, NULL);
+}
