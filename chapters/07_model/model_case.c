@@ -1,0 +1,272 @@
+/*
+ * model_case.c - see model_case.h for the ops, their tensors and options.
+ *
+ * Each evaluator loads the model and checks every input first, then adds
+ * its outputs and runs the model. Nothing here is an exercise: the model
+ * and the decoders are.
+ */
+#include "model_case.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "casefile.h"
+#include "decode.h"
+#include "model.h"
+
+/* The file name for messages; a case built in memory has none. */
+static const char *label(const TensorFile *in)
+{
+    return in->path ? in->path : "(case)";
+}
+
+static const char *kind_name(ModelKind kind)
+{
+    return kind == MODEL_SEQ2SEQ ? "seq2seq" : kind == MODEL_LABELLER ? "labeller"
+                                                                       : "classifier";
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reading and checking inputs                                               */
+/* ------------------------------------------------------------------------ */
+
+/* An id tensor `name` (N, len): I64, rank 2, every size at least 1, len at
+ * most max_len, N equal to *N when *N > 0 (else it sets *N), each id in
+ * [0, vocab). */
+static int get_ids(const TensorFile *in, const char *name, const Model *m, int vocab,
+                   const char *vocab_name, int *N, int *len, const Tensor **t, Error *err)
+{
+    if (tensorfile_get(in, name, DTYPE_I64, 2, t, err) != 0) return -1;
+    int64_t n = (*t)->shape[0], l = (*t)->shape[1];
+    if (n < 1 || l < 1)
+        return error_set(err, "%s: tensor '%s' has shape (%lld, %lld); a batch and a length "
+                         "of at least 1 are needed", label(in), name, (long long)n,
+                         (long long)l);
+    if (*N > 0 && n != *N)
+        return error_set(err, "%s: tensor '%s' holds %lld sequences, 'src' %d; they must "
+                         "match", label(in), name, (long long)n, *N);
+    if (n > INT_MAX / 2)
+        return error_set(err, "%s: tensor '%s' holds %lld sequences, more than this program "
+                         "handles", label(in), name, (long long)n);
+    if (l > m->cfg.max_len)
+        return error_set(err, "%s: tensor '%s' has sequences of %lld positions, longer than "
+                         "model.max_len %d", label(in), name, (long long)l, m->cfg.max_len);
+    char where[600];
+    snprintf(where, sizeof where, "%s: tensor '%s' (%s)", label(in), name, vocab_name);
+    if (model_check_ids((*t)->data, n * l, vocab, where, err) != 0) return -1;
+    *N = (int)n, *len = (int)l;
+    return 0;
+}
+
+/* src (N, S), and tgt (N, T) exactly when the model is seq2seq. */
+static int get_inputs(const TensorFile *in, const Model *m, int *N, int *S, int *T,
+                      const Tensor **src, const Tensor **tgt, Error *err)
+{
+    *N = 0, *T = 0, *tgt = NULL;
+    if (get_ids(in, "src", m, m->cfg.src_vocab, "the source vocabulary", N, S, src, err) != 0)
+        return -1;
+    if (m->cfg.kind == MODEL_SEQ2SEQ)
+        return get_ids(in, "tgt", m, m->cfg.tgt_vocab, "the target vocabulary", N, T, tgt,
+                       err);
+    if (tensorfile_find(in, "tgt"))
+        return error_set(err, "%s: the case holds 'tgt', but a %s model has no target input",
+                         label(in), kind_name(m->cfg.kind));
+    return 0;
+}
+
+/* The shape of the logits for N, S, T: (N, T, Vt), (N, S, Vt) or (N, Vt).
+ * Returns the rank. */
+static int logits_shape(const Model *m, int N, int S, int T, int64_t shape[3])
+{
+    int V = m->cfg.tgt_vocab;
+    switch (m->cfg.kind) {
+    case MODEL_SEQ2SEQ: shape[0] = N, shape[1] = T, shape[2] = V; return 3;
+    case MODEL_LABELLER: shape[0] = N, shape[1] = S, shape[2] = V; return 3;
+    default: shape[0] = N, shape[1] = V; return 2;
+    }
+}
+
+/* A required integer metadata key in [lo, hi]. */
+static int get_meta_int(const TensorFile *in, const char *key, long long lo, long long hi,
+                        const char *what, long long *v, Error *err)
+{
+    if (!tensorfile_meta(in, key))
+        return error_set(err, "%s: metadata '%s' (%s) is missing", label(in), key, what);
+    if (tensorfile_meta_int(in, key, 0, v, err) != 0) return -1;
+    if (*v < lo || *v > hi)
+        return error_set(err, "%s: metadata %s is %lld; %s must lie in %lld..%lld", label(in),
+                         key, *v, what, lo, hi);
+    return 0;
+}
+
+/* Adds a zeroed I64 output; returns its data, or NULL. */
+static int64_t *output_i64(TensorFile *out, const char *name, int ndim, const int64_t *shape,
+                           Error *err)
+{
+    Tensor t;
+    if (tensor_alloc(&t, DTYPE_I64, ndim, shape, err) != 0) return NULL;
+    if (tensorfile_add(out, name, &t, err) != 0) {
+        tensor_free(&t);
+        return NULL;
+    }
+    return (int64_t *)tensorfile_find(out, name)->data;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The ops                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static int eval_model(const TensorFile *in, TensorFile *out, Model *m, int backward,
+                      Error *err)
+{
+    int N, S, T;
+    const Tensor *src, *tgt, *dlogits = NULL;
+    int64_t shape[3];
+    if (get_inputs(in, m, &N, &S, &T, &src, &tgt, err) != 0) return -1;
+    int ndim = logits_shape(m, N, S, T, shape);
+    if (backward) {
+        Tensor like = {.dtype = DTYPE_F32, .ndim = ndim};
+        memcpy(like.shape, shape, sizeof shape);
+        if (tensorfile_get(in, "grad_logits", DTYPE_F32, ndim, &dlogits, err) != 0) return -1;
+        if (memcmp(dlogits->shape, shape, (size_t)ndim * sizeof shape[0]) != 0) {
+            char got[128], want[128];
+            return error_set(err, "%s: tensor 'grad_logits' has shape %s, expected %s like "
+                             "the logits", label(in), tensor_shape_str(dlogits, got, sizeof got),
+                             tensor_shape_str(&like, want, sizeof want));
+        }
+    }
+
+    ModelWork w;
+    Error alloc_err;
+    if (model_work_alloc(&w, m, N, S, T, backward, &alloc_err) != 0)
+        return error_set(err, "%s: %s", label(in), alloc_err.msg);
+    int rc = 0;
+    float *logits = case_output_f32(out, "logits", ndim, shape, err);
+    if (!logits) rc = -1;
+    else if (model_forward(m, &w, src->data, tgt ? tgt->data : NULL, NULL) != 0)
+        rc = error_set(err, "%s: model_forward failed", label(in));
+    if (rc == 0) memcpy(logits, w.logits, (size_t)w.rows * m->cfg.tgt_vocab * sizeof *logits);
+    if (rc == 0 && backward) {
+        model_zero_grad(m);
+        if (model_backward(m, &w, dlogits->data) != 0)
+            rc = error_set(err, "%s: model_backward failed", label(in));
+        for (int i = 0; rc == 0 && i < m->n_tensors; i++) {
+            const ModelTensor *t = &m->tensors[i];
+            char name[80];
+            snprintf(name, sizeof name, "grad_%s", t->name);
+            float *g = case_output_f32(out, name, t->ndim, t->shape, err);
+            if (!g) rc = -1;
+            else memcpy(g, m->grads + t->offset, t->numel * sizeof *g);
+        }
+    }
+    model_work_free(&w);
+    return rc;
+}
+
+static int eval_decode(const TensorFile *in, TensorFile *out, Model *m, int beam, Error *err)
+{
+    if (m->cfg.kind != MODEL_SEQ2SEQ)
+        return error_set(err, "%s: op '%s' decodes with a seq2seq model; model.kind is %s",
+                         label(in), beam ? "beam" : "greedy", kind_name(m->cfg.kind));
+    int N = 0, S;
+    const Tensor *src;
+    if (get_ids(in, "src", m, m->cfg.src_vocab, "the source vocabulary", &N, &S, &src, err))
+        return -1;
+    long long sos, eos, max_new, width = 1;
+    double penalty = 0.0;
+    int V = m->cfg.tgt_vocab;
+    if (get_meta_int(in, "sos_id", 0, V - 1, "the <sos> id", &sos, err) != 0 ||
+        get_meta_int(in, "eos_id", 0, V - 1, "the <eos> id", &eos, err) != 0 ||
+        get_meta_int(in, "max_new", 1, m->cfg.max_len, "the number of tokens to write (at most model.max_len)",
+                     &max_new, err) != 0)
+        return -1;
+    if (beam) {
+        if (get_meta_int(in, "beam_width", 1, 1024, "the beam width", &width, err) != 0 ||
+            tensorfile_meta_double(in, "length_penalty", 0.0, &penalty, err) != 0)
+            return -1;
+        if (!isfinite(penalty) || !isfinite((float)penalty))
+            return error_set(err, "%s: metadata length_penalty is %s; it must be a finite "
+                             "number", label(in), tensorfile_meta(in, "length_penalty"));
+    }
+    if (sos == m->cfg.pad_id)
+        return error_set(err, "%s: metadata sos_id %lld is model.pad_id: the first position "
+                         "would attend to nothing", label(in), sos);
+    DecodeOptions d = {.sos_id = sos, .eos_id = eos, .max_new = (int)max_new,
+                       .beam_width = (int)width, .length_penalty = (float)penalty};
+
+    int64_t *tokens = output_i64(out, "output", 2, (int64_t[]){N, max_new}, err);
+    float *score = tokens ? case_output_f32(out, "score", 1, (int64_t[]){N}, err) : NULL;
+    if (!score) return -1;
+    Error e = {{0}};   /* a stub fails without a message */
+    int rc = beam ? decode_beam(m, src->data, N, S, &d, tokens, score, &e)
+                  : decode_greedy(m, src->data, N, S, &d, tokens, score, &e);
+    if (rc != 0)
+        return error_set(err, "%s: %s", label(in),
+                         e.msg[0] ? e.msg : beam ? "decode_beam failed" : "decode_greedy failed");
+    return 0;
+}
+
+static int eval_topk(const TensorFile *in, TensorFile *out, Model *m, Error *err)
+{
+    int N, S, T;
+    const Tensor *src, *tgt;
+    long long k;
+    int64_t shape[3];
+    if (get_inputs(in, m, &N, &S, &T, &src, &tgt, err) != 0 ||
+        get_meta_int(in, "k", 1, m->cfg.tgt_vocab, "the number of classes to list", &k,
+                     err) != 0)
+        return -1;
+    int ndim = logits_shape(m, N, S, T, shape);
+    ModelWork w;
+    Error alloc_err;
+    if (model_work_alloc(&w, m, N, S, T, 0, &alloc_err) != 0)
+        return error_set(err, "%s: %s", label(in), alloc_err.msg);
+    shape[ndim - 1] = k;
+    int64_t *ids = output_i64(out, "topk_ids", ndim, shape, err);
+    float *probs = ids ? case_output_f32(out, "topk_probs", ndim, shape, err) : NULL;
+    int rc = probs ? 0 : -1;
+    if (rc == 0 && model_forward(m, &w, src->data, tgt ? tgt->data : NULL, NULL) != 0)
+        rc = error_set(err, "%s: model_forward failed", label(in));
+    if (rc == 0 && model_topk(w.logits, w.rows, m->cfg.tgt_vocab, (int)k, ids, probs) != 0)
+        rc = error_set(err, "%s: model_topk failed", label(in));
+    model_work_free(&w);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+
+int model_case_eval(const TensorFile *in, TensorFile *out, Error *err)
+{
+    const char *op = tensorfile_meta(in, "op");
+    if (!op) return error_set(err, "%s: metadata 'op' is missing", label(in));
+    int which;
+    const char *ops[] = {"model", "model_backward", "greedy", "beam", "topk", "checkpoint"};
+    for (which = 0; which < 6 && strcmp(op, ops[which]) != 0; which++) {}
+    if (which == 6)
+        return error_set(err, "%s: op '%s' is not a chapter 07 op (model, model_backward, "
+                         "greedy, beam, topk, checkpoint)", label(in), op);
+
+    /* A case holds inputs and outputs beside the parameters; only a
+     * checkpoint case must hold nothing else. */
+    Model m;
+    Error load_err;
+    if (model_load_file(&m, in, which == 5, &load_err) != 0) {
+        /* model_load_file names the file itself, except in its own header */
+        if (in->path && strstr(load_err.msg, in->path)) return error_set(err, "%s", load_err.msg);
+        return error_set(err, "%s: %s", label(in), load_err.msg);
+    }
+    int rc;
+    switch (which) {
+    case 0: rc = eval_model(in, out, &m, 0, err); break;
+    case 1: rc = eval_model(in, out, &m, 1, err); break;
+    case 2: rc = eval_decode(in, out, &m, 0, err); break;
+    case 3: rc = eval_decode(in, out, &m, 1, err); break;
+    case 4: rc = eval_topk(in, out, &m, err); break;
+    default: rc = model_to_file(&m, out, err); break;
+    }
+    model_free(&m);
+    return rc;
+}

@@ -1,0 +1,781 @@
+/*
+ * test_07_model.c - chapter 07: the whole models (seq2seq, labeller,
+ * classifier) forward and backward, greedy decoding, beam search and top-k,
+ * and checkpoints, against goldens made by reference/ch07_model.py; plus
+ * properties that need no golden (a C checkpoint round trip, beam width 1
+ * being greedy, independence from the thread count) and the checks of bad
+ * input: configs model_config_check refuses, sequences longer than
+ * max_len, ids outside a vocabulary, broken checkpoints and broken cases,
+ * each refused with one line naming the file.
+ *
+ * Every call's return code is checked before its outputs are read, so the
+ * exercise stubs fail these tests cleanly.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "casefile.h"
+#include "decode.h"
+#include "helpers.h"
+#include "model.h"
+#include "model_case.h"
+#include "rng.h"
+
+#define CHAPTER "07_model"
+
+/* ------------------------------------------------------------------------ */
+/* Goldens: every output the case lists, through the chapter's evaluator     */
+/* ------------------------------------------------------------------------ */
+
+/* Token ids are compared exactly; everything else within the case's
+ * tolerance (a checkpoint's: 0, bit for bit). */
+static void test_model_case(void **state)
+{
+    TensorFile f, out = {0};
+    Error err;
+    load_golden(&f, CHAPTER, *state);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    if (model_case_eval(&f, &out, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    char outputs[16384];
+    snprintf(outputs, sizeof outputs, "%s", tensorfile_meta(&f, "outputs"));
+    int n = 0;
+    for (char *name = strtok(outputs, ","); name; name = strtok(NULL, ","), n++) {
+        const Tensor *got = tensorfile_find(&out, name);
+        if (!got) {
+            print_error("output '%s' is missing\n", name);
+            fail();
+        }
+        const Tensor *want = tensorfile_find(&f, name);
+        assert_non_null(want);
+        assert_int_equal(got->dtype, want->dtype);
+        assert_int_equal(got->ndim, want->ndim);
+        assert_memory_equal(got->shape, want->shape, sizeof want->shape[0] * want->ndim);
+        if (want->dtype == DTYPE_I64) {
+            const int64_t *a = got->data, *e = want->data;
+            int64_t bad = 0, count = tensor_numel(want);
+            for (int64_t i = 0; i < count; i++) {
+                if (a[i] != e[i] && bad++ < 5)
+                    print_message("    %s[%lld]: got %lld, expected %lld\n", name,
+                                  (long long)i, (long long)a[i], (long long)e[i]);
+            }
+            print_message("  %-44s %7lld ids  %s\n", name, (long long)count,
+                          bad ? "DIFFER" : "all equal");
+            assert_int_equal(bad, 0);
+        } else {
+            assert_close_to_golden(&f, name, got->data, tensor_numel(got), atol, rtol);
+        }
+    }
+    assert_int_equal(out.n_tensors, n);     /* nothing more than the case asks for */
+    tensorfile_free(&out);
+    tensorfile_free(&f);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Checkpoints                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* A temporary file under build/, unique to this process. */
+static void tmp_path(char *buf, size_t size, const char *tag)
+{
+    snprintf(buf, size, "build/tmp_test07_%s_%d.safetensors", tag, (int)getpid());
+}
+
+/* The golden checkpoint_seq2seq is a file reference.ch07_model's
+ * save_checkpoint wrote. model_load (strict) reads it; its parameters are
+ * those of the companion case model_checkpoint_seq2seq, bit for bit, and
+ * the forward gives that case's logits. */
+static void test_checkpoint_from_pytorch(void **state)
+{
+    Model m;
+    Error err;
+    if (model_load(&m, "golden/" CHAPTER "/checkpoint_seq2seq.safetensors", &err) != 0) {
+        print_error("%s (run make golden)\n", err.msg);
+        fail();
+    }
+    TensorFile f;
+    load_golden(&f, CHAPTER, "model_checkpoint_seq2seq");
+    for (int i = 0; i < m.n_tensors; i++) {
+        const ModelTensor *t = &m.tensors[i];
+        const Tensor *want = golden_tensor(&f, t->name, DTYPE_F32);
+        assert_int_equal(tensor_numel(want), (int64_t)t->numel);
+        assert_memory_equal(m.params + t->offset, want->data, t->numel * sizeof(float));
+    }
+    const Tensor *src = golden_tensor(&f, "src", DTYPE_I64), *tgt = golden_tensor(&f, "tgt",
+                                                                                   DTYPE_I64);
+    ModelWork w;
+    assert_int_equal(model_work_alloc(&w, &m, (int)src->shape[0], (int)src->shape[1],
+                                      (int)tgt->shape[1], 0, &err), 0);
+    assert_int_equal(model_forward(&m, &w, src->data, tgt->data, NULL), 0);
+    double atol, rtol;
+    golden_tolerance(&f, &atol, &rtol);
+    print_message("  %d tensors identical to the case's\n", m.n_tensors);
+    assert_close_to_golden(&f, "logits", w.logits, w.rows * m.cfg.tgt_vocab, atol, rtol);
+    model_work_free(&w);
+    model_free(&m);
+    tensorfile_free(&f);
+}
+
+static const ModelConfig SEQ2SEQ = {
+    .kind = MODEL_SEQ2SEQ, .src_vocab = 9, .tgt_vocab = 9, .d_model = 8, .nhead = 2,
+    .dim_feedforward = 12, .num_encoder_layers = 2, .num_decoder_layers = 1, .max_len = 7,
+    .learned_pos = 1, .scale_embedding = 2, .share_embeddings = 1, .final_norm = 1,
+    .norm_first = 1, .pad_id = 0, .eps = 1e-6f, .dropout = 0.1f};
+static const ModelConfig LABELLER = {
+    .kind = MODEL_LABELLER, .src_vocab = 10, .tgt_vocab = 10, .d_model = 8, .nhead = 1,
+    .dim_feedforward = 16, .num_encoder_layers = 1, .max_len = 6, .pad_id = -1, .eps = 1e-5f};
+static const ModelConfig CLASSIFIER = {
+    .kind = MODEL_CLASSIFIER, .src_vocab = 7, .tgt_vocab = 3, .d_model = 6, .nhead = 3,
+    .dim_feedforward = 5, .num_encoder_layers = 2, .max_len = 5, .scale_embedding = 1,
+    .final_norm = 1, .pad_id = 2, .eps = 1e-5f};
+
+/* model_save then model_load gives the same config and the same parameters,
+ * bit for bit, for each kind. */
+static void test_save_load_round_trip(void **state)
+{
+    const ModelConfig *cfgs[] = {&SEQ2SEQ, &LABELLER, &CLASSIFIER};
+    for (int i = 0; i < 3; i++) {
+        Model a, b;
+        Rng rng;
+        Error err;
+        char path[256];
+        rng_seed(&rng, 70 + i, 0);
+        tmp_path(path, sizeof path, "round_trip");
+        assert_int_equal(model_init(&a, cfgs[i], &rng, &err), 0);
+        if (model_save(&a, path, &err) != 0 || model_load(&b, path, &err) != 0) {
+            print_error("%s\n", err.msg);
+            fail();
+        }
+        unlink(path);
+        assert_memory_equal(&a.cfg, &b.cfg, sizeof a.cfg);
+        assert_int_equal(a.num_params, b.num_params);
+        assert_int_equal(a.n_tensors, b.n_tensors);
+        assert_memory_equal(a.params, b.params, a.num_params * sizeof(float));
+        for (int t = 0; t < a.n_tensors; t++) assert_string_equal(a.tensors[t].name,
+                                                                   b.tensors[t].name);
+        print_message("  kind %d: %zu parameters in %d tensors, bit-identical after save and "
+                      "load\n", cfgs[i]->kind, a.num_params, a.n_tensors);
+        model_free(&a);
+        model_free(&b);
+    }
+}
+
+/* Writes a copy of the golden checkpoint changed by `change`, and checks
+ * model_load refuses it with one line naming the file and `expect`. */
+typedef enum { CK_TRUNCATE, CK_RESHAPE, CK_DROP, CK_EXTRA, CK_META, CK_DTYPE } CkChange;
+
+static void check_bad_checkpoint(CkChange change, const char *key, const char *value,
+                                 const char *expect)
+{
+    char path[256];
+    Error err;
+    tmp_path(path, sizeof path, "bad_checkpoint");
+    TensorFile f, g = {0};
+    load_golden(&f, CHAPTER, "checkpoint_seq2seq");
+    g.path = NULL;
+    for (int i = 0; i < f.n_tensors; i++) {
+        const Tensor *t = &f.tensors[i].tensor;
+        if (change == CK_DROP && !strcmp(f.tensors[i].name, key)) continue;
+        Tensor c;
+        int64_t shape[TENSOR_MAX_DIMS];
+        memcpy(shape, t->shape, sizeof shape);
+        DType dtype = t->dtype;
+        if (!strcmp(f.tensors[i].name, key) && change == CK_RESHAPE) shape[0] += 1;
+        if (!strcmp(f.tensors[i].name, key) && change == CK_DTYPE) dtype = DTYPE_F64;
+        assert_int_equal(tensor_alloc(&c, dtype, t->ndim, shape, &err), 0);
+        assert_int_equal(tensorfile_add(&g, f.tensors[i].name, &c, &err), 0);
+    }
+    if (change == CK_EXTRA) {
+        Tensor c;
+        assert_int_equal(tensor_alloc(&c, DTYPE_F32, 1, (int64_t[]){3}, &err), 0);
+        assert_int_equal(tensorfile_add(&g, key, &c, &err), 0);
+    }
+    for (int i = 0; i < f.n_meta; i++) {
+        const char *v = f.meta_values[i];
+        if (change == CK_META && !strcmp(f.meta_keys[i], key)) {
+            if (!value) continue;
+            v = value;
+        }
+        assert_int_equal(tensorfile_set_meta(&g, f.meta_keys[i], v, &err), 0);
+    }
+    assert_int_equal(safetensors_write(path, &g, &err), 0);
+    if (change == CK_TRUNCATE) {
+        FILE *fp = fopen(path, "rb+");
+        assert_non_null(fp);
+        fseek(fp, 0, SEEK_END);
+        long size = ftell(fp);
+        fclose(fp);
+        assert_int_equal(truncate(path, size / 2), 0);
+    }
+    Model m;
+    memset(&err, 0, sizeof err);
+    int rc = model_load(&m, path, &err);
+    print_message("  %s\n", err.msg);
+    unlink(path);
+    tensorfile_free(&f);
+    tensorfile_free(&g);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err.msg, path));
+    assert_null(strchr(err.msg, '\n'));
+    if (!strstr(err.msg, expect)) {
+        print_error("expected the error to mention '%s'\n", expect);
+        fail();
+    }
+}
+
+static void test_checkpoint_truncated(void **state)
+{
+    check_bad_checkpoint(CK_TRUNCATE, "", NULL, "");
+}
+static void test_checkpoint_wrong_shape(void **state)
+{
+    check_bad_checkpoint(CK_RESHAPE, "generator.weight", NULL, "generator.weight");
+}
+static void test_checkpoint_wrong_dtype(void **state)
+{
+    check_bad_checkpoint(CK_DTYPE, "src_scale", NULL, "'src_scale' has dtype F64");
+}
+static void test_checkpoint_missing_tensor(void **state)
+{
+    check_bad_checkpoint(CK_DROP, "decoder.layers.0.norm3.bias", NULL,
+                         "'decoder.layers.0.norm3.bias' is missing");
+}
+static void test_checkpoint_extra_tensor(void **state)
+{
+    check_bad_checkpoint(CK_EXTRA, "decoder.layers.1.norm1.bias", NULL,
+                         "'decoder.layers.1.norm1.bias' is not a parameter");
+}
+static void test_checkpoint_missing_config(void **state)
+{
+    check_bad_checkpoint(CK_META, "model.nhead", NULL, "model.nhead");
+}
+static void test_checkpoint_bad_config(void **state)
+{
+    check_bad_checkpoint(CK_META, "model.nhead", "3", "not divisible by nhead 3");
+}
+static void test_checkpoint_bad_kind(void **state)
+{
+    check_bad_checkpoint(CK_META, "model.kind", "translator", "translator");
+}
+/* A file with tensors but no model config at all. */
+static void test_checkpoint_not_a_model(void **state)
+{
+    Model m;
+    Error err;
+    const char *path = "golden/06_decoder/decoder_layer_post_N2_T5_S7_D8_H2.safetensors";
+    assert_int_equal(model_load(&m, path, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, path));
+    assert_non_null(strstr(err.msg, "model.kind"));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Configs, lengths and ids                                                  */
+/* ------------------------------------------------------------------------ */
+
+static void expect_config_refused(ModelConfig cfg, const char *expect)
+{
+    Error err = {{0}};
+    assert_int_equal(model_config_check(&cfg, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_null(strchr(err.msg, '\n'));
+    if (!strstr(err.msg, expect)) {
+        print_error("expected the error to mention '%s'\n", expect);
+        fail();
+    }
+    Model m;
+    Rng rng;
+    rng_seed(&rng, 1, 0);
+    assert_int_equal(model_init(&m, &cfg, &rng, &err), -1);   /* and nothing allocated */
+}
+
+static void test_config_check(void **state)
+{
+    Error err;
+    assert_int_equal(model_config_check(&SEQ2SEQ, &err), 0);
+    assert_int_equal(model_config_check(&LABELLER, &err), 0);
+    assert_int_equal(model_config_check(&CLASSIFIER, &err), 0);
+    ModelConfig c = SEQ2SEQ;
+    c.nhead = 3;
+    expect_config_refused(c, "d_model 8 is not divisible by nhead 3");
+    c = SEQ2SEQ, c.pad_id = 9;
+    expect_config_refused(c, "pad_id 9");
+    c = CLASSIFIER, c.pad_id = 7;
+    expect_config_refused(c, "pad_id 7");
+    c = SEQ2SEQ, c.pad_id = -2;
+    expect_config_refused(c, "pad_id -2");
+    c = SEQ2SEQ, c.tgt_vocab = 10;
+    expect_config_refused(c, "share_embeddings");
+    c = SEQ2SEQ, c.num_decoder_layers = 0;
+    expect_config_refused(c, "num_decoder_layers 0");
+    c = LABELLER, c.num_decoder_layers = 1;
+    expect_config_refused(c, "num_decoder_layers 1");
+    c = LABELLER, c.dropout = 1.0f;
+    expect_config_refused(c, "dropout");
+    c = LABELLER, c.eps = 0.0f;
+    expect_config_refused(c, "eps");
+    c = LABELLER, c.scale_embedding = 3;
+    expect_config_refused(c, "scale_embedding 3");
+    c = LABELLER, c.d_model = 0;
+    expect_config_refused(c, "d_model 0");
+}
+
+/* A sequence longer than the position table is refused by
+ * model_work_alloc, on either side. */
+static void test_longer_than_max_len(void **state)
+{
+    Model m;
+    ModelWork w;
+    Rng rng;
+    Error err;
+    rng_seed(&rng, 3, 0);
+    assert_int_equal(model_init(&m, &SEQ2SEQ, &rng, &err), 0);
+    assert_int_equal(model_work_alloc(&w, &m, 2, 8, 3, 0, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "longer than max_len 7"));
+    assert_int_equal(model_work_alloc(&w, &m, 2, 3, 8, 1, &err), -1);
+    assert_non_null(strstr(err.msg, "longer than max_len 7"));
+    assert_int_equal(model_work_alloc(&w, &m, 2, 7, 7, 1, &err), 0);   /* exactly max_len */
+    model_work_free(&w);
+    DecodeOptions d = {.sos_id = 1, .eos_id = 2, .max_new = 8, .beam_width = 2};
+    int64_t src[3] = {3, 4, 5}, out[8];
+    assert_int_equal(decode_greedy(&m, src, 1, 3, &d, out, NULL, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "max_new 8"));
+    model_free(&m);
+}
+
+static void test_ids_out_of_range(void **state)
+{
+    Error err;
+    int64_t ids[4] = {0, 3, 9, 2};
+    assert_int_equal(model_check_ids(ids, 4, 10, "ids", &err), 0);
+    assert_int_equal(model_check_ids(ids, 4, 9, "ids", &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "ids"));
+    assert_non_null(strstr(err.msg, "9"));
+    ids[0] = -1;
+    assert_int_equal(model_check_ids(ids, 4, 10, "ids", &err), -1);
+    /* the decoders check their source too */
+    Model m;
+    Rng rng;
+    rng_seed(&rng, 4, 0);
+    assert_int_equal(model_init(&m, &SEQ2SEQ, &rng, &err), 0);
+    DecodeOptions d = {.sos_id = 1, .eos_id = 2, .max_new = 3, .beam_width = 2};
+    int64_t src[3] = {3, 9, 5}, out[3];
+    assert_int_equal(decode_beam(&m, src, 1, 3, &d, out, NULL, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "src"));
+    model_free(&m);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Decoding properties                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Loads the model of a golden decoding case (not strictly: the case holds
+ * its inputs too) and its src. */
+static void load_case_model(const char *name, TensorFile *f, Model *m, const Tensor **src)
+{
+    Error err;
+    load_golden(f, CHAPTER, name);
+    if (model_load_file(m, f, 0, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    *src = golden_tensor(f, "src", DTYPE_I64);
+}
+
+/* With beam width 1 and no length penalty, beam search is greedy decoding:
+ * the same tokens and the same score, on the trained model and on the
+ * untrained one (where hypotheses end early). */
+static void test_beam_width_one_is_greedy(void **state)
+{
+    const char *cases[] = {"greedy_reverse", "greedy_untrained"};
+    for (int c = 0; c < 2; c++) {
+        TensorFile f;
+        Model m;
+        const Tensor *src;
+        Error err;
+        load_case_model(cases[c], &f, &m, &src);
+        int N = (int)src->shape[0], S = (int)src->shape[1];
+        DecodeOptions d = {.sos_id = 1, .eos_id = 2, .max_new = m.cfg.max_len,
+                           .beam_width = 1, .length_penalty = 0.0f};
+        int64_t *g = calloc((size_t)N * d.max_new, sizeof *g);
+        int64_t *b = calloc((size_t)N * d.max_new, sizeof *b);
+        float *gs = test_floats(N), *bs = test_floats(N);
+        assert_int_equal(decode_greedy(&m, src->data, N, S, &d, g, gs, &err), 0);
+        assert_int_equal(decode_beam(&m, src->data, N, S, &d, b, bs, &err), 0);
+        assert_memory_equal(g, b, (size_t)N * d.max_new * sizeof *g);
+        assert_close("beam width 1: scores equal greedy's", bs, gs, N, 1e-6, 1e-6);
+        free(g), free(b), free(gs), free(bs);
+        model_free(&m);
+        tensorfile_free(&f);
+    }
+}
+
+/* The greedy score is the sum of the log-probabilities that a teacher-forced
+ * forward pass over <sos> + the decoded tokens gives those tokens. */
+static void test_greedy_score_is_teacher_forced(void **state)
+{
+    TensorFile f;
+    Model m;
+    const Tensor *src;
+    Error err;
+    load_case_model("greedy_reverse", &f, &m, &src);
+    int N = (int)src->shape[0], S = (int)src->shape[1], M = m.cfg.max_len;
+    int V = m.cfg.tgt_vocab;
+    DecodeOptions d = {.sos_id = 1, .eos_id = 2, .max_new = M};
+    int64_t *out = calloc((size_t)N * M, sizeof *out), *tgt = calloc((size_t)N * M, sizeof *tgt);
+    float *score = test_floats(N), *again = test_floats(N);
+    assert_int_equal(decode_greedy(&m, src->data, N, S, &d, out, score, &err), 0);
+    for (int n = 0; n < N; n++) {
+        tgt[(size_t)n * M] = d.sos_id;
+        for (int t = 1; t < M; t++) tgt[(size_t)n * M + t] = out[(size_t)n * M + t - 1];
+    }
+    ModelWork w;
+    assert_int_equal(model_work_alloc(&w, &m, N, S, M, 0, &err), 0);
+    assert_int_equal(model_forward(&m, &w, src->data, tgt, NULL), 0);
+    for (int n = 0; n < N; n++) {
+        double sum = 0;
+        for (int t = 0; t < M; t++) {
+            const float *row = w.logits + ((size_t)n * M + t) * V;
+            double mx = row[0], z = 0;
+            for (int v = 1; v < V; v++) mx = row[v] > mx ? row[v] : mx;
+            for (int v = 0; v < V; v++) z += exp(row[v] - mx);
+            int64_t tok = out[(size_t)n * M + t];
+            sum += row[tok] - mx - log(z);
+            if (tok == d.eos_id) break;
+        }
+        again[n] = (float)sum;
+    }
+    assert_close("greedy scores, teacher-forced again", again, score, N, 1e-5, 1e-5);
+    model_work_free(&w);
+    free(out), free(tgt), free(score), free(again);
+    model_free(&m);
+    tensorfile_free(&f);
+}
+
+static void test_decode_refuses(void **state)
+{
+    Model m;
+    Rng rng;
+    Error err;
+    int64_t src[4] = {1, 2, 3, 4}, out[4];
+    DecodeOptions d = {.sos_id = 1, .eos_id = 2, .max_new = 4, .beam_width = 2};
+    rng_seed(&rng, 5, 0);
+    assert_int_equal(model_init(&m, &LABELLER, &rng, &err), 0);
+    assert_int_equal(decode_greedy(&m, src, 1, 4, &d, out, NULL, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "only a seq2seq model"));
+    model_free(&m);
+    assert_int_equal(model_init(&m, &SEQ2SEQ, &rng, &err), 0);
+    d.sos_id = 0;                                   /* the padding id */
+    assert_int_equal(decode_greedy(&m, src, 1, 4, &d, out, NULL, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "padding id"));
+    d.sos_id = 1, d.eos_id = 9;
+    assert_int_equal(decode_beam(&m, src, 1, 4, &d, out, NULL, &err), -1);
+    assert_non_null(strstr(err.msg, "eos_id 9"));
+    d.eos_id = 2, d.beam_width = 0;
+    assert_int_equal(decode_beam(&m, src, 1, 4, &d, out, NULL, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "beam_width 0"));
+    model_free(&m);
+}
+
+static void test_topk_order_and_ties(void **state)
+{
+    /* row 0: two equal maxima, the lower id first; row 1: a huge spread whose
+     * small probabilities underflow in float32 but still rank by logit */
+    const float logits[2 * 5] = {1.0f, 3.0f, 0.5f, 3.0f, -2.0f,
+                                 0.0f, -200.0f, 100.0f, -150.0f, 50.0f};
+    int64_t ids[2 * 5];
+    float probs[2 * 5];
+    assert_int_equal(model_topk(logits, 2, 5, 5, ids, probs), 0);
+    const int64_t want[2 * 5] = {1, 3, 0, 2, 4, 2, 4, 0, 3, 1};
+    assert_memory_equal(ids, want, sizeof want);
+    assert_true(probs[0] == probs[1]);
+    double z = 2 * exp(3.0) + exp(1.0) + exp(0.5) + exp(-2.0);
+    float expect[3] = {(float)(exp(3.0) / z), (float)(exp(3.0) / z), (float)(exp(1.0) / z)};
+    assert_close("top-3 probabilities", probs, expect, 3, 1e-7, 1e-6);
+    assert_int_equal(model_topk(logits, 2, 5, 6, ids, probs), -1);
+    assert_int_equal(model_topk(logits, 2, 5, 0, ids, probs), -1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Threads                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Forward, backward and a beam search with 1 and with 4 threads. */
+static void run_with_threads(int threads, float *logits, float *grads, int64_t *beam)
+{
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    TensorFile f;
+    Model m;
+    const Tensor *src;
+    Error err;
+    load_case_model("model_backward_seq2seq_pre_learned_2x2", &f, &m, &src);
+    const Tensor *tgt = golden_tensor(&f, "tgt", DTYPE_I64);
+    const Tensor *dl = golden_tensor(&f, "grad_logits", DTYPE_F32);
+    int N = (int)src->shape[0], S = (int)src->shape[1], T = (int)tgt->shape[1];
+    ModelWork w;
+    assert_int_equal(model_work_alloc(&w, &m, N, S, T, 1, &err), 0);
+    assert_int_equal(model_forward(&m, &w, src->data, tgt->data, NULL), 0);
+    model_zero_grad(&m);
+    assert_int_equal(model_backward(&m, &w, dl->data), 0);
+    memcpy(logits, w.logits, (size_t)w.rows * m.cfg.tgt_vocab * sizeof *logits);
+    memcpy(grads, m.grads, m.num_params * sizeof *grads);
+    DecodeOptions d = {.sos_id = 1, .eos_id = 2, .max_new = 5, .beam_width = 3,
+                       .length_penalty = 0.6f};
+    assert_int_equal(decode_beam(&m, src->data, N, S, &d, beam, NULL, &err), 0);
+    model_work_free(&w);
+    model_free(&m);
+    tensorfile_free(&f);
+    omp_set_num_threads(saved);
+}
+
+static void test_thread_count_independent(void **state)
+{
+    enum { LOGITS = 3 * 5 * 10, PARAMS = 100000, BEAM = 3 * 5 };
+    float *l1 = test_floats(LOGITS), *l4 = test_floats(LOGITS);
+    float *g1 = test_floats(PARAMS), *g4 = test_floats(PARAMS);
+    int64_t b1[BEAM], b4[BEAM];
+    run_with_threads(1, l1, g1, b1);
+    run_with_threads(4, l4, g4, b4);
+    assert_memory_equal(l1, l4, LOGITS * sizeof(float));
+    assert_memory_equal(g1, g4, PARAMS * sizeof(float));
+    assert_memory_equal(b1, b4, sizeof b1);
+    free(l1), free(l4), free(g1), free(g4);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Bad cases                                                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef enum {
+    SET_META,     /* metadata key = value ("" removes the key) */
+    DROP,         /* remove tensor `key` */
+    RESHAPE,      /* replace tensor `key` by F32 zeros of `shape` */
+    RESHAPE_I64,  /* the same, I64 */
+    POKE_ID,      /* element 0 of the I64 tensor `key` = atoi(value) */
+    ADD,          /* add an F32 tensor `key` of `shape` */
+} Change;
+
+typedef struct {
+    const char *name;
+    const char *golden;
+    Change change;
+    const char *key;
+    const char *value;
+    int64_t shape[3];
+    int ndim;
+    const char *expect;
+} BadCase;
+
+#define S2S "model_seq2seq_post_pad_sqrt"            /* N 3, S 7, T 6, Vs 11, Vt 9, L 10 */
+#define S2S_B "model_backward_seq2seq_post_pad_sqrt"
+#define LAB "model_labeller_reverse"                 /* N 4, S 16, V 10, L 16 */
+#define GREEDY "greedy_reverse"                      /* max_len 8, V 11 */
+#define BEAM "beam_reverse_w3_lp6"
+
+static const BadCase BAD[] = {
+    {"bad_missing_op", S2S, SET_META, "op", "", {0}, 0, "metadata 'op' is missing"},
+    {"bad_unknown_op", S2S, SET_META, "op", "decoder", {0}, 0,
+     "op 'decoder' is not a chapter 07 op"},
+    {"bad_missing_kind", S2S, SET_META, "model.kind", "", {0}, 0, "'model.kind'"},
+    {"bad_kind", S2S, SET_META, "model.kind", "encoder", {0}, 0, "'encoder'"},
+    {"bad_nhead", S2S, SET_META, "model.nhead", "3", {0}, 0, "not divisible by nhead 3"},
+    {"bad_pad_id", S2S, SET_META, "model.pad_id", "11", {0}, 0, "pad_id 11"},
+    {"bad_d_model_text", S2S, SET_META, "model.d_model", "sixteen", {0}, 0, "'sixteen'"},
+    {"bad_missing_param", S2S, DROP, "decoder.layers.0.multihead_attn.in_proj_bias", NULL, {0},
+     0, "'decoder.layers.0.multihead_attn.in_proj_bias' is missing"},
+    {"bad_param_shape", S2S, RESHAPE, "tgt_embed.weight", NULL, {8, 16}, 2,
+     "tgt_embed.weight"},
+    {"bad_missing_src", S2S, DROP, "src", NULL, {0}, 0, "'src' is missing"},
+    {"bad_src_dtype", S2S, RESHAPE, "src", NULL, {3, 7}, 2, "'src' has dtype F32, expected I64"},
+    {"bad_src_rank", S2S, RESHAPE_I64, "src", NULL, {21}, 1, "'src' has rank 1, expected 2"},
+    {"bad_src_empty", S2S, RESHAPE_I64, "src", NULL, {3, 0}, 2, "a length of at least 1"},
+    {"bad_src_too_long", S2S, RESHAPE_I64, "src", NULL, {3, 11}, 2,
+     "'src' has sequences of 11 positions, longer than model.max_len 10"},
+    {"bad_src_id", S2S, POKE_ID, "src", "11", {0}, 0, "'src'"},
+    {"bad_src_negative_id", S2S, POKE_ID, "src", "-1", {0}, 0, "'src'"},
+    {"bad_missing_tgt", S2S, DROP, "tgt", NULL, {0}, 0, "'tgt' is missing"},
+    {"bad_tgt_batch", S2S, RESHAPE_I64, "tgt", NULL, {2, 6}, 2,
+     "'tgt' holds 2 sequences, 'src' 3"},
+    {"bad_tgt_id", S2S, POKE_ID, "tgt", "9", {0}, 0, "'tgt'"},
+    {"bad_tgt_for_labeller", LAB, RESHAPE_I64, "tgt", NULL, {4, 3}, 2,
+     "a labeller model has no target input"},
+    {"bad_grad_logits_shape", S2S_B, RESHAPE, "grad_logits", NULL, {3, 6, 8}, 3,
+     "'grad_logits' has shape (3, 6, 8), expected (3, 6, 9)"},
+    {"bad_missing_grad_logits", S2S_B, DROP, "grad_logits", NULL, {0}, 0,
+     "'grad_logits' is missing"},
+    {"bad_missing_sos", GREEDY, SET_META, "sos_id", "", {0}, 0, "'sos_id' (the <sos> id) is missing"},
+    {"bad_eos_range", GREEDY, SET_META, "eos_id", "11", {0}, 0, "eos_id is 11"},
+    {"bad_max_new", GREEDY, SET_META, "max_new", "9", {0}, 0, "max_new is 9"},
+    {"bad_sos_is_pad", GREEDY, SET_META, "sos_id", "0", {0}, 0, "sos_id 0 is model.pad_id"},
+    {"bad_beam_width", BEAM, SET_META, "beam_width", "0", {0}, 0, "beam_width is 0"},
+    {"bad_length_penalty", BEAM, SET_META, "length_penalty", "nan", {0}, 0,
+     "length_penalty is nan"},
+    {"bad_greedy_labeller", LAB, SET_META, "op", "greedy", {0}, 0, "model.kind is labeller"},
+    {"bad_topk_k", "topk_reverse_k3", SET_META, "k", "12", {0}, 0, "k is 12"},
+    {"bad_topk_missing_k", "topk_reverse_k3", SET_META, "k", "", {0}, 0, "'k'"},
+    {"bad_checkpoint_extra", "checkpoint_seq2seq", ADD, "src", NULL, {2}, 1,
+     "'src' is not a parameter"},
+};
+
+/* A copy of src without the tensor `skip`. */
+static void copy_case(const TensorFile *src, const char *skip, TensorFile *dst)
+{
+    Error err;
+    memset(dst, 0, sizeof *dst);
+    dst->path = strdup(src->path);
+    for (int i = 0; i < src->n_tensors; i++) {
+        const Tensor *t = &src->tensors[i].tensor;
+        if (skip && !strcmp(src->tensors[i].name, skip)) continue;
+        Tensor c;
+        assert_int_equal(tensor_alloc(&c, t->dtype, t->ndim, t->shape, &err), 0);
+        memcpy(c.data, t->data, tensor_numel(t) * dtype_size(t->dtype));
+        assert_int_equal(tensorfile_add(dst, src->tensors[i].name, &c, &err), 0);
+    }
+    for (int i = 0; i < src->n_meta; i++)
+        assert_int_equal(tensorfile_set_meta(dst, src->meta_keys[i], src->meta_values[i], &err),
+                         0);
+}
+
+static void make_bad_case(const BadCase *bad, TensorFile *f)
+{
+    TensorFile golden;
+    Error err;
+    load_golden(&golden, CHAPTER, bad->golden);
+    copy_case(&golden, bad->change == DROP ? bad->key : NULL, f);
+    tensorfile_free(&golden);
+    Tensor t;
+    switch (bad->change) {
+    case SET_META:
+        if (bad->value[0]) {
+            assert_int_equal(tensorfile_set_meta(f, bad->key, bad->value, &err), 0);
+        } else {
+            for (int i = 0; i < f->n_meta; i++)
+                if (!strcmp(f->meta_keys[i], bad->key)) f->meta_keys[i][0] = '_';
+        }
+        break;
+    case DROP:
+        break;
+    case RESHAPE:
+    case RESHAPE_I64:
+    case ADD:
+        assert_int_equal(tensor_alloc(&t, bad->change == RESHAPE_I64 ? DTYPE_I64 : DTYPE_F32,
+                                      bad->ndim, bad->shape, &err), 0);
+        if (bad->change == RESHAPE_I64)
+            for (int64_t i = 0; i < tensor_numel(&t); i++) ((int64_t *)t.data)[i] = 3;
+        assert_int_equal(tensorfile_add(f, bad->key, &t, &err), 0);
+        break;
+    case POKE_ID:
+        ((int64_t *)tensorfile_find(f, bad->key)->data)[0] = atoi(bad->value);
+        break;
+    }
+}
+
+static void test_bad_case(void **state)
+{
+    const BadCase *bad = *state;
+    TensorFile f;
+    make_bad_case(bad, &f);
+    assert_case_refused(model_case_eval, &f, bad->expect);
+    tensorfile_free(&f);
+}
+
+/* Through run_case_file, as the program runs it: exit 1 and no output file. */
+static void test_bad_case_writes_no_file(void **state)
+{
+    TensorFile f;
+    Error err;
+    make_bad_case(&BAD[14], &f);                   /* a source id outside the vocabulary */
+    char in[256], out[256];
+    tmp_path(in, sizeof in, "bad_in");
+    tmp_path(out, sizeof out, "bad_out");
+    assert_int_equal(safetensors_write(in, &f, &err), 0);
+    assert_int_equal(run_case_file("07_model", in, out, model_case_eval), 1);
+    assert_int_equal(access(out, F_OK), -1);
+    unlink(in);
+    tensorfile_free(&f);
+}
+
+/* ------------------------------------------------------------------------ */
+
+#define BAD_TEST(i) {BAD[i].name, test_bad_case, NULL, NULL, (void *)&BAD[i]}
+
+int main(void)
+{
+    static const struct CMUnitTest tests[] = {
+        GOLDEN_TEST(test_model_case, "model_labeller_reverse"),
+        GOLDEN_TEST(test_model_case, "model_seq2seq_post_pad_sqrt"),
+        GOLDEN_TEST(test_model_case, "model_seq2seq_pre_learned_2x2"),
+        GOLDEN_TEST(test_model_case, "model_seq2seq_shared"),
+        GOLDEN_TEST(test_model_case, "model_classifier_pad"),
+        GOLDEN_TEST(test_model_case, "model_classifier_nopad_pre"),
+        GOLDEN_TEST(test_model_case, "model_labeller_pad_pre"),
+        GOLDEN_TEST(test_model_case, "model_backward_labeller_reverse"),
+        GOLDEN_TEST(test_model_case, "model_backward_seq2seq_post_pad_sqrt"),
+        GOLDEN_TEST(test_model_case, "model_backward_seq2seq_pre_learned_2x2"),
+        GOLDEN_TEST(test_model_case, "model_backward_seq2seq_shared"),
+        GOLDEN_TEST(test_model_case, "model_backward_classifier_pad"),
+        GOLDEN_TEST(test_model_case, "model_backward_classifier_nopad_pre"),
+        GOLDEN_TEST(test_model_case, "model_backward_labeller_pad_pre"),
+        GOLDEN_TEST(test_model_case, "checkpoint_seq2seq"),
+        GOLDEN_TEST(test_model_case, "model_checkpoint_seq2seq"),
+        GOLDEN_TEST(test_model_case, "greedy_reverse"),
+        GOLDEN_TEST(test_model_case, "greedy_reverse_truncated"),
+        GOLDEN_TEST(test_model_case, "greedy_untrained"),
+        GOLDEN_TEST(test_model_case, "beam_reverse_w1_lp0"),
+        GOLDEN_TEST(test_model_case, "beam_reverse_w3_lp6"),
+        GOLDEN_TEST(test_model_case, "beam_reverse_w4_lp10"),
+        GOLDEN_TEST(test_model_case, "beam_untrained_w3_lp0"),
+        GOLDEN_TEST(test_model_case, "beam_untrained_w3_lp10"),
+        GOLDEN_TEST(test_model_case, "beam_untrained_w4_lp6"),
+        GOLDEN_TEST(test_model_case, "topk_reverse_k3"),
+        GOLDEN_TEST(test_model_case, "topk_classifier_all"),
+        cmocka_unit_test(test_checkpoint_from_pytorch),
+        cmocka_unit_test(test_save_load_round_trip),
+        cmocka_unit_test(test_checkpoint_truncated),
+        cmocka_unit_test(test_checkpoint_wrong_shape),
+        cmocka_unit_test(test_checkpoint_wrong_dtype),
+        cmocka_unit_test(test_checkpoint_missing_tensor),
+        cmocka_unit_test(test_checkpoint_extra_tensor),
+        cmocka_unit_test(test_checkpoint_missing_config),
+        cmocka_unit_test(test_checkpoint_bad_config),
+        cmocka_unit_test(test_checkpoint_bad_kind),
+        cmocka_unit_test(test_checkpoint_not_a_model),
+        cmocka_unit_test(test_config_check),
+        cmocka_unit_test(test_longer_than_max_len),
+        cmocka_unit_test(test_ids_out_of_range),
+        cmocka_unit_test(test_beam_width_one_is_greedy),
+        cmocka_unit_test(test_greedy_score_is_teacher_forced),
+        cmocka_unit_test(test_decode_refuses),
+        cmocka_unit_test(test_topk_order_and_ties),
+        cmocka_unit_test(test_thread_count_independent),
+        BAD_TEST(0), BAD_TEST(1), BAD_TEST(2), BAD_TEST(3), BAD_TEST(4), BAD_TEST(5),
+        BAD_TEST(6), BAD_TEST(7), BAD_TEST(8), BAD_TEST(9), BAD_TEST(10), BAD_TEST(11),
+        BAD_TEST(12), BAD_TEST(13), BAD_TEST(14), BAD_TEST(15), BAD_TEST(16), BAD_TEST(17),
+        BAD_TEST(18), BAD_TEST(19), BAD_TEST(20), BAD_TEST(21), BAD_TEST(22), BAD_TEST(23),
+        BAD_TEST(24), BAD_TEST(25), BAD_TEST(26), BAD_TEST(27), BAD_TEST(28), BAD_TEST(29),
+        BAD_TEST(30), BAD_TEST(31),
+        cmocka_unit_test(test_bad_case_writes_no_file),
+    };
+    return cmocka_run_group_tests_name("07_model", tests, NULL, NULL);
+}
