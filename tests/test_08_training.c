@@ -954,7 +954,7 @@ static void test_progress_plain_lines(void **state)
     assert_non_null(f);
     Progress p;
     progress_init(&p, f, 0, 12, 5);
-    for (int s = 1; s <= 12; s++) progress_update(&p, s, s / 6, 2.0 / s, 1e-3, 256);
+    for (int s = 1; s <= 12; s++) progress_update(&p, s, s / 6, 2.0 / s, 1e-3, 256);   /* epochs 0..2, shown 1..3 */
     progress_finish(&p);
     rewind(f);
     char line[512];
@@ -965,9 +965,9 @@ static void test_progress_plain_lines(void **state)
         assert_null(strchr(line, '\r'));
         assert_non_null(strstr(line, "tok/s"));
         assert_non_null(strstr(line, "ETA"));
-        if (lines == 1) assert_non_null(strstr(line, "step 5/12  epoch 0  loss 0.4000"));
+        if (lines == 1) assert_non_null(strstr(line, "step 5/12  epoch 1  loss 0.4000"));
         if (lines == 3) {
-            assert_non_null(strstr(line, "[####################] step 12/12  epoch 2"));
+            assert_non_null(strstr(line, "[####################] step 12/12  epoch 3"));
             assert_non_null(strstr(line, "lr 1.0e-03"));
         }
     }

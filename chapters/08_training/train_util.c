@@ -75,7 +75,7 @@ static int progress_line(const Progress *p, char *buf, size_t size)
                     done > 0 ? (double)(p->total_steps - p->step) * elapsed / (double)done : -1);
     int len = snprintf(buf, size, "[%s] step %lld/%lld  epoch %lld  loss %.4f  lr %.1e  "
                        "%s tok/s  ETA %s", bar, (long long)p->step, (long long)p->total_steps,
-                       (long long)p->epoch, p->loss, p->lr, rate, eta);
+                       (long long)p->epoch + 1, p->loss, p->lr, rate, eta);
     return len < (int)size ? len : (int)size - 1;
 }
 

@@ -58,7 +58,7 @@ void progress_init(Progress *p, FILE *out, int64_t start_step, int64_t total_ste
                    int64_t every);
 
 /* Call once after every optimizer step: step is the number of steps done
- * (start_step + 1 for the first call), epoch the current epoch (from 0),
+ * (start_step + 1 for the first call), epoch the current epoch (from 0; shown from 1),
  * loss and lr the step's, tokens_per_step the tokens the step processed
  * (for tok/s). Redraws when it is time to. */
 void progress_update(Progress *p, int64_t step, int64_t epoch, double loss, double lr,
