@@ -14,7 +14,7 @@ int softmax_forward(float *y, const float *x, int rows, int cols)
         const float *xr = x + (size_t)r * cols;   /* (C,) */
         float *yr = y + (size_t)r * cols;         /* (C,) */
         float max = -INFINITY;
-        for (int c = 0; c < cols; c++) max = fmaxf(max, xr[c]);
+        for (int c = 0; c < cols; c++) max = xr[c] > max ? xr[c] : max;   /* NaN: skipped */
         if (max == -INFINITY) {                   /* every entry masked: zeros, not NaN */
             for (int c = 0; c < cols; c++) yr[c] = 0.0f;
             continue;
