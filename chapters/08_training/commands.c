@@ -500,6 +500,20 @@ int command_train_demo(const char *plot_dir)
 /* --bench: the C half of `make bench` (reference/bench.py is the driver)    */
 /* ------------------------------------------------------------------------ */
 
+/* This process's peak resident memory in MB: VmHWM in /proc/self/status
+ * (NaN where there is no /proc). */
+static double peak_resident_mb(void)
+{
+    char line[256];
+    double kb = NAN;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return NAN;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0) kb = strtod(line + 6, NULL);
+    fclose(f);
+    return kb / 1024.0;
+}
+
 static int compare_doubles(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -560,7 +574,7 @@ static int run_bench(const char *path, int N, int S, int T, int steps, int repea
         if (r >= 0) runs[r] = (time_now() - started) / steps * 1e3;
     }
     qsort(runs, (size_t)repeats, sizeof runs[0], compare_doubles);
-    printf("{\"ms_per_step\": %.6f}\n", runs[repeats / 2]);
+    printf("{\"ms_per_step\": %.6f, \"peak_mb\": %.1f}\n", runs[repeats / 2], peak_resident_mb());
     rc = 0;
 done:
     step_work_free(&s);
