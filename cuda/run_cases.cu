@@ -1111,7 +1111,12 @@ static void check_cross_entropy(Report *rep, Rng *rng)
 /*
  * Adam and AdamW (no goldens until chapter 08) against hd_adam_update run
  * on the CPU: three steps on 10 000 parameters. The same formula in the same
- * order on both sides; only fused multiply-adds differ, so rtol 1e-6.
+ * order on both sides; only fused multiply-adds differ, so rtol 1e-6. But
+ * exp_avg = m + (g - m) (1 - beta1) can cancel to near 0 while m and g are
+ * of order 1 (gradients are uniform in [-1, 1]): its rounding error, with
+ * or without a fused multiply-add, is relative to them, not to the result.
+ * Hence atol 1e-7 (about one float32 ulp of 1) for exp_avg; measured on an
+ * H100: 1.0e-8 where exp_avg is 0.0027.
  */
 static void check_adam(Report *rep, Rng *rng)
 {
@@ -1141,7 +1146,7 @@ static void check_adam(Report *rep, Rng *rng)
             record_failure(rep, label, "3 steps", d.error[0] ? d.error : "a launch or copy failed");
         } else {
             check_array(rep, label, "param after 3 steps", hp, p, n, 1e-7, 1e-6);
-            check_array(rep, label, "exp_avg after 3 steps", hm, m, n, 1e-9, 1e-6);
+            check_array(rep, label, "exp_avg after 3 steps", hm, m, n, 1e-7, 1e-6);
             check_array(rep, label, "exp_avg_sq after 3 steps", hv, v, n, 1e-12, 1e-6);
         }
         free(hp), free(hm), free(hv), free(p), free(m), free(v);

@@ -375,6 +375,12 @@ int model_init(Model *m, const ModelConfig *cfg, Rng *rng, Error *err)
 /* Checkpoints (given)                                                       */
 /* ------------------------------------------------------------------------ */
 
+/* The file's name for messages; a TensorFile built in memory has none. */
+static const char *where(const TensorFile *f)
+{
+    return f->path ? f->path : "(case)";
+}
+
 /* The config fields as metadata keys "model.<field>". */
 typedef struct {
     const char *key;
@@ -429,28 +435,28 @@ static int config_from_file(const TensorFile *f, ModelConfig *c, Error *err)
     const char *kind = tensorfile_meta(f, "model.kind");
     memset(c, 0, sizeof *c);
     if (!kind)
-        return error_set(err, "%s: not a model checkpoint: no metadata 'model.kind'", f->path);
+        return error_set(err, "%s: not a model checkpoint: no metadata 'model.kind'", where(f));
     if (strcmp(kind, "seq2seq") == 0) c->kind = MODEL_SEQ2SEQ;
     else if (strcmp(kind, "labeller") == 0) c->kind = MODEL_LABELLER;
     else if (strcmp(kind, "classifier") == 0) c->kind = MODEL_CLASSIFIER;
     else return error_set(err, "%s: model.kind '%s' is not seq2seq, labeller or classifier",
-                          f->path, kind);
+                          where(f), kind);
     int n = int_fields(c, fields);
     for (int i = 0; i < n; i++) {
         long long v;
         if (!tensorfile_meta(f, fields[i].key))
-            return error_set(err, "%s: not a model checkpoint: no metadata '%s'", f->path,
+            return error_set(err, "%s: not a model checkpoint: no metadata '%s'", where(f),
                              fields[i].key);
         if (tensorfile_meta_int(f, fields[i].key, 0, &v, err) != 0) return -1;
         if (v < INT_MIN || v > INT_MAX)
-            return error_set(err, "%s: metadata '%s' = %lld is out of range", f->path,
+            return error_set(err, "%s: metadata '%s' = %lld is out of range", where(f),
                              fields[i].key, v);
         *fields[i].value = (int)v;
     }
     double eps, dropout;
     if (!tensorfile_meta(f, "model.eps") || !tensorfile_meta(f, "model.dropout"))
         return error_set(err, "%s: not a model checkpoint: no metadata 'model.eps' or "
-                         "'model.dropout'", f->path);
+                         "'model.dropout'", where(f));
     if (tensorfile_meta_double(f, "model.eps", 0, &eps, err) != 0 ||
         tensorfile_meta_double(f, "model.dropout", 0, &dropout, err) != 0)
         return -1;
@@ -466,7 +472,7 @@ int model_load_file(Model *m, const TensorFile *f, int strict, Error *err)
     memset(m, 0, sizeof *m);
     if (config_from_file(f, &cfg, err) != 0) return -1;
     if (model_alloc(m, &cfg, &cfg_err) != 0)
-        return error_set(err, "%s: %s", f->path, cfg_err.msg);
+        return error_set(err, "%s: %s", where(f), cfg_err.msg);
     for (int i = 0; i < m->n_tensors; i++) {
         const ModelTensor *t = &m->tensors[i];
         const Tensor *x;
@@ -474,7 +480,7 @@ int model_load_file(Model *m, const TensorFile *f, int strict, Error *err)
         for (int d = 0; d < t->ndim; d++) {
             if (x->shape[d] != t->shape[d]) {
                 error_set(err, "%s: %s has shape (%" PRId64 "%s%" PRId64 "), the config needs "
-                          "(%" PRId64 "%s%" PRId64 ")", f->path, t->name, x->shape[0],
+                          "(%" PRId64 "%s%" PRId64 ")", where(f), t->name, x->shape[0],
                           x->ndim > 1 ? ", " : "", x->ndim > 1 ? x->shape[1] : 0, t->shape[0],
                           t->ndim > 1 ? ", " : "", t->ndim > 1 ? t->shape[1] : 0);
                 goto fail;
@@ -486,7 +492,7 @@ int model_load_file(Model *m, const TensorFile *f, int strict, Error *err)
         for (int i = 0; i < f->n_tensors; i++) {
             const char *name = f->tensors[i].name;
             if (strncmp(name, "optimizer.", 10) != 0 && !model_tensor(m, name)) {
-                error_set(err, "%s: tensor '%s' is not a parameter of this %s model", f->path,
+                error_set(err, "%s: tensor '%s' is not a parameter of this %s model", where(f),
                           name, kind_name(cfg.kind));
                 goto fail;
             }
@@ -543,6 +549,17 @@ void model_work_free(ModelWork *w)
     memset(w, 0, sizeof *w);
 }
 
+/* *p = n zeroed values; returns 1, or 0 when out of memory. */
+static int alloc_floats(float **p, size_t n)
+{
+    return (*p = calloc(n, sizeof **p)) != NULL;
+}
+
+static int alloc_bytes(uint8_t **p, size_t n)
+{
+    return (*p = calloc(n, sizeof **p)) != NULL;
+}
+
 int model_work_alloc(ModelWork *w, const Model *m, int N, int S, int T, int backward,
                      Error *err)
 {
@@ -563,31 +580,31 @@ int model_work_alloc(ModelWork *w, const Model *m, int N, int S, int T, int back
     w->rows = seq2seq ? (int64_t)N * T : c->kind == MODEL_LABELLER ? (int64_t)N * S : N;
     size_t nsd = (size_t)N * S * D, ntd = (size_t)N * T * D;
     int ok = 1;
-    ok &= (w->logits = calloc((size_t)w->rows * V, sizeof *w->logits)) != NULL;
-    ok &= (w->src_emb = calloc(nsd, sizeof *w->src_emb)) != NULL;
-    ok &= (w->src_x = calloc(nsd, sizeof *w->src_x)) != NULL;
-    ok &= (w->memory = calloc(nsd, sizeof *w->memory)) != NULL;
-    if (c->dropout > 0) ok &= (w->src_drop = calloc(nsd, sizeof *w->src_drop)) != NULL;
-    if (c->pad_id >= 0) ok &= (w->enc_bias = calloc((size_t)N * H * S * S, sizeof *w->enc_bias)) != NULL;
+    ok &= alloc_floats(&w->logits, (size_t)w->rows * V);
+    ok &= alloc_floats(&w->src_emb, nsd);
+    ok &= alloc_floats(&w->src_x, nsd);
+    ok &= alloc_floats(&w->memory, nsd);
+    if (c->dropout > 0) ok &= alloc_bytes(&w->src_drop, nsd);
+    if (c->pad_id >= 0) ok &= alloc_floats(&w->enc_bias, (size_t)N * H * S * S);
     if (c->kind == MODEL_CLASSIFIER) {
-        ok &= (w->pooled = calloc((size_t)N * D, sizeof *w->pooled)) != NULL;
-        ok &= (w->pool_count = calloc((size_t)N, sizeof *w->pool_count)) != NULL;
+        ok &= alloc_floats(&w->pooled, (size_t)N * D);
+        ok &= alloc_floats(&w->pool_count, (size_t)N);
     }
     if (seq2seq) {
-        ok &= (w->tgt_emb = calloc(ntd, sizeof *w->tgt_emb)) != NULL;
-        ok &= (w->tgt_x = calloc(ntd, sizeof *w->tgt_x)) != NULL;
-        ok &= (w->dec_out = calloc(ntd, sizeof *w->dec_out)) != NULL;
-        if (c->dropout > 0) ok &= (w->tgt_drop = calloc(ntd, sizeof *w->tgt_drop)) != NULL;
+        ok &= alloc_floats(&w->tgt_emb, ntd);
+        ok &= alloc_floats(&w->tgt_x, ntd);
+        ok &= alloc_floats(&w->dec_out, ntd);
+        if (c->dropout > 0) ok &= alloc_bytes(&w->tgt_drop, ntd);
         if (c->pad_id >= 0) {
-            ok &= (w->dec_bias = calloc((size_t)N * H * T * T, sizeof *w->dec_bias)) != NULL;
-            ok &= (w->cross_bias = calloc((size_t)N * H * T * S, sizeof *w->cross_bias)) != NULL;
+            ok &= alloc_floats(&w->dec_bias, (size_t)N * H * T * T);
+            ok &= alloc_floats(&w->cross_bias, (size_t)N * H * T * S);
         }
     }
     if (backward) {
-        ok &= (w->d_top = calloc((size_t)w->rows * D, sizeof *w->d_top)) != NULL;
-        ok &= (w->d_memory = calloc(nsd, sizeof *w->d_memory)) != NULL;
-        ok &= (w->d_src = calloc(nsd, sizeof *w->d_src)) != NULL;
-        if (seq2seq) ok &= (w->d_tgt = calloc(ntd, sizeof *w->d_tgt)) != NULL;
+        ok &= alloc_floats(&w->d_top, (size_t)w->rows * D);
+        ok &= alloc_floats(&w->d_memory, nsd);
+        ok &= alloc_floats(&w->d_src, nsd);
+        if (seq2seq) ok &= alloc_floats(&w->d_tgt, ntd);
     }
     if (!ok) {
         model_work_free(w);

@@ -112,8 +112,10 @@ typedef struct {
 } Model;
 
 /* Checks a config: sizes >= 1, D divisible by H, the kind's layer counts,
- * eps > 0, dropout in [0, 1), pad_id inside both vocabularies or -1, shared
- * embeddings only with equal vocabularies. err names the field. */
+ * eps > 0, dropout in [0, 1), pad_id inside the source vocabulary (and the
+ * target's, for seq2seq; a labeller's or classifier's tgt_vocab counts
+ * classes) or -1, shared embeddings only with equal vocabularies. err names
+ * the field. */
 int model_config_check(const ModelConfig *cfg, Error *err);
 
 /* Allocates a model and initialises it as PyTorch initialises the reference

@@ -156,7 +156,7 @@ static int read_flat(const TensorFile *f, const char *name, float *dst, size_t n
 int checkpoint_load(const char *path, Model *m, AdamState *opt, TrainState *state, Error *err)
 {
     TensorFile f = {0};
-    uint64_t step, epoch;
+    uint64_t step = 0, epoch = 0;
     memset(opt, 0, sizeof *opt);
     if (safetensors_read(path, &f, err) != 0) return -1;
     if (model_load_file(m, &f, 1, err) != 0) goto fail_file;

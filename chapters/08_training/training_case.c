@@ -143,7 +143,7 @@ static int eval_cross_entropy(const TensorFile *in, TensorFile *out, int backwar
         return error_set(err, "%s: tensor 'logits' has %lld classes, more than this program "
                          "handles (%d)", label(in), (long long)V, INT_MAX);
     long long ignore_index;
-    float smoothing;
+    float smoothing = 0.0f;
     if (tensorfile_meta_int(in, "ignore_index", CROSS_ENTROPY_IGNORE_INDEX, &ignore_index,
                             err) != 0 ||
         get_float(in, "label_smoothing", "a number in [0, 1]", 0.0, 0.0, 0, 1.0, 0, &smoothing,
@@ -238,7 +238,7 @@ static int eval_adam(const TensorFile *in, TensorFile *out, Error *err)
 static int eval_clip(const TensorFile *in, TensorFile *out, Error *err)
 {
     const Tensor *grads;
-    float max_norm;
+    float max_norm = 0.0f;
     if (get_tensor(in, "grads", DTYPE_F32, 1, NULL, "(n,)", &grads, err) != 0 ||
         require(in, "max_norm", "the largest norm allowed", err) != 0 ||
         get_float(in, "max_norm", "a finite number > 0", 1.0, 0.0, 1, INFINITY, 0, &max_norm,
@@ -409,7 +409,7 @@ static int get_train_options(const TensorFile *in, TrainOptions *o, Error *err)
 {
     const char *schedule = tensorfile_meta(in, "schedule");
     long long warmup, max_iters, adamw;
-    float lr, wd, clip, smoothing;
+    float lr = 0, wd = 0, clip = 0, smoothing = 0;
     memset(o, 0, sizeof *o);
     if (require(in, "schedule", "constant, cosine or noam", err) != 0) return -1;
     if (!strcmp(schedule, "constant")) o->schedule = SCHEDULE_CONSTANT;
