@@ -137,3 +137,54 @@ float *test_floats(int64_t n)
     assert_non_null(p);
     return p;
 }
+
+double golden_meta_double(const TensorFile *file, const char *key, double fallback)
+{
+    double v;
+    Error err;
+    if (tensorfile_meta_double(file, key, fallback, &v, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    return v;
+}
+
+long long golden_meta_long(const TensorFile *file, const char *key, long long fallback)
+{
+    long long v;
+    Error err;
+    if (tensorfile_meta_int(file, key, fallback, &v, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    return v;
+}
+
+int golden_meta_bool(const TensorFile *file, const char *key, int fallback)
+{
+    int v;
+    Error err;
+    if (tensorfile_meta_bool(file, key, fallback, &v, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    return v;
+}
+
+void golden_copy(const TensorFile *src, const char *skip, TensorFile *dst)
+{
+    Error err;
+    memset(dst, 0, sizeof *dst);
+    dst->path = strdup(src->path);
+    for (int i = 0; i < src->n_tensors; i++) {
+        const Tensor *t = &src->tensors[i].tensor;
+        if (skip && !strcmp(src->tensors[i].name, skip)) continue;
+        Tensor c;
+        assert_int_equal(tensor_alloc(&c, t->dtype, t->ndim, t->shape, &err), 0);
+        memcpy(c.data, t->data, tensor_numel(t) * dtype_size(t->dtype));
+        assert_int_equal(tensorfile_add(dst, src->tensors[i].name, &c, &err), 0);
+    }
+    for (int i = 0; i < src->n_meta; i++)
+        assert_int_equal(tensorfile_set_meta(dst, src->meta_keys[i], src->meta_values[i], &err),
+                         0);
+}

@@ -32,6 +32,16 @@ const Tensor *golden_tensor(const TensorFile *file, const char *name, DType dtyp
 /* The non-negative integer metadata `key` of the case, or fails the test. */
 int64_t golden_meta_int(const TensorFile *file, const char *key);
 
+/* Optional metadata of the case: `fallback` when the key is missing; a value
+ * that does not parse fails the test. */
+double golden_meta_double(const TensorFile *file, const char *key, double fallback);
+long long golden_meta_long(const TensorFile *file, const char *key, long long fallback);
+int golden_meta_bool(const TensorFile *file, const char *key, int fallback);
+
+/* dst = a deep copy of the case src, path and metadata included, without the
+ * tensor `skip` (NULL: keep all); the bad-input tests break the copy. */
+void golden_copy(const TensorFile *src, const char *skip, TensorFile *dst);
+
 /* The case's tolerances, from its metadata "atol" and "rtol" (both required). */
 void golden_tolerance(const TensorFile *file, double *atol, double *rtol);
 

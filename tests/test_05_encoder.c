@@ -39,39 +39,6 @@
 /* Small helpers                                                             */
 /* ------------------------------------------------------------------------ */
 
-static double meta_double(const TensorFile *f, const char *key, double fallback)
-{
-    double v;
-    Error err;
-    if (tensorfile_meta_double(f, key, fallback, &v, &err) != 0) {
-        print_error("%s\n", err.msg);
-        fail();
-    }
-    return v;
-}
-
-static long long meta_int(const TensorFile *f, const char *key, long long fallback)
-{
-    long long v;
-    Error err;
-    if (tensorfile_meta_int(f, key, fallback, &v, &err) != 0) {
-        print_error("%s\n", err.msg);
-        fail();
-    }
-    return v;
-}
-
-static int meta_bool(const TensorFile *f, const char *key, int fallback)
-{
-    int v;
-    Error err;
-    if (tensorfile_meta_bool(f, key, fallback, &v, &err) != 0) {
-        print_error("%s\n", err.msg);
-        fail();
-    }
-    return v;
-}
-
 static int is_op(const TensorFile *f, const char *op)
 {
     const char *got = tensorfile_meta(f, "op");
@@ -96,8 +63,8 @@ static void test_embedding_case(void **state)
     const Tensor *ids = golden_tensor(&f, "input", DTYPE_I64);
     const Tensor *w = golden_tensor(&f, "embedding.weight", DTYPE_F32);
     int B = ids->shape[0], T = ids->shape[1], V = w->shape[0], D = w->shape[1];
-    float scale = (float)meta_double(&f, "scale", 1.0);
-    long long pad = meta_int(&f, "padding_idx", EMBEDDING_NO_PADDING);
+    float scale = (float)golden_meta_double(&f, "scale", 1.0);
+    long long pad = golden_meta_long(&f, "padding_idx", EMBEDDING_NO_PADDING);
     if (tensorfile_meta(&f, "padding_idx") && pad < 0) pad += V;
 
     float *y = test_floats((int64_t)B * T * D);
@@ -162,8 +129,8 @@ static void test_dropout_mask_case(void **state)
     golden_tolerance(&f, &atol, &rtol);
     const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
     int n = tensor_numel(x);
-    float p = (float)meta_double(&f, "p", -1);
-    const uint8_t *mask = meta_bool(&f, "training", 1)
+    float p = (float)golden_meta_double(&f, "p", -1);
+    const uint8_t *mask = golden_meta_bool(&f, "training", 1)
                               ? golden_tensor(&f, "mask", DTYPE_BOOL)->data : NULL;
     float *y = test_floats(n);
     assert_int_equal(dropout_forward(y, x->data, mask, n, p), 0);
@@ -188,9 +155,9 @@ static void test_dropout_rng_case(void **state)
     const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
     const uint8_t *expected = golden_tensor(&f, "mask", DTYPE_BOOL)->data;
     int n = tensor_numel(x);
-    float p = (float)meta_double(&f, "p", -1);
+    float p = (float)golden_meta_double(&f, "p", -1);
     Rng rng;
-    rng_seed(&rng, meta_int(&f, "rng_seed", 0), meta_int(&f, "rng_stream", 0));
+    rng_seed(&rng, golden_meta_long(&f, "rng_seed", 0), golden_meta_long(&f, "rng_stream", 0));
     uint8_t *mask = calloc(n, 1);
     float *y = test_floats(n);
     assert_non_null(mask);
@@ -216,12 +183,12 @@ static void test_ffn_case(void **state)
     const Tensor *w1 = golden_tensor(&f, "linear1.weight", DTYPE_F32);
     int B = x->shape[0], T = x->shape[1], D = x->shape[2], F = w1->shape[0];
     const float *w2 = f32_data(&f, "linear2.weight");
-    int bias = meta_bool(&f, "bias", 1);
+    int bias = golden_meta_bool(&f, "bias", 1);
     const float *b1 = bias ? f32_data(&f, "linear1.bias") : NULL;
     const float *b2 = bias ? f32_data(&f, "linear2.bias") : NULL;
-    float p = (float)meta_double(&f, "dropout", 0);
+    float p = (float)golden_meta_double(&f, "dropout", 0);
     const uint8_t *mask = NULL;
-    if (meta_bool(&f, "training", 1) && p > 0)
+    if (golden_meta_bool(&f, "training", 1) && p > 0)
         mask = golden_tensor(&f, "dropout_mask", DTYPE_BOOL)->data;
 
     int64_t nx = (int64_t)B * T * D, nh = (int64_t)B * T * F;
@@ -589,7 +556,7 @@ static void test_ffn_thread_count_independent(void **state)
     const float *b1 = f32_data(&f, "linear1.bias"), *w2 = f32_data(&f, "linear2.weight");
     const float *b2 = f32_data(&f, "linear2.bias"), *dy = f32_data(&f, "grad_output");
     const uint8_t *mask = golden_tensor(&f, "dropout_mask", DTYPE_BOOL)->data;
-    float p = (float)meta_double(&f, "dropout", 0);
+    float p = (float)golden_meta_double(&f, "dropout", 0);
     float *res[2][4];
     int saved = omp_get_max_threads();
     for (int run = 0; run < 2; run++) {
@@ -653,12 +620,12 @@ static void enc_case_load(EncCase *c, const char *name)
     const Tensor *src = golden_tensor(&c->f, "src", DTYPE_F32);
     c->N = src->shape[0], c->S = src->shape[1], c->D = src->shape[2];
     c->src = src->data;
-    c->H = meta_int(&c->f, "nhead", 1);
-    c->norm_first = meta_bool(&c->f, "norm_first", 0);
-    c->eps = (float)meta_double(&c->f, "eps", 1e-5);
+    c->H = golden_meta_long(&c->f, "nhead", 1);
+    c->norm_first = golden_meta_bool(&c->f, "norm_first", 0);
+    c->eps = (float)golden_meta_double(&c->f, "eps", 1e-5);
     c->stack = is_op(&c->f, "encoder") || is_op(&c->f, "encoder_backward");
     c->backward = is_op(&c->f, "encoder_layer_backward") || is_op(&c->f, "encoder_backward");
-    c->K = c->stack ? meta_int(&c->f, "num_layers", 1) : 1;
+    c->K = c->stack ? golden_meta_long(&c->f, "num_layers", 1) : 1;
     assert_in_range(c->K, 1, 4);
     char buf[64];
     for (int k = 0; k < c->K; k++) {
@@ -686,7 +653,7 @@ static void enc_case_load(EncCase *c, const char *name)
     }
     c->ep = (EncoderParams){.num_layers = c->K, .layers = c->lp};
     c->eg = (EncoderGrads){.layers = c->lg};
-    if (c->stack && meta_bool(&c->f, "final_norm", 0)) {
+    if (c->stack && golden_meta_bool(&c->f, "final_norm", 0)) {
         c->ep.norm_weight = f32_data(&c->f, "norm.weight");
         c->ep.norm_bias = f32_data(&c->f, "norm.bias");
         c->eg.norm_weight = c->norm_grads[0] = test_floats(c->D);
@@ -1017,24 +984,6 @@ static const BadCase BAD[] = {
      0, "C cannot replay PyTorch's dropout masks"},
 };
 
-/* A copy of src without the tensor `skip` (names and metadata are copied). */
-static void copy_case(const TensorFile *src, const char *skip, TensorFile *dst)
-{
-    Error err;
-    memset(dst, 0, sizeof *dst);
-    dst->path = strdup(src->path);
-    for (int i = 0; i < src->n_tensors; i++) {
-        const Tensor *t = &src->tensors[i].tensor;
-        if (skip && strcmp(src->tensors[i].name, skip) == 0) continue;
-        Tensor c;
-        assert_int_equal(tensor_alloc(&c, t->dtype, t->ndim, t->shape, &err), 0);
-        memcpy(c.data, t->data, tensor_numel(t) * dtype_size(t->dtype));
-        assert_int_equal(tensorfile_add(dst, src->tensors[i].name, &c, &err), 0);
-    }
-    for (int i = 0; i < src->n_meta; i++)
-        assert_int_equal(tensorfile_set_meta(dst, src->meta_keys[i], src->meta_values[i], &err), 0);
-}
-
 /* Builds the broken case described by `bad`. An empty SET_META value removes
  * the key (by giving it a name nothing reads). */
 static void make_bad_case(const BadCase *bad, TensorFile *f)
@@ -1042,7 +991,7 @@ static void make_bad_case(const BadCase *bad, TensorFile *f)
     TensorFile golden;
     Error err;
     load_golden(&golden, CHAPTER, bad->golden);
-    copy_case(&golden, bad->change == DROP ? bad->key : NULL, f);
+    golden_copy(&golden, bad->change == DROP ? bad->key : NULL, f);
     tensorfile_free(&golden);
     Tensor t;
     switch (bad->change) {

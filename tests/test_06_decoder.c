@@ -437,31 +437,12 @@ static const BadCase BAD[] = {
      NULL, {0}, 0, "'norm.bias' is missing"},
 };
 
-/* A copy of src without the tensor `skip`. */
-static void copy_case(const TensorFile *src, const char *skip, TensorFile *dst)
-{
-    Error err;
-    memset(dst, 0, sizeof *dst);
-    dst->path = strdup(src->path);
-    for (int i = 0; i < src->n_tensors; i++) {
-        const Tensor *t = &src->tensors[i].tensor;
-        if (skip && !strcmp(src->tensors[i].name, skip)) continue;
-        Tensor c;
-        assert_int_equal(tensor_alloc(&c, t->dtype, t->ndim, t->shape, &err), 0);
-        memcpy(c.data, t->data, tensor_numel(t) * dtype_size(t->dtype));
-        assert_int_equal(tensorfile_add(dst, src->tensors[i].name, &c, &err), 0);
-    }
-    for (int i = 0; i < src->n_meta; i++)
-        assert_int_equal(tensorfile_set_meta(dst, src->meta_keys[i], src->meta_values[i], &err),
-                         0);
-}
-
 static void make_bad_case(const BadCase *bad, TensorFile *f)
 {
     TensorFile golden;
     Error err;
     load_golden(&golden, CHAPTER, bad->golden);
-    copy_case(&golden, bad->change == DROP ? bad->key : NULL, f);
+    golden_copy(&golden, bad->change == DROP ? bad->key : NULL, f);
     tensorfile_free(&golden);
     Tensor t;
     switch (bad->change) {

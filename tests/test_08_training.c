@@ -40,39 +40,6 @@
 /* Small helpers                                                             */
 /* ------------------------------------------------------------------------ */
 
-static double meta_double(const TensorFile *f, const char *key, double fallback)
-{
-    double v;
-    Error err;
-    if (tensorfile_meta_double(f, key, fallback, &v, &err) != 0) {
-        print_error("%s\n", err.msg);
-        fail();
-    }
-    return v;
-}
-
-static long long meta_int(const TensorFile *f, const char *key, long long fallback)
-{
-    long long v;
-    Error err;
-    if (tensorfile_meta_int(f, key, fallback, &v, &err) != 0) {
-        print_error("%s\n", err.msg);
-        fail();
-    }
-    return v;
-}
-
-static int meta_bool(const TensorFile *f, const char *key, int fallback)
-{
-    int v;
-    Error err;
-    if (tensorfile_meta_bool(f, key, fallback, &v, &err) != 0) {
-        print_error("%s\n", err.msg);
-        fail();
-    }
-    return v;
-}
-
 static int is_op(const TensorFile *f, const char *op)
 {
     const char *got = tensorfile_meta(f, "op");
@@ -186,8 +153,8 @@ static void test_cross_entropy_case(void **state)
     const Tensor *target = golden_tensor(&f, "target", DTYPE_I64);
     int64_t R = logits->shape[0];
     int V = (int)logits->shape[1];
-    long long ignore_index = meta_int(&f, "ignore_index", CROSS_ENTROPY_IGNORE_INDEX);
-    float smoothing = (float)meta_double(&f, "label_smoothing", 0.0);
+    long long ignore_index = golden_meta_long(&f, "ignore_index", CROSS_ENTROPY_IGNORE_INDEX);
+    float smoothing = (float)golden_meta_double(&f, "label_smoothing", 0.0);
     int backward = is_op(&f, "cross_entropy_backward");
 
     float loss = 0;
@@ -217,12 +184,12 @@ static void test_adam_case(void **state)
     const Tensor *grads = golden_tensor(&f, "grads", DTYPE_F32);
     const float *lrs = tensorfile_find(&f, "lrs") ? f32_data(&f, "lrs") : NULL;
     int64_t n = params->shape[0], K = grads->shape[0];
-    AdamConfig c = adam_default_config(meta_bool(&f, "decoupled", 0));
-    c.lr = (float)meta_double(&f, "lr", c.lr);
-    c.beta1 = (float)meta_double(&f, "beta1", c.beta1);
-    c.beta2 = (float)meta_double(&f, "beta2", c.beta2);
-    c.eps = (float)meta_double(&f, "eps", c.eps);
-    c.weight_decay = (float)meta_double(&f, "weight_decay", c.weight_decay);
+    AdamConfig c = adam_default_config(golden_meta_bool(&f, "decoupled", 0));
+    c.lr = (float)golden_meta_double(&f, "lr", c.lr);
+    c.beta1 = (float)golden_meta_double(&f, "beta1", c.beta1);
+    c.beta2 = (float)golden_meta_double(&f, "beta2", c.beta2);
+    c.eps = (float)golden_meta_double(&f, "eps", c.eps);
+    c.weight_decay = (float)golden_meta_double(&f, "weight_decay", c.weight_decay);
     Error err;
     assert_int_equal(adam_config_check(&c, &err), 0);
 
@@ -250,7 +217,7 @@ static void test_clip_case(void **state)
     golden_tolerance(&f, &atol, &rtol);
     const Tensor *grads = golden_tensor(&f, "grads", DTYPE_F32);
     int64_t n = grads->shape[0];
-    float max_norm = (float)meta_double(&f, "max_norm", -1);
+    float max_norm = (float)golden_meta_double(&f, "max_norm", -1);
     float *g = test_floats(n);
     memcpy(g, grads->data, (size_t)n * sizeof *g);
     float total = (float)clip_grad_norm(g, (size_t)n, max_norm);
@@ -270,12 +237,12 @@ static void test_schedule_case(void **state)
     int64_t n = steps->shape[0];
     const int64_t *s = steps->data;
     int noam = is_op(&f, "lr_noam");
-    long long warmup = meta_int(&f, "warmup", -1);
+    long long warmup = golden_meta_long(&f, "warmup", -1);
     double *factor = calloc((size_t)n, sizeof *factor);
     assert_non_null(factor);
     for (int64_t i = 0; i < n; i++)
-        factor[i] = noam ? lr_noam(s[i], (int)meta_int(&f, "d_model", -1), warmup)
-                         : lr_cosine_warmup(s[i], warmup, meta_int(&f, "max_iters", -1));
+        factor[i] = noam ? lr_noam(s[i], (int)golden_meta_long(&f, "d_model", -1), warmup)
+                         : lr_cosine_warmup(s[i], warmup, golden_meta_long(&f, "max_iters", -1));
     assert_close_f64(&f, "factor", factor, n, atol, rtol);
     free(factor);
     tensorfile_free(&f);
@@ -1198,31 +1165,13 @@ static const BadCase BAD[] = {
      "metadata 'n' (the dataset size) is missing"},
 };
 
-/* A copy of src without the tensor `skip` (names and metadata are copied). */
-static void copy_case(const TensorFile *src, const char *skip, TensorFile *dst)
-{
-    Error err;
-    memset(dst, 0, sizeof *dst);
-    dst->path = strdup(src->path);
-    for (int i = 0; i < src->n_tensors; i++) {
-        const Tensor *t = &src->tensors[i].tensor;
-        if (skip && strcmp(src->tensors[i].name, skip) == 0) continue;
-        Tensor c;
-        assert_int_equal(tensor_alloc(&c, t->dtype, t->ndim, t->shape, &err), 0);
-        memcpy(c.data, t->data, tensor_numel(t) * dtype_size(t->dtype));
-        assert_int_equal(tensorfile_add(dst, src->tensors[i].name, &c, &err), 0);
-    }
-    for (int i = 0; i < src->n_meta; i++)
-        assert_int_equal(tensorfile_set_meta(dst, src->meta_keys[i], src->meta_values[i], &err), 0);
-}
-
 /* Builds the broken case described by `bad`. */
 static void make_bad_case(const BadCase *bad, TensorFile *f)
 {
     TensorFile golden;
     Error err;
     load_golden(&golden, CHAPTER, bad->golden);
-    copy_case(&golden, bad->change == DROP ? bad->key : NULL, f);
+    golden_copy(&golden, bad->change == DROP ? bad->key : NULL, f);
     tensorfile_free(&golden);
     Tensor t;
     switch (bad->change) {
