@@ -84,7 +84,7 @@ static int matmul_tile(float *C, const float *A, size_t row_stride, size_t k_str
  * lines at a time. */
 static float *transposed(const float *x, int rows, int cols)
 {
-    float *t = malloc((size_t)rows * cols * sizeof *t);
+    float *t = malloc(((size_t)rows * cols + 1) * sizeof *t);   /* + 1: never malloc(0) */
     if (!t) return NULL;
     for (int i0 = 0; i0 < rows; i0 += 32)
         for (int j0 = 0; j0 < cols; j0 += 32)

@@ -736,6 +736,7 @@ int model_forward(Model *m, ModelWork *w, const int64_t *src, const int64_t *tgt
     Side src_side = side_of(m, 0), tgt_side = side_of(m, 1);
     EncoderParams enc = encoder_params(m);
     w->src_ids = src, w->tgt_ids = tgt;
+    w->dropped = rng != NULL && c->dropout > 0;
 
     if (front_forward(m, &src_side, w->src_x, w->src_emb, w->src_drop, src, N, S, rng) != 0)
         return -1;
@@ -837,8 +838,8 @@ int model_backward(Model *m, ModelWork *w, const float *dlogits)
                                    w->memory, m->dec, find(m, "decoder.norm.weight", 0),
                                    &w->dec) != 0)
             return -1;
-        if (front_backward(m, &tgt_side, w->d_tgt, w->tgt_emb, w->tgt_drop, w->tgt_ids, N,
-                           T) != 0)
+        if (front_backward(m, &tgt_side, w->d_tgt, w->tgt_emb, w->dropped ? w->tgt_drop : NULL,
+                           w->tgt_ids, N, T) != 0)
             return -1;
     }
 
@@ -849,7 +850,8 @@ int model_backward(Model *m, ModelWork *w, const float *dlogits)
     memset(w->d_src, 0, nsd * sizeof *w->d_src);
     if (encoder_backward(w->d_src, &enc_grad, w->d_memory, w->src_x, &enc, &w->enc) != 0)
         return -1;
-    return front_backward(m, &src_side, w->d_src, w->src_emb, w->src_drop, w->src_ids, N, S);
+    return front_backward(m, &src_side, w->d_src, w->src_emb, w->dropped ? w->src_drop : NULL,
+                          w->src_ids, N, S);
     /* END SOLUTION */
 }
 

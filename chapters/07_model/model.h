@@ -159,6 +159,7 @@ typedef struct {
     float *src_emb, *tgt_emb;       /* (N, S, D), (N, T, D) embed(ids) before scaling */
     float *src_x, *tgt_x;           /* (N, S, D), (N, T, D) the stacks' inputs */
     uint8_t *src_drop, *tgt_drop;   /* dropout masks of the front ends, or NULL */
+    int dropped;                    /* 1 when the last forward drew those masks (training) */
     /* masks as additive biases, or NULL when nothing is padding */
     float *enc_bias;                /* (N, H, S, S) */
     float *dec_bias;                /* (N, H, T, T) target padding (causal is a flag) */

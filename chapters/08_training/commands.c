@@ -164,7 +164,7 @@ static TrainArgs seed_reverse_task(void)
 static int check_args(const TrainArgs *a, SeqTask *task, ModelKind *kind, Schedule *schedule,
                       Error *err)
 {
-    if (seq_task_parse(a->task, task, err) != 0) return error_set(err, "--task: %s", err->msg);
+    if (seq_task_parse(a->task, task, err) != 0) return -1;   /* the message names the task */
     if (strcmp(a->model, "labeller") == 0) *kind = MODEL_LABELLER;
     else if (strcmp(a->model, "seq2seq") == 0) *kind = MODEL_SEQ2SEQ;
     else return error_set(err, "--model: '%s' is not labeller or seq2seq", a->model);
@@ -395,6 +395,12 @@ static int run_training(const TrainArgs *a, Error *err)
 
     if (a->resume) {
         if (checkpoint_load(a->resume, &m, &opt, &state, err) != 0) goto done;
+        if (m.cfg.kind != kind) {
+            error_set(err, "--resume: %s holds a %s model, not a %s one (resume with the "
+                      "options of the run that wrote it)", a->resume,
+                      m.cfg.kind == MODEL_SEQ2SEQ ? "seq2seq" : "labeller", a->model);
+            goto done;
+        }
         printf("resuming %s after epoch %" PRId64 " (step %" PRId64 ")\n", a->resume,
                state.epoch, opt.step);
     } else {
@@ -534,8 +540,8 @@ static int run_bench(const char *path, int N, int S, int T, int steps, int repea
     Rng rng;
 
     if (N < 1 || S < 1 || T < 0 || steps < 1 || repeats < 1 || repeats > 64 || warmup < 0)
-        return error_set(err, "--bench: need --batch-size, --src-len >= 1, --steps >= 1, "
-                              "1 <= --repeats <= 64");
+        return error_set(err, "need --batch-size and --src-len >= 1 (and --tgt-len for a "
+                              "seq2seq model), --steps >= 1, 1 <= --repeats <= 64");
     if (model_load(&m, path, err) != 0) return -1;
     int seq2seq = m.cfg.kind == MODEL_SEQ2SEQ;
     if (seq2seq != (T > 0)) {
@@ -552,6 +558,11 @@ static int run_bench(const char *path, int N, int S, int T, int steps, int repea
     }
     /* Random ids, clear of pad/sos/eos when the model has a pad id. */
     int low = m.cfg.pad_id >= 0 ? 3 : 0;
+    if (m.cfg.src_vocab <= low || m.cfg.tgt_vocab <= low) {
+        error_set(err, "%s: vocabularies of %d and %d ids leave none past <pad>, <sos>, <eos>",
+                  path, m.cfg.src_vocab, m.cfg.tgt_vocab);
+        goto done;
+    }
     rng_seed(&rng, 0, 5);
     for (int64_t i = 0; i < (int64_t)N * S; i++)
         src[i] = low + rng_below(&rng, (uint32_t)(m.cfg.src_vocab - low));
@@ -598,7 +609,8 @@ int command_bench(int argc, char **argv)
     };
     int n = (int)(sizeof opts / sizeof opts[0]);
     Error err;
-    if (argc < 3 || parse_options(opts, n, argc, argv, 3, &err) != 0) {
+    if (argc >= 3 && strcmp(argv[2], "--help") == 0) help = 1;
+    if (!help && (argc < 3 || parse_options(opts, n, argc, argv, 3, &err) != 0)) {
         fprintf(stderr, "08_training --bench: %s\n",
                 argc < 3 ? "give the checkpoint: --bench CHECKPOINT [options]" : err.msg);
         return 2;

@@ -218,6 +218,7 @@ static int batch_alloc(Batch *b, const Model *m, int N, int seq_len, Error *err)
     b->tgt_in = b->T ? malloc((size_t)N * b->T * sizeof *b->tgt_in) : NULL;
     if (!b->src || !b->target || (b->T && !b->tgt_in)) {
         free(b->src), free(b->target), free(b->tgt_in);
+        memset(b, 0, sizeof *b);
         return error_set(err, "out of memory for a batch of %d sequences", N);
     }
     return 0;

@@ -389,11 +389,12 @@ static int get_batches(const TensorFile *in, const Model *m, int64_t steps, cons
     if (S > m->cfg.max_len || T > m->cfg.max_len || N > INT_MAX / 2)
         return error_set(err, "%s: batches of %lld x %lld are too long for max_len %d",
                          label(in), (long long)N, (long long)(S > T ? S : T), m->cfg.max_len);
+    Error ids;
     if (model_check_ids((*src)->data, tensor_numel(*src), m->cfg.src_vocab, "tensor 'src'",
-                        err) != 0 ||
+                        &ids) != 0 ||
         (seq2seq && model_check_ids((*tgt_in)->data, tensor_numel(*tgt_in), m->cfg.tgt_vocab,
-                                    "tensor 'tgt_in'", err) != 0))
-        return error_set(err, "%s: %s", label(in), err->msg);
+                                    "tensor 'tgt_in'", &ids) != 0))
+        return error_set(err, "%s: %s", label(in), ids.msg);
     /* targets: a class, or the padding id the loss ignores */
     const int64_t *y = (*target)->data;
     for (int64_t i = 0; i < tensor_numel(*target); i++)
