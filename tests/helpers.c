@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void load_golden(TensorFile *file, const char *chapter, const char *name)
 {
@@ -104,11 +105,8 @@ void assert_close_to_golden(const TensorFile *file, const char *name, const floa
                     (long long)tensor_numel(t), (long long)n);
         fail();
     }
-    /* Label comparisons "case/tensor", the case being the file name's stem. */
-    const char *base = strrchr(file->path, '/');
-    base = base ? base + 1 : file->path;
-    char label[160];
-    snprintf(label, sizeof label, "%.*s/%s", (int)strcspn(base, "."), base, name);
+    char stem[128], label[192];
+    snprintf(label, sizeof label, "%s/%s", golden_case_name(file, stem, sizeof stem), name);
     assert_close(label, actual, t->data, n, atol, rtol);
 }
 
@@ -187,4 +185,191 @@ void golden_copy(const TensorFile *src, const char *skip, TensorFile *dst)
     for (int i = 0; i < src->n_meta; i++)
         assert_int_equal(tensorfile_set_meta(dst, src->meta_keys[i], src->meta_values[i], &err),
                          0);
+}
+
+const char *golden_case_name(const TensorFile *file, char *buf, size_t size)
+{
+    const char *base = strrchr(file->path, '/');
+    base = base ? base + 1 : file->path;
+    snprintf(buf, size, "%.*s", (int)strcspn(base, "."), base);
+    return buf;
+}
+
+void assert_close_f64_to_golden(const TensorFile *f, const char *name, const double *actual,
+                                int64_t n, double atol, double rtol)
+{
+    const Tensor *t = golden_tensor(f, name, DTYPE_F64);
+    assert_int_equal(tensor_numel(t), n);
+    const double *e = t->data;
+    double max_abs = 0, max_rel = 0;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double diff = fabs(actual[i] - e[i]);
+        if (isnan(diff)) diff = INFINITY;
+        max_abs = fmax(max_abs, diff);
+        if (e[i] != 0) max_rel = fmax(max_rel, diff / fabs(e[i]));
+        if (!(diff <= atol + rtol * fabs(e[i]))) {
+            if (bad < 5)
+                print_message("    %s[%lld]: got %.17g, expected %.17g\n", name, (long long)i,
+                              actual[i], e[i]);
+            bad++;
+        }
+    }
+    char stem[128], label[192];
+    snprintf(label, sizeof label, "%s/%s", golden_case_name(f, stem, sizeof stem), name);
+    print_message("  %-44s %7lld values  max abs err %.3g  max rel err %.3g  (atol %.0e, "
+                  "rtol %.0e, float64)%s\n", label, (long long)n, max_abs, max_rel, atol, rtol,
+                  bad ? "  FAILED" : "");
+    if (bad) {
+        print_error("%s: %lld of %lld values outside tolerance\n", label, (long long)bad,
+                    (long long)n);
+        fail();
+    }
+}
+
+void assert_i64_equal_to_golden(const TensorFile *f, const char *name, const int64_t *actual,
+                                int64_t n)
+{
+    const Tensor *t = golden_tensor(f, name, DTYPE_I64);
+    assert_int_equal(tensor_numel(t), n);
+    const int64_t *e = t->data;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (actual[i] != e[i]) {
+            if (bad < 5)
+                print_message("    %s[%lld]: got %lld, expected %lld\n", name, (long long)i,
+                              (long long)actual[i], (long long)e[i]);
+            bad++;
+        }
+    }
+    char stem[128], label[192];
+    snprintf(label, sizeof label, "%s/%s", golden_case_name(f, stem, sizeof stem), name);
+    if (n == 1)
+        print_message("  %-44s %lld (expected %lld)%s\n", label, (long long)actual[0],
+                      (long long)e[0], bad ? "  FAILED" : "");
+    else
+        print_message("  %-44s %7lld integers, %lld differ (exact)\n", label, (long long)n,
+                      (long long)bad);
+    if (bad) fail();
+}
+
+int assert_case_outputs(CaseEval eval, const TensorFile *file, TensorFile *out)
+{
+    Error err;
+    double atol, rtol;
+    golden_tolerance(file, &atol, &rtol);
+    if (eval(file, out, &err) != 0) {
+        print_error("%s\n", err.msg);
+        fail();
+    }
+    char outputs[16384];
+    snprintf(outputs, sizeof outputs, "%s", tensorfile_meta(file, "outputs"));
+    int n = 0;
+    for (char *name = strtok(outputs, ","); name; name = strtok(NULL, ","), n++) {
+        const Tensor *got = tensorfile_find(out, name), *want = tensorfile_find(file, name);
+        if (!got || !want) {
+            print_error("output '%s' is missing from the %s\n", name, got ? "case" : "outputs");
+            fail();
+        }
+        assert_int_equal(got->dtype, want->dtype);
+        assert_int_equal(got->ndim, want->ndim);
+        assert_memory_equal(got->shape, want->shape, sizeof got->shape[0] * got->ndim);
+        int64_t count = tensor_numel(got);
+        if (got->dtype == DTYPE_F32)
+            assert_close_to_golden(file, name, got->data, count, atol, rtol);
+        else if (got->dtype == DTYPE_F64)
+            assert_close_f64_to_golden(file, name, got->data, count, atol, rtol);
+        else if (got->dtype == DTYPE_I64)
+            assert_i64_equal_to_golden(file, name, got->data, count);
+        else
+            assert_memory_equal(got->data, want->data, (size_t)count * dtype_size(got->dtype));
+    }
+    return n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Broken cases                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Replaces (or adds) tensor `key` of f by one of dtype and shape, filled
+ * with `value` (NULL: zeros). */
+static void put_tensor(TensorFile *f, const char *key, DType dtype, int ndim,
+                       const int64_t *shape, const char *value)
+{
+    Tensor t;
+    Error err;
+    assert_int_equal(tensor_alloc(&t, dtype, ndim, shape, &err), 0);
+    for (int64_t i = 0; value && i < tensor_numel(&t); i++) {
+        if (dtype == DTYPE_I64) ((int64_t *)t.data)[i] = atoll(value);
+        if (dtype == DTYPE_F32) ((float *)t.data)[i] = (float)atof(value);
+    }
+    assert_int_equal(tensorfile_add(f, key, &t, &err), 0);
+}
+
+void broken_case_make(TensorFile *f, const char *chapter, const BrokenCase *bad)
+{
+    TensorFile golden;
+    Error err;
+    load_golden(&golden, chapter, bad->golden);
+    golden_copy(&golden, bad->change == BREAK_DROP ? bad->key : NULL, f);
+    tensorfile_free(&golden);
+    const Tensor *old = tensorfile_find(f, bad->key);
+    switch (bad->change) {
+    case BREAK_SET_META:
+        if (bad->value[0]) {
+            assert_int_equal(tensorfile_set_meta(f, bad->key, bad->value, &err), 0);
+        } else {                            /* a name nothing reads */
+            for (int i = 0; i < f->n_meta; i++)
+                if (strcmp(f->meta_keys[i], bad->key) == 0) f->meta_keys[i][0] = '_';
+        }
+        break;
+    case BREAK_DROP:
+        break;
+    case BREAK_RESHAPE:
+        put_tensor(f, bad->key, DTYPE_F32, bad->ndim, bad->shape, bad->value);
+        break;
+    case BREAK_RESHAPE_I64:
+        put_tensor(f, bad->key, DTYPE_I64, bad->ndim, bad->shape, bad->value);
+        break;
+    case BREAK_RESHAPE_BOOL:
+        put_tensor(f, bad->key, DTYPE_BOOL, bad->ndim, bad->shape, NULL);
+        break;
+    case BREAK_RETYPE_I64:
+    case BREAK_RETYPE_F32: {
+        assert_non_null(old);
+        int64_t shape[TENSOR_MAX_DIMS];
+        int ndim = old->ndim;
+        memcpy(shape, old->shape, sizeof shape);
+        put_tensor(f, bad->key, bad->change == BREAK_RETYPE_I64 ? DTYPE_I64 : DTYPE_F32, ndim,
+                   shape, NULL);
+        break;
+    }
+    case BREAK_POKE_I64:
+        assert_non_null(old);
+        ((int64_t *)old->data)[0] = atoll(bad->value);
+        break;
+    case BREAK_POKE_F32:
+        assert_non_null(old);
+        ((float *)old->data)[0] = (float)atof(bad->value);
+        break;
+    case BREAK_POKE_BYTE:
+        assert_non_null(old);
+        ((uint8_t *)old->data)[0] = (uint8_t)atoi(bad->value);
+        break;
+    }
+}
+
+void assert_broken_case_writes_no_file(const char *chapter, const BrokenCase *bad, CaseEval eval)
+{
+    TensorFile f;
+    Error err;
+    char in[256], out[256];
+    broken_case_make(&f, chapter, bad);
+    snprintf(in, sizeof in, "build/tmp_bad_%s_%d.safetensors", chapter, (int)getpid());
+    snprintf(out, sizeof out, "build/tmp_bad_%s_out_%d.safetensors", chapter, (int)getpid());
+    assert_int_equal(safetensors_write(in, &f, &err), 0);
+    assert_int_equal(run_case_file(chapter, in, out, eval), 1);
+    assert_int_equal(access(out, F_OK), -1);
+    unlink(in);
+    tensorfile_free(&f);
 }

@@ -52,14 +52,67 @@ void golden_tolerance(const TensorFile *file, double *atol, double *rtol);
 void assert_close(const char *label, const float *actual, const float *expected,
                   int64_t n, double atol, double rtol);
 
+/* The case's name for messages: its file name without folder and suffix. */
+const char *golden_case_name(const TensorFile *file, char *buf, size_t size);
+
 /* Compares `actual` with the F32 tensor `name` of the case, sizes included. */
 void assert_close_to_golden(const TensorFile *file, const char *name, const float *actual,
                             int64_t n, double atol, double rtol);
+
+/* The same for an F64 tensor of the case. */
+void assert_close_f64_to_golden(const TensorFile *file, const char *name, const double *actual,
+                                int64_t n, double atol, double rtol);
+
+/* Fails unless `actual` equals the I64 tensor `name` of the case exactly;
+ * prints the first differences. */
+void assert_i64_equal_to_golden(const TensorFile *file, const char *name,
+                                const int64_t *actual, int64_t n);
+
+/* Evaluates the golden case `file` with `eval` and compares every tensor its
+ * "outputs" metadata lists, dtype and shape included: F32 and F64 within
+ * the case's tolerance, I64 and BOOL exactly. The outputs stay in `out`
+ * (which must start empty) for further checks; returns how many the case
+ * lists. */
+int assert_case_outputs(CaseEval eval, const TensorFile *file, TensorFile *out);
 
 /* Fails the test unless `eval` refuses the case `in` (whose path must be
  * set) the way PRODUCT.md asks of bad input: return -1 with one line that
  * names the file and contains `expect`, and no outputs. */
 void assert_case_refused(CaseEval eval, const TensorFile *in, const char *expect);
+
+/* A broken case for the bad-input tests: a golden with one change. */
+typedef enum {
+    BREAK_SET_META,     /* metadata key = value ("" renames the key: nothing reads it) */
+    BREAK_DROP,         /* remove tensor `key` */
+    BREAK_RESHAPE,      /* replace (or add) tensor `key`: F32 of `shape`, every value
+                           atof(value), or 0 when value is NULL */
+    BREAK_RESHAPE_I64,  /* the same, I64 (atoll(value)) */
+    BREAK_RESHAPE_BOOL, /* the same, BOOL, zeros */
+    BREAK_RETYPE_I64,   /* replace tensor `key` by I64 zeros of its own shape */
+    BREAK_RETYPE_F32,   /* the same, F32 */
+    BREAK_POKE_I64,     /* element 0 of the I64 tensor `key` = atoll(value) */
+    BREAK_POKE_F32,     /* element 0 of the F32 tensor `key` = atof(value) */
+    BREAK_POKE_BYTE,    /* byte 0 of the BOOL tensor `key` = atoi(value) */
+} Breakage;
+
+typedef struct {
+    const char *name;       /* the test's name */
+    const char *golden;     /* a valid case of the chapter to start from */
+    Breakage change;
+    const char *key;        /* the metadata key or tensor changed */
+    const char *value;
+    int64_t shape[3];       /* BREAK_RESHAPE*: the new shape, `ndim` entries used */
+    int ndim;
+    const char *expect;     /* a phrase the error must contain */
+} BrokenCase;
+
+/* f = golden/<chapter>/<bad->golden> with bad's change made; free it with
+ * tensorfile_free. */
+void broken_case_make(TensorFile *f, const char *chapter, const BrokenCase *bad);
+
+/* Writes the bad case to a file and runs it as the chapter program would
+ * (run_case_file): fails unless that exits with 1 and writes no output. */
+void assert_broken_case_writes_no_file(const char *chapter, const BrokenCase *bad, CaseEval eval);
 
 /* A zeroed buffer of n floats for a test's outputs; free() it. */
 float *test_floats(int64_t n);

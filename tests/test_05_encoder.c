@@ -221,30 +221,8 @@ static void test_ffn_case(void **state)
 static void test_case_eval(void **state)
 {
     TensorFile f, out = {0};
-    Error err;
     load_golden(&f, CHAPTER, *state);
-    double atol, rtol;
-    golden_tolerance(&f, &atol, &rtol);
-    if (encoder_case_eval(&f, &out, &err) != 0) {
-        print_error("%s\n", err.msg);
-        fail();
-    }
-    char outputs[4096];
-    snprintf(outputs, sizeof outputs, "%s", tensorfile_meta(&f, "outputs"));
-    for (char *name = strtok(outputs, ","); name; name = strtok(NULL, ",")) {
-        const Tensor *got = tensorfile_find(&out, name);
-        if (!got) {
-            print_error("output '%s' is missing\n", name);
-            fail();
-        }
-        const Tensor *want = tensorfile_find(&f, name);
-        assert_int_equal(got->dtype, want->dtype);
-        assert_int_equal(tensor_numel(got), tensor_numel(want));
-        if (got->dtype == DTYPE_F32)
-            assert_close_to_golden(&f, name, got->data, tensor_numel(got), atol, rtol);
-        else
-            assert_memory_equal(got->data, want->data, tensor_numel(got) * dtype_size(got->dtype));
-    }
+    assert_case_outputs(encoder_case_eval, &f, &out);
     tensorfile_free(&out);
     tensorfile_free(&f);
 }
@@ -891,146 +869,86 @@ static void test_encoder_layer_dropout_training(void **state)
 /* Bad cases: encoder_case.c refuses them with a message naming the file     */
 /* ------------------------------------------------------------------------ */
 
-typedef enum {
-    SET_META,     /* metadata key = value */
-    DROP,         /* remove tensor `key` */
-    RESHAPE,      /* replace tensor `key` by F32 zeros of the shape `shape` */
-    RESHAPE_BOOL, /* the same with a BOOL tensor */
-    RETYPE,       /* replace tensor `key` by an I64 tensor of its shape */
-    POKE_ID,      /* set element 0 of the I64 tensor `key` to atoll(value) */
-    POKE_BYTE,    /* set byte 0 of the BOOL tensor `key` to atoi(value) */
-} Change;
 
-typedef struct {
-    const char *name;
-    const char *golden;     /* a valid case to start from */
-    Change change;
-    const char *key;
-    const char *value;
-    int64_t shape[3];       /* RESHAPE: the new shape, trailing zeros unused */
-    int ndim;
-    const char *expect;     /* a phrase the error must contain */
-} BadCase;
-
-static const BadCase BAD[] = {
-    {"bad_missing_op", "embedding_2x5_V10_D8", SET_META, "op", "", {0}, 0,
+static const BrokenCase BAD[] = {
+    {"bad_missing_op", "embedding_2x5_V10_D8", BREAK_SET_META, "op", "", {0}, 0,
      "metadata 'op' is missing"},
-    {"bad_unknown_op", "embedding_2x5_V10_D8", SET_META, "op", "decoder", {0}, 0,
+    {"bad_unknown_op", "embedding_2x5_V10_D8", BREAK_SET_META, "op", "decoder", {0}, 0,
      "op 'decoder' is not a chapter 05 op"},
-    {"bad_missing_weight", "embedding_2x5_V10_D8", DROP, "embedding.weight", NULL, {0}, 0,
+    {"bad_missing_weight", "embedding_2x5_V10_D8", BREAK_DROP, "embedding.weight", NULL, {0}, 0,
      "'embedding.weight' is missing"},
-    {"bad_ids_dtype", "embedding_2x5_V10_D8", RESHAPE, "input", NULL, {2, 5}, 2,
+    {"bad_ids_dtype", "embedding_2x5_V10_D8", BREAK_RESHAPE, "input", NULL, {2, 5}, 2,
      "has dtype F32, expected I64"},
-    {"bad_id_too_large", "embedding_2x5_V10_D8", POKE_ID, "input", "10", {0}, 0,
+    {"bad_id_too_large", "embedding_2x5_V10_D8", BREAK_POKE_I64, "input", "10", {0}, 0,
      "id 10 at flat index 0 is outside the vocabulary 0..9"},
-    {"bad_id_negative", "embedding_backward_4x16_V5_D8", POKE_ID, "input", "-3", {0}, 0,
+    {"bad_id_negative", "embedding_backward_4x16_V5_D8", BREAK_POKE_I64, "input", "-3", {0}, 0,
      "id -3 at flat index 0"},
-    {"bad_padding_idx", "embedding_4x9_V13_D7_pad0", SET_META, "padding_idx", "13", {0}, 0,
+    {"bad_padding_idx", "embedding_4x9_V13_D7_pad0", BREAK_SET_META, "padding_idx", "13", {0}, 0,
      "padding_idx is 13, outside -13..12"},
-    {"bad_scale", "embedding_3x7_V20_D16_scaled", SET_META, "scale", "inf", {0}, 0,
+    {"bad_scale", "embedding_3x7_V20_D16_scaled", BREAK_SET_META, "scale", "inf", {0}, 0,
      "scale is inf"},
-    {"bad_grad_output_shape", "embedding_backward_4x16_V5_D8", RESHAPE, "grad_output", NULL,
+    {"bad_grad_output_shape", "embedding_backward_4x16_V5_D8", BREAK_RESHAPE, "grad_output", NULL,
      {4, 16, 9}, 3, "'grad_output' has shape (4, 16, 9), expected (B, T, D) = (4, 16, 8)"},
-    {"bad_sequence_longer_than_table", "positional_learned_2x7_L10_D8", RESHAPE,
+    {"bad_sequence_longer_than_table", "positional_learned_2x7_L10_D8", BREAK_RESHAPE,
      "pos_embedding.weight", NULL, {6, 8}, 2, "has T = 7 positions, max_len is 6"},
-    {"bad_max_len_disagrees", "positional_learned_2x7_L10_D8", SET_META, "max_len", "12", {0},
+    {"bad_max_len_disagrees", "positional_learned_2x7_L10_D8", BREAK_SET_META, "max_len", "12", {0},
      0, "max_len is 12 but 'pos_embedding.weight' has 10 rows"},
-    {"bad_sinusoidal_max_len", "positional_sinusoidal_2x10_D16", SET_META, "max_len", "8", {0},
-     0, "longer than the position table"},
-    {"bad_d_model_mismatch", "positional_learned_2x7_L10_D8", RESHAPE, "pos_embedding.weight",
-     NULL, {10, 7}, 2, "expected (L, D) = (*, 8)"},
-    {"bad_dropout_p_above_1", "dropout_mask_p50_2x3x40", SET_META, "p", "1.5", {0}, 0,
+    {"bad_sinusoidal_max_len", "positional_sinusoidal_2x10_D16", BREAK_SET_META, "max_len", "8",
+     {0}, 0, "longer than the position table"},
+    {"bad_d_model_mismatch", "positional_learned_2x7_L10_D8", BREAK_RESHAPE,
+     "pos_embedding.weight", NULL, {10, 7}, 2, "expected (L, D) = (*, 8)"},
+    {"bad_dropout_p_above_1", "dropout_mask_p50_2x3x40", BREAK_SET_META, "p", "1.5", {0}, 0,
      "p is 1.5; a dropout probability must lie in [0, 1]"},
-    {"bad_dropout_p_negative", "dropout_mask_p50_2x3x40", SET_META, "p", "-0.1", {0}, 0,
+    {"bad_dropout_p_negative", "dropout_mask_p50_2x3x40", BREAK_SET_META, "p", "-0.1", {0}, 0,
      "must lie in [0, 1]"},
-    {"bad_dropout_p_missing", "dropout_mask_p50_2x3x40", SET_META, "p", "", {0}, 0,
+    {"bad_dropout_p_missing", "dropout_mask_p50_2x3x40", BREAK_SET_META, "p", "", {0}, 0,
      "metadata 'p' (the dropout probability) is missing"},
-    {"bad_mask_byte", "dropout_mask_p50_2x3x40", POKE_BYTE, "mask", "2", {0}, 0,
+    {"bad_mask_byte", "dropout_mask_p50_2x3x40", BREAK_POKE_BYTE, "mask", "2", {0}, 0,
      "holds the byte 2"},
-    {"bad_mask_dtype", "dropout_mask_p50_2x3x40", RETYPE, "mask", NULL, {0}, 0,
+    {"bad_mask_dtype", "dropout_mask_p50_2x3x40", BREAK_RETYPE_I64, "mask", NULL, {0}, 0,
      "'mask' has dtype I64, expected BOOL"},
-    {"bad_ffn_weight_shape", "ffn_2x5_D8_F32", RESHAPE, "linear2.weight", NULL, {8, 31}, 2,
+    {"bad_ffn_weight_shape", "ffn_2x5_D8_F32", BREAK_RESHAPE, "linear2.weight", NULL, {8, 31}, 2,
      "'linear2.weight' has shape (8, 31), expected (D, F) = (8, 32)"},
-    {"bad_ffn_missing_bias", "ffn_2x5_D8_F32", DROP, "linear2.bias", NULL, {0}, 0,
+    {"bad_ffn_missing_bias", "ffn_2x5_D8_F32", BREAK_DROP, "linear2.bias", NULL, {0}, 0,
      "'linear2.bias' is missing"},
-    {"bad_ffn_mask_missing", "ffn_3x7_D16_F64_p10", DROP, "dropout_mask", NULL, {0}, 0,
+    {"bad_ffn_mask_missing", "ffn_3x7_D16_F64_p10", BREAK_DROP, "dropout_mask", NULL, {0}, 0,
      "must hold the BOOL tensor 'dropout_mask'"},
-    {"bad_ffn_dropout", "ffn_2x5_D8_F32", SET_META, "dropout", "nan", {0}, 0,
+    {"bad_ffn_dropout", "ffn_2x5_D8_F32", BREAK_SET_META, "dropout", "nan", {0}, 0,
      "must lie in [0, 1]"},
-    {"bad_ffn_mask_shape", "ffn_3x7_D16_F64_p10", RESHAPE_BOOL, "dropout_mask", NULL,
-     {3, 7, 16}, 3,
-     "'dropout_mask' has shape (3, 7, 16), expected (3, 7, 64) like the hidden layer"},
-    {"bad_encoder_nhead", "encoder_layer_post_2x5_D8_H2_F16", SET_META, "nhead", "3", {0}, 0,
+    {"bad_ffn_mask_shape", "ffn_3x7_D16_F64_p10", BREAK_RESHAPE_BOOL, "dropout_mask", NULL, {3, 7,
+     16}, 3, "'dropout_mask' has shape (3, 7, 16), expected (3, 7, 64) like the hidden layer"},
+    {"bad_encoder_nhead", "encoder_layer_post_2x5_D8_H2_F16", BREAK_SET_META, "nhead", "3", {0}, 0,
      "d_model 8 (the last dimension of 'src') is not divisible by metadata nhead 3"},
-    {"bad_encoder_nhead_missing", "encoder_layer_post_2x5_D8_H2_F16", SET_META, "nhead", "",
+    {"bad_encoder_nhead_missing", "encoder_layer_post_2x5_D8_H2_F16", BREAK_SET_META, "nhead", "",
      {0}, 0, "metadata 'nhead' (the number of heads) is missing"},
-    {"bad_encoder_missing_param", "encoder_layer_pre_2x5_D8_H2_F16", DROP, "norm2.bias", NULL,
-     {0}, 0, "'norm2.bias' is missing"},
-    {"bad_encoder_in_proj_shape", "encoder_layer_post_2x5_D8_H2_F16", RESHAPE,
-     "self_attn.in_proj_weight", NULL, {8, 8}, 2,
-     "'self_attn.in_proj_weight' has shape (8, 8), expected (3D, D) = (24, 8)"},
-    {"bad_encoder_padding_shape", "encoder_layer_post_3x6_D12_H1_F24_padding", RESHAPE_BOOL,
-     "src_key_padding_mask", NULL, {3, 5}, 2,
-     "'src_key_padding_mask' has shape (3, 5), expected (3, 6) like (N, S)"},
-    {"bad_encoder_src_mask_dtype", "encoder_layer_post_2x7_D16_H4_F32_mask_bool", RETYPE,
+    {"bad_encoder_missing_param", "encoder_layer_pre_2x5_D8_H2_F16", BREAK_DROP, "norm2.bias",
+     NULL, {0}, 0, "'norm2.bias' is missing"},
+    {"bad_encoder_in_proj_shape", "encoder_layer_post_2x5_D8_H2_F16", BREAK_RESHAPE,
+     "self_attn.in_proj_weight", NULL, {8, 8}, 2, "'self_attn.in_proj_weight' has shape (8, 8), expected (3D, D) = (24, 8)"},
+    {"bad_encoder_padding_shape", "encoder_layer_post_3x6_D12_H1_F24_padding", BREAK_RESHAPE_BOOL,
+     "src_key_padding_mask", NULL, {3, 5}, 2, "'src_key_padding_mask' has shape (3, 5), expected (3, 6) like (N, S)"},
+    {"bad_encoder_src_mask_dtype", "encoder_layer_post_2x7_D16_H4_F32_mask_bool", BREAK_RETYPE_I64,
      "src_mask", NULL, {0}, 0, "'src_mask' has dtype I64, expected F32"},
-    {"bad_encoder_stack_layer_missing", "encoder_post_K2_2x5_D8_H2", DROP,
+    {"bad_encoder_stack_layer_missing", "encoder_post_K2_2x5_D8_H2", BREAK_DROP,
      "layers.1.linear2.weight", NULL, {0}, 0, "'layers.1.linear2.weight' is missing"},
-    {"bad_encoder_num_layers", "encoder_post_K2_2x5_D8_H2", SET_META, "num_layers", "0", {0}, 0,
+    {"bad_encoder_num_layers", "encoder_post_K2_2x5_D8_H2", BREAK_SET_META, "num_layers", "0", {0},
+     0,
      "num_layers is 0"},
-    {"bad_encoder_final_norm", "encoder_pre_K2_2x5_D8_H2_norm", DROP, "norm.bias", NULL, {0}, 0,
+    {"bad_encoder_final_norm", "encoder_pre_K2_2x5_D8_H2_norm", BREAK_DROP, "norm.bias", NULL, {0},
+     0,
      "'norm.bias' is missing"},
-    {"bad_encoder_dropout", "encoder_layer_post_2x5_D8_H2_F16", SET_META, "dropout", "0.1", {0},
-     0, "C cannot replay PyTorch's dropout masks"},
+    {"bad_encoder_dropout", "encoder_layer_post_2x5_D8_H2_F16", BREAK_SET_META, "dropout", "0.1",
+     {0}, 0, "C cannot replay PyTorch's dropout masks"},
 };
 
-/* Builds the broken case described by `bad`. An empty SET_META value removes
+/* Builds the broken case described by `bad`. An empty BREAK_SET_META value removes
  * the key (by giving it a name nothing reads). */
-static void make_bad_case(const BadCase *bad, TensorFile *f)
-{
-    TensorFile golden;
-    Error err;
-    load_golden(&golden, CHAPTER, bad->golden);
-    golden_copy(&golden, bad->change == DROP ? bad->key : NULL, f);
-    tensorfile_free(&golden);
-    Tensor t;
-    switch (bad->change) {
-    case SET_META:
-        if (bad->value[0]) {
-            assert_int_equal(tensorfile_set_meta(f, bad->key, bad->value, &err), 0);
-        } else {
-            for (int i = 0; i < f->n_meta; i++)
-                if (strcmp(f->meta_keys[i], bad->key) == 0) f->meta_keys[i][0] = '_';
-        }
-        break;
-    case DROP:
-        break;
-    case RESHAPE:
-    case RESHAPE_BOOL:
-        assert_int_equal(tensor_alloc(&t, bad->change == RESHAPE ? DTYPE_F32 : DTYPE_BOOL,
-                                      bad->ndim, bad->shape, &err), 0);
-        assert_int_equal(tensorfile_add(f, bad->key, &t, &err), 0);
-        break;
-    case RETYPE: {
-        const Tensor *old = tensorfile_find(f, bad->key);
-        assert_int_equal(tensor_alloc(&t, DTYPE_I64, old->ndim, old->shape, &err), 0);
-        assert_int_equal(tensorfile_add(f, bad->key, &t, &err), 0);
-        break;
-    }
-    case POKE_ID:
-        ((int64_t *)tensorfile_find(f, bad->key)->data)[0] = atoll(bad->value);
-        break;
-    case POKE_BYTE:
-        ((uint8_t *)tensorfile_find(f, bad->key)->data)[0] = (uint8_t)atoi(bad->value);
-        break;
-    }
-}
 
 static void test_bad_case(void **state)
 {
-    const BadCase *bad = *state;
+    const BrokenCase *bad = *state;
     TensorFile f;
-    make_bad_case(bad, &f);
+    broken_case_make(&f, CHAPTER, bad);
     assert_case_refused(encoder_case_eval, &f, bad->expect);
     tensorfile_free(&f);
 }
@@ -1039,17 +957,8 @@ static void test_bad_case(void **state)
  * no output file. */
 static void test_bad_case_writes_no_file(void **state)
 {
-    TensorFile f;
-    Error err;
-    make_bad_case(&BAD[4], &f);                          /* an id out of range */
-    char in[256], out[256];
-    snprintf(in, sizeof in, "build/tmp_bad05_%d.safetensors", (int)getpid());
-    snprintf(out, sizeof out, "build/tmp_bad05_out_%d.safetensors", (int)getpid());
-    assert_int_equal(safetensors_write(in, &f, &err), 0);
-    assert_int_equal(run_case_file("05_encoder", in, out, encoder_case_eval), 1);
-    assert_int_equal(access(out, F_OK), -1);
-    unlink(in);
-    tensorfile_free(&f);
+    /* an id out of range */
+    assert_broken_case_writes_no_file(CHAPTER, &BAD[4], encoder_case_eval);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -39,30 +39,9 @@
 static void test_decoder_case(void **state)
 {
     TensorFile f, out = {0};
-    Error err;
     load_golden(&f, CHAPTER, *state);
-    double atol, rtol;
-    golden_tolerance(&f, &atol, &rtol);
-    if (decoder_case_eval(&f, &out, &err) != 0) {
-        print_error("%s\n", err.msg);
-        fail();
-    }
-    char outputs[8192];
-    snprintf(outputs, sizeof outputs, "%s", tensorfile_meta(&f, "outputs"));
-    int n = 0;
-    for (char *name = strtok(outputs, ","); name; name = strtok(NULL, ","), n++) {
-        const Tensor *got = tensorfile_find(&out, name);
-        if (!got) {
-            print_error("output '%s' is missing\n", name);
-            fail();
-        }
-        const Tensor *want = golden_tensor(&f, name, DTYPE_F32);
-        assert_int_equal(got->dtype, DTYPE_F32);
-        assert_int_equal(got->ndim, want->ndim);
-        assert_memory_equal(got->shape, want->shape, sizeof want->shape[0] * want->ndim);
-        assert_close_to_golden(&f, name, got->data, tensor_numel(got), atol, rtol);
-    }
-    assert_int_equal(out.n_tensors, n);     /* nothing more than the case asks for */
+    int listed = assert_case_outputs(decoder_case_eval, &f, &out);
+    assert_int_equal(out.n_tensors, listed);       /* nothing more than the case asks for */
     tensorfile_free(&out);
     tensorfile_free(&f);
 }
@@ -373,106 +352,57 @@ static void test_cache_alloc_checks(void **state)
 /* Bad cases                                                                 */
 /* ------------------------------------------------------------------------ */
 
-typedef enum {
-    SET_META,     /* metadata key = value ("" removes the key) */
-    DROP,         /* remove tensor `key` */
-    RESHAPE,      /* replace tensor `key` by F32 zeros of `shape` */
-    RESHAPE_BOOL, /* the same, BOOL */
-    POKE_BYTE,    /* byte 0 of the BOOL tensor `key` = atoi(value) */
-} Change;
-
-typedef struct {
-    const char *name;
-    const char *golden;
-    Change change;
-    const char *key;
-    const char *value;
-    int64_t shape[3];
-    int ndim;
-    const char *expect;
-} BadCase;
 
 #define LAYER_G "decoder_layer_post_pad_N3_T6_S4_D12_H3"
 #define LAYER_BG "decoder_layer_backward_post_N2_T5_S7_D8_H2"
 
-static const BadCase BAD[] = {
-    {"bad_missing_op", LAYER_G, SET_META, "op", "", {0}, 0, "metadata 'op' is missing"},
-    {"bad_unknown_op", LAYER_G, SET_META, "op", "encoder_layer", {0}, 0,
+static const BrokenCase BAD[] = {
+    {"bad_missing_op", LAYER_G, BREAK_SET_META, "op", "", {0}, 0, "metadata 'op' is missing"},
+    {"bad_unknown_op", LAYER_G, BREAK_SET_META, "op", "encoder_layer", {0}, 0,
      "op 'encoder_layer' is not a chapter 06 op"},
-    {"bad_missing_nhead", LAYER_G, SET_META, "nhead", "", {0}, 0, "'nhead' is missing"},
-    {"bad_nhead_divides", LAYER_G, SET_META, "nhead", "5", {0}, 0,
+    {"bad_missing_nhead", LAYER_G, BREAK_SET_META, "nhead", "", {0}, 0, "'nhead' is missing"},
+    {"bad_nhead_divides", LAYER_G, BREAK_SET_META, "nhead", "5", {0}, 0,
      "d_model 12 (the last dimension of 'tgt') is not divisible by nhead 5"},
-    {"bad_missing_memory", LAYER_G, DROP, "memory", NULL, {0}, 0, "'memory' is missing"},
-    {"bad_memory_batch", LAYER_G, RESHAPE, "memory", NULL, {2, 4, 12}, 3,
+    {"bad_missing_memory", LAYER_G, BREAK_DROP, "memory", NULL, {0}, 0, "'memory' is missing"},
+    {"bad_memory_batch", LAYER_G, BREAK_RESHAPE, "memory", NULL, {2, 4, 12}, 3,
      "memory (2, 4, 12) must have the batch size N and d_model D of tgt (3, 6, 12)"},
-    {"bad_missing_param", LAYER_G, DROP, "multihead_attn.in_proj_weight", NULL, {0}, 0,
+    {"bad_missing_param", LAYER_G, BREAK_DROP, "multihead_attn.in_proj_weight", NULL, {0}, 0,
      "'multihead_attn.in_proj_weight' is missing"},
-    {"bad_param_shape", LAYER_G, RESHAPE, "linear2.weight", NULL, {12, 23}, 2,
+    {"bad_param_shape", LAYER_G, BREAK_RESHAPE, "linear2.weight", NULL, {12, 23}, 2,
      "'linear2.weight' has shape (12, 23), expected (D, F) = (12, 24)"},
-    {"bad_norm_shape", LAYER_G, RESHAPE, "norm3.bias", NULL, {11}, 1,
+    {"bad_norm_shape", LAYER_G, BREAK_RESHAPE, "norm3.bias", NULL, {11}, 1,
      "'norm3.bias' has shape (11), expected (D,) = (12)"},
-    {"bad_tgt_mask_shape", LAYER_G, RESHAPE_BOOL, "tgt_mask", NULL, {6, 5}, 2,
+    {"bad_tgt_mask_shape", LAYER_G, BREAK_RESHAPE_BOOL, "tgt_mask", NULL, {6, 5}, 2,
      "'tgt_mask' has shape (6, 5), expected (T, T) = (6, 6)"},
-    {"bad_kpm_shape", LAYER_G, RESHAPE_BOOL, "memory_key_padding_mask", NULL, {3, 6}, 2,
+    {"bad_kpm_shape", LAYER_G, BREAK_RESHAPE_BOOL, "memory_key_padding_mask", NULL, {3, 6}, 2,
      "expected (N, S) = (3, 4)"},
-    {"bad_kpm_float", LAYER_G, RESHAPE, "tgt_key_padding_mask", NULL, {3, 6}, 2,
+    {"bad_kpm_float", LAYER_G, BREAK_RESHAPE, "tgt_key_padding_mask", NULL, {3, 6}, 2,
      "'tgt_key_padding_mask' has dtype F32, expected BOOL"},
-    {"bad_mask_byte", LAYER_G, POKE_BYTE, "tgt_mask", "7", {0}, 0, "holds the byte 7"},
-    {"bad_causal_without_mask", LAYER_G, DROP, "tgt_mask", NULL, {0}, 0, ""},
-    {"bad_dropout", LAYER_G, SET_META, "dropout", "0.1", {0}, 0,
+    {"bad_mask_byte", LAYER_G, BREAK_POKE_BYTE, "tgt_mask", "7", {0}, 0, "holds the byte 7"},
+    {"bad_causal_without_mask", LAYER_G, BREAK_DROP, "tgt_mask", NULL, {0}, 0, ""},
+    {"bad_dropout", LAYER_G, BREAK_SET_META, "dropout", "0.1", {0}, 0,
      "metadata 'dropout' is '0.1'"},
-    {"bad_eps", LAYER_G, SET_META, "layer_norm_eps", "0", {0}, 0,
+    {"bad_eps", LAYER_G, BREAK_SET_META, "layer_norm_eps", "0", {0}, 0,
      "'layer_norm_eps' is '0'; it must be a positive number"},
-    {"bad_memory_mask", LAYER_G, RESHAPE_BOOL, "memory_mask", NULL, {6, 4}, 2,
+    {"bad_memory_mask", LAYER_G, BREAK_RESHAPE_BOOL, "memory_mask", NULL, {6, 4}, 2,
      "'memory_mask' is present; not supported"},
-    {"bad_grad_output_shape", LAYER_BG, RESHAPE, "grad_output", NULL, {2, 5, 9}, 3,
+    {"bad_grad_output_shape", LAYER_BG, BREAK_RESHAPE, "grad_output", NULL, {2, 5, 9}, 3,
      "'grad_output' has shape (2, 5, 9), expected (N, T, D)"},
-    {"bad_missing_num_layers", "decoder_post_2layers_N2_T5_S6_D8_H2", SET_META, "num_layers",
+    {"bad_missing_num_layers", "decoder_post_2layers_N2_T5_S6_D8_H2", BREAK_SET_META, "num_layers",
      "", {0}, 0, "'num_layers' is missing"},
-    {"bad_too_many_layers", "decoder_post_2layers_N2_T5_S6_D8_H2", SET_META, "num_layers",
+    {"bad_too_many_layers", "decoder_post_2layers_N2_T5_S6_D8_H2", BREAK_SET_META, "num_layers",
      "3", {0}, 0, "'layers.2.self_attn.in_proj_weight' is missing"},
-    {"bad_final_norm_false", "decoder_pre_2layers_norm_N2_T5_S6_D8_H2", SET_META,
+    {"bad_final_norm_false", "decoder_pre_2layers_norm_N2_T5_S6_D8_H2", BREAK_SET_META,
      "final_norm", "false", {0}, 0, "'final_norm' is false but the case holds norm.weight"},
-    {"bad_final_norm_missing", "decoder_pre_2layers_norm_N2_T5_S6_D8_H2", DROP, "norm.bias",
+    {"bad_final_norm_missing", "decoder_pre_2layers_norm_N2_T5_S6_D8_H2", BREAK_DROP, "norm.bias",
      NULL, {0}, 0, "'norm.bias' is missing"},
 };
 
-static void make_bad_case(const BadCase *bad, TensorFile *f)
-{
-    TensorFile golden;
-    Error err;
-    load_golden(&golden, CHAPTER, bad->golden);
-    golden_copy(&golden, bad->change == DROP ? bad->key : NULL, f);
-    tensorfile_free(&golden);
-    Tensor t;
-    switch (bad->change) {
-    case SET_META:
-        if (bad->value[0]) {
-            assert_int_equal(tensorfile_set_meta(f, bad->key, bad->value, &err), 0);
-        } else {
-            for (int i = 0; i < f->n_meta; i++)
-                if (!strcmp(f->meta_keys[i], bad->key)) f->meta_keys[i][0] = '_';
-        }
-        break;
-    case DROP:
-        break;
-    case RESHAPE:
-    case RESHAPE_BOOL:
-        assert_int_equal(tensor_alloc(&t, bad->change == RESHAPE ? DTYPE_F32 : DTYPE_BOOL,
-                                      bad->ndim, bad->shape, &err), 0);
-        assert_int_equal(tensorfile_add(f, bad->key, &t, &err), 0);
-        break;
-    case POKE_BYTE:
-        ((uint8_t *)tensorfile_find(f, bad->key)->data)[0] = (uint8_t)atoi(bad->value);
-        break;
-    }
-}
-
 static void test_bad_case(void **state)
 {
-    const BadCase *bad = *state;
+    const BrokenCase *bad = *state;
     TensorFile f;
-    make_bad_case(bad, &f);
+    broken_case_make(&f, CHAPTER, bad);
     const char *expect = bad->expect;
     if (!strcmp(bad->name, "bad_causal_without_mask")) {
         Error e;
@@ -486,17 +416,8 @@ static void test_bad_case(void **state)
 /* Through run_case_file, as the program runs it: exit 1 and no output file. */
 static void test_bad_case_writes_no_file(void **state)
 {
-    TensorFile f;
-    Error err;
-    make_bad_case(&BAD[7], &f);                    /* a parameter of the wrong shape */
-    char in[256], out[256];
-    snprintf(in, sizeof in, "build/tmp_bad06_%d.safetensors", (int)getpid());
-    snprintf(out, sizeof out, "build/tmp_bad06_out_%d.safetensors", (int)getpid());
-    assert_int_equal(safetensors_write(in, &f, &err), 0);
-    assert_int_equal(run_case_file("06_decoder", in, out, decoder_case_eval), 1);
-    assert_int_equal(access(out, F_OK), -1);
-    unlink(in);
-    tensorfile_free(&f);
+    /* a parameter of the wrong shape */
+    assert_broken_case_writes_no_file(CHAPTER, &BAD[7], decoder_case_eval);
 }
 
 /* ------------------------------------------------------------------------ */

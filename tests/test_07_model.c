@@ -42,44 +42,9 @@
 static void test_model_case(void **state)
 {
     TensorFile f, out = {0};
-    Error err;
     load_golden(&f, CHAPTER, *state);
-    double atol, rtol;
-    golden_tolerance(&f, &atol, &rtol);
-    if (model_case_eval(&f, &out, &err) != 0) {
-        print_error("%s\n", err.msg);
-        fail();
-    }
-    char outputs[16384];
-    snprintf(outputs, sizeof outputs, "%s", tensorfile_meta(&f, "outputs"));
-    int n = 0;
-    for (char *name = strtok(outputs, ","); name; name = strtok(NULL, ","), n++) {
-        const Tensor *got = tensorfile_find(&out, name);
-        if (!got) {
-            print_error("output '%s' is missing\n", name);
-            fail();
-        }
-        const Tensor *want = tensorfile_find(&f, name);
-        assert_non_null(want);
-        assert_int_equal(got->dtype, want->dtype);
-        assert_int_equal(got->ndim, want->ndim);
-        assert_memory_equal(got->shape, want->shape, sizeof want->shape[0] * want->ndim);
-        if (want->dtype == DTYPE_I64) {
-            const int64_t *a = got->data, *e = want->data;
-            int64_t bad = 0, count = tensor_numel(want);
-            for (int64_t i = 0; i < count; i++) {
-                if (a[i] != e[i] && bad++ < 5)
-                    print_message("    %s[%lld]: got %lld, expected %lld\n", name,
-                                  (long long)i, (long long)a[i], (long long)e[i]);
-            }
-            print_message("  %-44s %7lld ids  %s\n", name, (long long)count,
-                          bad ? "DIFFER" : "all equal");
-            assert_int_equal(bad, 0);
-        } else {
-            assert_close_to_golden(&f, name, got->data, tensor_numel(got), atol, rtol);
-        }
-    }
-    assert_int_equal(out.n_tensors, n);     /* nothing more than the case asks for */
+    int listed = assert_case_outputs(model_case_eval, &f, &out);
+    assert_int_equal(out.n_tensors, listed);       /* nothing more than the case asks for */
     tensorfile_free(&out);
     tensorfile_free(&f);
 }
@@ -567,25 +532,6 @@ static void test_thread_count_independent(void **state)
 /* Bad cases                                                                 */
 /* ------------------------------------------------------------------------ */
 
-typedef enum {
-    SET_META,     /* metadata key = value ("" removes the key) */
-    DROP,         /* remove tensor `key` */
-    RESHAPE,      /* replace tensor `key` by F32 zeros of `shape` */
-    RESHAPE_I64,  /* the same, I64 */
-    POKE_ID,      /* element 0 of the I64 tensor `key` = atoi(value) */
-    ADD,          /* add an F32 tensor `key` of `shape` */
-} Change;
-
-typedef struct {
-    const char *name;
-    const char *golden;
-    Change change;
-    const char *key;
-    const char *value;
-    int64_t shape[3];
-    int ndim;
-    const char *expect;
-} BadCase;
 
 #define S2S "model_seq2seq_post_pad_sqrt"            /* N 3, S 7, T 6, Vs 11, Vt 9, L 10 */
 #define S2S_B "model_backward_seq2seq_post_pad_sqrt"
@@ -593,90 +539,58 @@ typedef struct {
 #define GREEDY "greedy_reverse"                      /* max_len 8, V 11 */
 #define BEAM "beam_reverse_w3_lp6"
 
-static const BadCase BAD[] = {
-    {"bad_missing_op", S2S, SET_META, "op", "", {0}, 0, "metadata 'op' is missing"},
-    {"bad_unknown_op", S2S, SET_META, "op", "decoder", {0}, 0,
+static const BrokenCase BAD[] = {
+    {"bad_missing_op", S2S, BREAK_SET_META, "op", "", {0}, 0, "metadata 'op' is missing"},
+    {"bad_unknown_op", S2S, BREAK_SET_META, "op", "decoder", {0}, 0,
      "op 'decoder' is not a chapter 07 op"},
-    {"bad_missing_kind", S2S, SET_META, "model.kind", "", {0}, 0, "'model.kind'"},
-    {"bad_kind", S2S, SET_META, "model.kind", "encoder", {0}, 0, "'encoder'"},
-    {"bad_nhead", S2S, SET_META, "model.nhead", "3", {0}, 0, "not divisible by nhead 3"},
-    {"bad_pad_id", S2S, SET_META, "model.pad_id", "11", {0}, 0, "pad_id 11"},
-    {"bad_d_model_text", S2S, SET_META, "model.d_model", "sixteen", {0}, 0, "'sixteen'"},
-    {"bad_missing_param", S2S, DROP, "decoder.layers.0.multihead_attn.in_proj_bias", NULL, {0},
-     0, "'decoder.layers.0.multihead_attn.in_proj_bias' is missing"},
-    {"bad_param_shape", S2S, RESHAPE, "tgt_embed.weight", NULL, {8, 16}, 2,
+    {"bad_missing_kind", S2S, BREAK_SET_META, "model.kind", "", {0}, 0, "'model.kind'"},
+    {"bad_kind", S2S, BREAK_SET_META, "model.kind", "encoder", {0}, 0, "'encoder'"},
+    {"bad_nhead", S2S, BREAK_SET_META, "model.nhead", "3", {0}, 0, "not divisible by nhead 3"},
+    {"bad_pad_id", S2S, BREAK_SET_META, "model.pad_id", "11", {0}, 0, "pad_id 11"},
+    {"bad_d_model_text", S2S, BREAK_SET_META, "model.d_model", "sixteen", {0}, 0, "'sixteen'"},
+    {"bad_missing_param", S2S, BREAK_DROP, "decoder.layers.0.multihead_attn.in_proj_bias", NULL,
+     {0}, 0, "'decoder.layers.0.multihead_attn.in_proj_bias' is missing"},
+    {"bad_param_shape", S2S, BREAK_RESHAPE, "tgt_embed.weight", NULL, {8, 16}, 2,
      "tgt_embed.weight"},
-    {"bad_missing_src", S2S, DROP, "src", NULL, {0}, 0, "'src' is missing"},
-    {"bad_src_dtype", S2S, RESHAPE, "src", NULL, {3, 7}, 2, "'src' has dtype F32, expected I64"},
-    {"bad_src_rank", S2S, RESHAPE_I64, "src", NULL, {21}, 1, "'src' has rank 1, expected 2"},
-    {"bad_src_empty", S2S, RESHAPE_I64, "src", NULL, {3, 0}, 2, "a length of at least 1"},
-    {"bad_src_too_long", S2S, RESHAPE_I64, "src", NULL, {3, 11}, 2,
+    {"bad_missing_src", S2S, BREAK_DROP, "src", NULL, {0}, 0, "'src' is missing"},
+    {"bad_src_dtype", S2S, BREAK_RESHAPE, "src", NULL, {3, 7}, 2,
+     "'src' has dtype F32, expected I64"},
+    {"bad_src_rank", S2S, BREAK_RESHAPE_I64, "src", "3", {21}, 1, "'src' has rank 1, expected 2"},
+    {"bad_src_empty", S2S, BREAK_RESHAPE_I64, "src", "3", {3, 0}, 2, "a length of at least 1"},
+    {"bad_src_too_long", S2S, BREAK_RESHAPE_I64, "src", "3", {3, 11}, 2,
      "'src' has sequences of 11 positions, longer than model.max_len 10"},
-    {"bad_src_id", S2S, POKE_ID, "src", "11", {0}, 0, "'src'"},
-    {"bad_src_negative_id", S2S, POKE_ID, "src", "-1", {0}, 0, "'src'"},
-    {"bad_missing_tgt", S2S, DROP, "tgt", NULL, {0}, 0, "'tgt' is missing"},
-    {"bad_tgt_batch", S2S, RESHAPE_I64, "tgt", NULL, {2, 6}, 2,
+    {"bad_src_id", S2S, BREAK_POKE_I64, "src", "11", {0}, 0, "'src'"},
+    {"bad_src_negative_id", S2S, BREAK_POKE_I64, "src", "-1", {0}, 0, "'src'"},
+    {"bad_missing_tgt", S2S, BREAK_DROP, "tgt", NULL, {0}, 0, "'tgt' is missing"},
+    {"bad_tgt_batch", S2S, BREAK_RESHAPE_I64, "tgt", "3", {2, 6}, 2,
      "'tgt' holds 2 sequences, 'src' 3"},
-    {"bad_tgt_id", S2S, POKE_ID, "tgt", "9", {0}, 0, "'tgt'"},
-    {"bad_tgt_for_labeller", LAB, RESHAPE_I64, "tgt", NULL, {4, 3}, 2,
+    {"bad_tgt_id", S2S, BREAK_POKE_I64, "tgt", "9", {0}, 0, "'tgt'"},
+    {"bad_tgt_for_labeller", LAB, BREAK_RESHAPE_I64, "tgt", "3", {4, 3}, 2,
      "a labeller model has no target input"},
-    {"bad_grad_logits_shape", S2S_B, RESHAPE, "grad_logits", NULL, {3, 6, 8}, 3,
+    {"bad_grad_logits_shape", S2S_B, BREAK_RESHAPE, "grad_logits", NULL, {3, 6, 8}, 3,
      "'grad_logits' has shape (3, 6, 8), expected (3, 6, 9)"},
-    {"bad_missing_grad_logits", S2S_B, DROP, "grad_logits", NULL, {0}, 0,
+    {"bad_missing_grad_logits", S2S_B, BREAK_DROP, "grad_logits", NULL, {0}, 0,
      "'grad_logits' is missing"},
-    {"bad_missing_sos", GREEDY, SET_META, "sos_id", "", {0}, 0, "'sos_id' (the <sos> id) is missing"},
-    {"bad_eos_range", GREEDY, SET_META, "eos_id", "11", {0}, 0, "eos_id is 11"},
-    {"bad_max_new", GREEDY, SET_META, "max_new", "9", {0}, 0, "max_new is 9"},
-    {"bad_sos_is_pad", GREEDY, SET_META, "sos_id", "0", {0}, 0, "sos_id 0 is model.pad_id"},
-    {"bad_beam_width", BEAM, SET_META, "beam_width", "0", {0}, 0, "beam_width is 0"},
-    {"bad_length_penalty", BEAM, SET_META, "length_penalty", "nan", {0}, 0,
+    {"bad_missing_sos", GREEDY, BREAK_SET_META, "sos_id", "", {0}, 0,
+     "'sos_id' (the <sos> id) is missing"},
+    {"bad_eos_range", GREEDY, BREAK_SET_META, "eos_id", "11", {0}, 0, "eos_id is 11"},
+    {"bad_max_new", GREEDY, BREAK_SET_META, "max_new", "9", {0}, 0, "max_new is 9"},
+    {"bad_sos_is_pad", GREEDY, BREAK_SET_META, "sos_id", "0", {0}, 0, "sos_id 0 is model.pad_id"},
+    {"bad_beam_width", BEAM, BREAK_SET_META, "beam_width", "0", {0}, 0, "beam_width is 0"},
+    {"bad_length_penalty", BEAM, BREAK_SET_META, "length_penalty", "nan", {0}, 0,
      "length_penalty is nan"},
-    {"bad_greedy_labeller", LAB, SET_META, "op", "greedy", {0}, 0, "model.kind is labeller"},
-    {"bad_topk_k", "topk_reverse_k3", SET_META, "k", "12", {0}, 0, "k is 12"},
-    {"bad_topk_missing_k", "topk_reverse_k3", SET_META, "k", "", {0}, 0, "'k'"},
-    {"bad_checkpoint_extra", "checkpoint_seq2seq", ADD, "src", NULL, {2}, 1,
+    {"bad_greedy_labeller", LAB, BREAK_SET_META, "op", "greedy", {0}, 0, "model.kind is labeller"},
+    {"bad_topk_k", "topk_reverse_k3", BREAK_SET_META, "k", "12", {0}, 0, "k is 12"},
+    {"bad_topk_missing_k", "topk_reverse_k3", BREAK_SET_META, "k", "", {0}, 0, "'k'"},
+    {"bad_checkpoint_extra", "checkpoint_seq2seq", BREAK_RESHAPE, "src", NULL, {2}, 1,
      "'src' is not a parameter"},
 };
 
-static void make_bad_case(const BadCase *bad, TensorFile *f)
-{
-    TensorFile golden;
-    Error err;
-    load_golden(&golden, CHAPTER, bad->golden);
-    golden_copy(&golden, bad->change == DROP ? bad->key : NULL, f);
-    tensorfile_free(&golden);
-    Tensor t;
-    switch (bad->change) {
-    case SET_META:
-        if (bad->value[0]) {
-            assert_int_equal(tensorfile_set_meta(f, bad->key, bad->value, &err), 0);
-        } else {
-            for (int i = 0; i < f->n_meta; i++)
-                if (!strcmp(f->meta_keys[i], bad->key)) f->meta_keys[i][0] = '_';
-        }
-        break;
-    case DROP:
-        break;
-    case RESHAPE:
-    case RESHAPE_I64:
-    case ADD:
-        assert_int_equal(tensor_alloc(&t, bad->change == RESHAPE_I64 ? DTYPE_I64 : DTYPE_F32,
-                                      bad->ndim, bad->shape, &err), 0);
-        if (bad->change == RESHAPE_I64)
-            for (int64_t i = 0; i < tensor_numel(&t); i++) ((int64_t *)t.data)[i] = 3;
-        assert_int_equal(tensorfile_add(f, bad->key, &t, &err), 0);
-        break;
-    case POKE_ID:
-        ((int64_t *)tensorfile_find(f, bad->key)->data)[0] = atoi(bad->value);
-        break;
-    }
-}
-
 static void test_bad_case(void **state)
 {
-    const BadCase *bad = *state;
+    const BrokenCase *bad = *state;
     TensorFile f;
-    make_bad_case(bad, &f);
+    broken_case_make(&f, CHAPTER, bad);
     assert_case_refused(model_case_eval, &f, bad->expect);
     tensorfile_free(&f);
 }
@@ -684,17 +598,8 @@ static void test_bad_case(void **state)
 /* Through run_case_file, as the program runs it: exit 1 and no output file. */
 static void test_bad_case_writes_no_file(void **state)
 {
-    TensorFile f;
-    Error err;
-    make_bad_case(&BAD[14], &f);                   /* a source id outside the vocabulary */
-    char in[256], out[256];
-    tmp_path(in, sizeof in, "bad_in");
-    tmp_path(out, sizeof out, "bad_out");
-    assert_int_equal(safetensors_write(in, &f, &err), 0);
-    assert_int_equal(run_case_file("07_model", in, out, model_case_eval), 1);
-    assert_int_equal(access(out, F_OK), -1);
-    unlink(in);
-    tensorfile_free(&f);
+    /* a source id outside the vocabulary */
+    assert_broken_case_writes_no_file(CHAPTER, &BAD[14], model_case_eval);
 }
 
 /* ------------------------------------------------------------------------ */
