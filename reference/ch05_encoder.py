@@ -33,20 +33,15 @@ every op through build/05_encoder and prints the largest errors, which is
 where the tolerances below come from.
 """
 
-import argparse
 import copy
 import math
 import random
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import torch
 import torch.nn as nn
-from safetensors.torch import load_file
 
-from reference.common import Case, case_meta, generator, randn, write_case
+from reference.common import Case, case_meta, generator, measure_main, randn
 from reference.rng import Pcg32
 
 CHAPTER = "05_encoder"
@@ -722,54 +717,16 @@ def random_case(op, seed):
 # --measure: where the tolerances come from
 # ---------------------------------------------------------------------------
 
-def measure(n_cases, seed, ops=None):
-    """Runs fresh random cases through the C program and prints, per op, the
-    largest absolute error, the largest error relative to |expected| (over
-    expected values above 1e-3), the largest share of the case's tolerance
-    used (|C - torch| / (atol + rtol |torch|); 1 would fail), and for the
-    sinusoidal table the largest error per position."""
-    root = Path(__file__).resolve().parent.parent
-    draw = random.Random(seed)
-    print(f"{'op':<32} {'cases':>6} {'max abs':>10} {'max rel':>10} {'of tol':>8}  extra")
-    with tempfile.TemporaryDirectory() as tmp:
-        case_in, case_out = Path(tmp) / "in.safetensors", Path(tmp) / "out.safetensors"
-        for op in ops or VERIFY_OPS:
-            worst_abs = worst_rel = worst_share = worst_per_pos = 0.0
-            for _ in range(n_cases):
-                case = random_case(op, draw.randrange(2**31))
-                write_case(case_in, case)
-                subprocess.run([str(root / PROGRAM), "--case", str(case_in), "--out",
-                                str(case_out)], check=True)
-                expected, actual = load_file(str(case_in)), load_file(str(case_out))
-                atol, rtol = float(case.meta["atol"]), float(case.meta["rtol"])
-                for name in case.meta["outputs"].split(","):
-                    e, a = expected[name], actual[name]
-                    if not e.dtype.is_floating_point:
-                        assert torch.equal(e, a), f"{op}: {name} differs"
-                        continue
-                    e, a = e.double(), a.double()
-                    diff = (a - e).abs()
-                    if diff.numel() == 0:
-                        continue
-                    worst_abs = max(worst_abs, diff.max().item())
-                    worst_share = max(worst_share, (diff / (atol + rtol * e.abs())).max().item())
-                    big = e.abs() > 1e-3
-                    if big.any():
-                        worst_rel = max(worst_rel, (diff[big] / e.abs()[big]).max().item())
-                    if op.startswith("positional_sinusoidal") and name == "pe" and e.shape[0] > 1:
-                        pos = torch.arange(e.shape[0], dtype=torch.float64)[:, None].clamp(min=1)
-                        worst_per_pos = max(worst_per_pos, (diff / pos).max().item())
-            extra = f"max err / position {worst_per_pos:.3g}" if worst_per_pos else ""
-            print(f"{op:<32} {n_cases:>6} {worst_abs:>10.3g} {worst_rel:>10.3g} "
-                  f"{worst_share:>8.2f}  {extra}", flush=True)
+def error_per_position(case, name, expected, diff):
+    """The sinusoidal table's error grows with the position (float32 angles):
+    the largest error of the table divided by the position (1 for row 0)."""
+    if not case.meta["op"].startswith("positional_sinusoidal") or name != "pe" \
+            or expected.dim() < 2 or expected.shape[0] < 2:
+        return 0.0
+    pos = torch.arange(expected.shape[0], dtype=torch.float64)[:, None].clamp(min=1)
+    return (diff / pos).max().item()
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="measure the C errors behind the tolerances")
-    parser.add_argument("--measure", type=int, default=200, metavar="N",
-                        help="random cases per op (default 200)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--ops", nargs="*", metavar="OP", help="only these ops")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    sys.exit(measure(args.measure, args.seed, args.ops))
+    sys.exit(measure_main(sys.modules[__name__],
+                          extra=("max err / position", error_per_position)))

@@ -43,11 +43,9 @@ every op through build/07_model and prints the largest errors and the share
 of the tolerance they use; the tolerances below come from it.
 """
 
-import argparse
 import copy
 import math
 import random
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -56,10 +54,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from reference.ch05_encoder import sinusoidal_table
-from reference.common import Case, case_meta, generator, randn, write_case
+from reference.common import Case, case_meta, generator, measure_main, randn
 
 CHAPTER = "07_model"
 PROGRAM = "build/07_model"
@@ -1020,49 +1018,5 @@ def random_case(op, seed):
 # --measure: where the tolerances come from
 # ---------------------------------------------------------------------------
 
-def measure(n_cases, seed, ops=None):
-    root = Path(__file__).resolve().parent.parent
-    draw = random.Random(seed)
-    print(f"{'op':<16} {'cases':>6} {'max abs':>10} {'max rel':>10} {'of tol':>8}  worst output")
-    with tempfile.TemporaryDirectory() as tmp:
-        case_in, case_out = Path(tmp) / "in.safetensors", Path(tmp) / "out.safetensors"
-        for op in ops or VERIFY_OPS:
-            worst_abs = worst_rel = worst_share = 0.0
-            worst_name = ""
-            for _ in range(n_cases):
-                case = random_case(op, draw.randrange(2**31))
-                write_case(case_in, case)
-                subprocess.run([str(root / PROGRAM), "--case", str(case_in), "--out",
-                                str(case_out)], check=True)
-                expected, actual = load_file(str(case_in)), load_file(str(case_out))
-                atol, rtol = float(case.meta["atol"]), float(case.meta["rtol"])
-                for name in case.meta["outputs"].split(","):
-                    e, a = expected[name], actual[name]
-                    if not e.dtype.is_floating_point:
-                        assert torch.equal(e, a), f"{op}: {name} differs"
-                        continue
-                    e, a = e.double(), a.double()
-                    diff = (a - e).abs()
-                    if diff.numel() == 0:
-                        continue
-                    worst_abs = max(worst_abs, diff.max().item())
-                    share = (diff / (atol + rtol * e.abs())).max().item() if atol or rtol \
-                        else (0.0 if diff.max() == 0 else math.inf)
-                    if share > worst_share:
-                        worst_share, worst_name = share, name
-                    big = e.abs() > 1e-3
-                    if big.any():
-                        worst_rel = max(worst_rel, (diff[big] / e.abs()[big]).max().item())
-            print(f"{op:<16} {n_cases:>6} {worst_abs:>10.3g} {worst_rel:>10.3g} "
-                  f"{worst_share:>8.2f}  {worst_name}", flush=True)
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="measure the C errors behind the tolerances")
-    parser.add_argument("--measure", type=int, default=100, metavar="N",
-                        help="random cases per op (default 100)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--ops", nargs="*", metavar="OP", help="only these ops")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    sys.exit(measure(args.measure, args.seed, args.ops))
+    sys.exit(measure_main(sys.modules[__name__], default_cases=100))

@@ -26,19 +26,14 @@ every op through build/08_training and prints the largest errors, which is
 where the tolerances below come from.
 """
 
-import argparse
 import math
 import random
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file
 
-from reference.common import Case, case_meta, generator, randn, write_case
+from reference.common import Case, case_meta, generator, measure_main, randn
 from reference.rng import Pcg32
 
 CHAPTER = "08_training"
@@ -594,60 +589,5 @@ def random_case(op, seed):
 # --measure: where the tolerances come from
 # ---------------------------------------------------------------------------
 
-def measure(n_cases, seed, ops=None, program=PROGRAM):
-    """Runs fresh random cases through the C program and prints, per op, the
-    largest absolute error, the largest error relative to |expected| (over
-    expected values above 1e-3 of the tensor's largest), and the largest share
-    of the case's tolerance used (|C - torch| / (atol + rtol |torch|); 1 would
-    fail). Integer outputs must match exactly; a NaN expected (the loss of a
-    batch with every row ignored) must come back NaN."""
-    root = Path(__file__).resolve().parent.parent
-    program = Path(program)
-    if not program.is_absolute():
-        program = root / program
-    draw = random.Random(seed)
-    print(f"{'op':<24} {'cases':>6} {'max abs':>10} {'max rel':>10} {'of tol':>8}")
-    with tempfile.TemporaryDirectory() as tmp:
-        case_in, case_out = Path(tmp) / "in.safetensors", Path(tmp) / "out.safetensors"
-        for op in ops or VERIFY_OPS:
-            worst_abs = worst_rel = worst_share = 0.0
-            for _ in range(n_cases):
-                case = random_case(op, draw.randrange(2**31))
-                write_case(case_in, case)
-                subprocess.run([str(program), "--case", str(case_in), "--out", str(case_out)],
-                               check=True)
-                expected, actual = load_file(str(case_in)), load_file(str(case_out))
-                atol, rtol = float(case.meta["atol"]), float(case.meta["rtol"])
-                for name in case.meta["outputs"].split(","):
-                    e, a = expected[name], actual[name]
-                    assert e.shape == a.shape, f"{op}: {name} has shape {a.shape}, not {e.shape}"
-                    if not e.dtype.is_floating_point:
-                        assert torch.equal(e, a), f"{op}: {name} differs"
-                        continue
-                    e, a = e.double(), a.double()
-                    nan = e.isnan()
-                    assert torch.equal(nan, a.isnan()), f"{op}: {name} NaN where torch has none"
-                    e, a = e[~nan], a[~nan]
-                    if e.numel() == 0:
-                        continue
-                    diff = (a - e).abs()
-                    worst_abs = max(worst_abs, diff.max().item())
-                    worst_share = max(worst_share, (diff / (atol + rtol * e.abs())).max().item())
-                    big = e.abs() > 1e-3 * e.abs().max()
-                    if big.any():
-                        worst_rel = max(worst_rel, (diff[big] / e.abs()[big]).max().item())
-            print(f"{op:<24} {n_cases:>6} {worst_abs:>10.3g} {worst_rel:>10.3g} "
-                  f"{worst_share:>8.2f}", flush=True)
-
-
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="measure the C errors behind the tolerances")
-    parser.add_argument("--measure", type=int, default=200, metavar="N",
-                        help="random cases per op (default 200)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--ops", nargs="*", metavar="OP", help="only these ops")
-    parser.add_argument("--program", default=PROGRAM,
-                        help=f"the chapter program (default {PROGRAM})")
-    args = parser.parse_args()
-    torch.set_num_threads(1)
-    sys.exit(measure(args.measure, args.seed, args.ops, args.program))
+    sys.exit(measure_main(sys.modules[__name__]))
