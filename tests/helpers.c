@@ -35,6 +35,17 @@ const Tensor *golden_tensor(const TensorFile *file, const char *name, DType dtyp
     return t;
 }
 
+int golden_op_is(const TensorFile *file, const char *op)
+{
+    const char *got = tensorfile_meta(file, "op");
+    return got && strcmp(got, op) == 0;
+}
+
+const float *golden_f32(const TensorFile *file, const char *name)
+{
+    return golden_tensor(file, name, DTYPE_F32)->data;
+}
+
 int64_t golden_meta_int(const TensorFile *file, const char *key)
 {
     long long v;

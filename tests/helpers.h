@@ -29,6 +29,12 @@ void load_golden(TensorFile *file, const char *chapter, const char *name);
 /* The tensor `name` with the given dtype, or fails the test. */
 const Tensor *golden_tensor(const TensorFile *file, const char *name, DType dtype);
 
+/* Whether the case's metadata "op" is `op`. */
+int golden_op_is(const TensorFile *file, const char *op);
+
+/* The data of the F32 tensor `name` of the case, or fails the test. */
+const float *golden_f32(const TensorFile *file, const char *name);
+
 /* The non-negative integer metadata `key` of the case, or fails the test. */
 int64_t golden_meta_int(const TensorFile *file, const char *key);
 

@@ -36,21 +36,6 @@
 #define CHAPTER "05_encoder"
 
 /* ------------------------------------------------------------------------ */
-/* Small helpers                                                             */
-/* ------------------------------------------------------------------------ */
-
-static int is_op(const TensorFile *f, const char *op)
-{
-    const char *got = tensorfile_meta(f, "op");
-    return got && strcmp(got, op) == 0;
-}
-
-static const float *f32_data(const TensorFile *f, const char *name)
-{
-    return golden_tensor(f, name, DTYPE_F32)->data;
-}
-
-/* ------------------------------------------------------------------------ */
 /* Golden cases                                                              */
 /* ------------------------------------------------------------------------ */
 
@@ -70,9 +55,9 @@ static void test_embedding_case(void **state)
     float *y = test_floats((int64_t)B * T * D);
     assert_int_equal(embedding_forward(y, ids->data, w->data, B, T, D, scale), 0);
     assert_close_to_golden(&f, "output", y, (int64_t)B * T * D, atol, rtol);
-    if (is_op(&f, "embedding_backward")) {
+    if (golden_op_is(&f, "embedding_backward")) {
         float *dw = test_floats((int64_t)V * D);
-        assert_int_equal(embedding_backward(dw, f32_data(&f, "grad_output"), ids->data, B, T, D,
+        assert_int_equal(embedding_backward(dw, golden_f32(&f, "grad_output"), ids->data, B, T, D,
                                             scale, pad), 0);
         assert_close_to_golden(&f, "grad_embedding.weight", dw, (int64_t)V * D, atol, rtol);
         free(dw);
@@ -90,9 +75,10 @@ static void test_positional_case(void **state)
     const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
     int B = x->shape[0], T = x->shape[1], D = x->shape[2];
     int64_t n = (int64_t)B * T * D;
-    int learned = is_op(&f, "positional_learned") || is_op(&f, "positional_learned_backward");
-    int backward = is_op(&f, "positional_learned_backward") ||
-                   is_op(&f, "positional_sinusoidal_backward");
+    int learned = golden_op_is(&f, "positional_learned") ||
+                  golden_op_is(&f, "positional_learned_backward");
+    int backward = golden_op_is(&f, "positional_learned_backward") ||
+                   golden_op_is(&f, "positional_sinusoidal_backward");
 
     const Tensor *w = learned ? golden_tensor(&f, "pos_embedding.weight", DTYPE_F32) : NULL;
     float *pe = NULL;
@@ -107,7 +93,7 @@ static void test_positional_case(void **state)
     if (backward) {
         float *dx = test_floats(n);
         float *dw = learned ? test_floats(tensor_numel(w)) : NULL;
-        assert_int_equal(positional_backward(dx, dw, f32_data(&f, "grad_output"), B, T, D), 0);
+        assert_int_equal(positional_backward(dx, dw, golden_f32(&f, "grad_output"), B, T, D), 0);
         assert_close_to_golden(&f, "grad_input", dx, n, atol, rtol);
         if (learned)
             assert_close_to_golden(&f, "grad_pos_embedding.weight", dw, tensor_numel(w), atol,
@@ -135,9 +121,9 @@ static void test_dropout_mask_case(void **state)
     float *y = test_floats(n);
     assert_int_equal(dropout_forward(y, x->data, mask, n, p), 0);
     assert_close_to_golden(&f, "output", y, n, atol, rtol);
-    if (is_op(&f, "dropout_mask_backward")) {
+    if (golden_op_is(&f, "dropout_mask_backward")) {
         float *dx = test_floats(n);
-        assert_int_equal(dropout_backward(dx, f32_data(&f, "grad_output"), mask, n, p), 0);
+        assert_int_equal(dropout_backward(dx, golden_f32(&f, "grad_output"), mask, n, p), 0);
         assert_close_to_golden(&f, "grad_input", dx, n, atol, rtol);
         free(dx);
     }
@@ -182,10 +168,10 @@ static void test_ffn_case(void **state)
     const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
     const Tensor *w1 = golden_tensor(&f, "linear1.weight", DTYPE_F32);
     int B = x->shape[0], T = x->shape[1], D = x->shape[2], F = w1->shape[0];
-    const float *w2 = f32_data(&f, "linear2.weight");
+    const float *w2 = golden_f32(&f, "linear2.weight");
     int bias = golden_meta_bool(&f, "bias", 1);
-    const float *b1 = bias ? f32_data(&f, "linear1.bias") : NULL;
-    const float *b2 = bias ? f32_data(&f, "linear2.bias") : NULL;
+    const float *b1 = bias ? golden_f32(&f, "linear1.bias") : NULL;
+    const float *b2 = bias ? golden_f32(&f, "linear2.bias") : NULL;
     float p = (float)golden_meta_double(&f, "dropout", 0);
     const uint8_t *mask = NULL;
     if (golden_meta_bool(&f, "training", 1) && p > 0)
@@ -196,12 +182,12 @@ static void test_ffn_case(void **state)
     assert_int_equal(ffn_forward(y, pre, hidden, x->data, w1->data, b1, w2, b2, mask, p, B, T,
                                  D, F), 0);
     assert_close_to_golden(&f, "output", y, nx, atol, rtol);
-    if (is_op(&f, "ffn_backward")) {
+    if (golden_op_is(&f, "ffn_backward")) {
         float *dx = test_floats(nx), *dw1 = test_floats((int64_t)F * D);
         float *dw2 = test_floats((int64_t)D * F), *db1 = test_floats(F), *db2 = test_floats(D);
         float *scratch = test_floats(nh);
         assert_int_equal(ffn_backward(dx, dw1, bias ? db1 : NULL, dw2, bias ? db2 : NULL,
-                                      scratch, f32_data(&f, "grad_output"), x->data, pre,
+                                      scratch, golden_f32(&f, "grad_output"), x->data, pre,
                                       hidden, w1->data, w2, mask, p, B, T, D, F), 0);
         assert_close_to_golden(&f, "grad_input", dx, nx, atol, rtol);
         assert_close_to_golden(&f, "grad_linear1.weight", dw1, (int64_t)F * D, atol, rtol);
@@ -501,12 +487,12 @@ static void test_ffn_backward_accumulates(void **state)
     TensorFile f;
     load_golden(&f, CHAPTER, "ffn_backward_2x5_D8_F32");
     enum { B = 2, T = 5, D = 8, F = 32 };
-    const float *x = f32_data(&f, "input"), *w1 = f32_data(&f, "linear1.weight");
-    const float *w2 = f32_data(&f, "linear2.weight"), *dy = f32_data(&f, "grad_output");
+    const float *x = golden_f32(&f, "input"), *w1 = golden_f32(&f, "linear1.weight");
+    const float *w2 = golden_f32(&f, "linear2.weight"), *dy = golden_f32(&f, "grad_output");
     float y[B * T * D], pre[B * T * F], hidden[B * T * F], scratch[B * T * F];
     float dx[B * T * D] = {0}, dw1[F * D] = {0}, db1[F] = {0}, dw2[D * F] = {0}, db2[D] = {0};
-    assert_int_equal(ffn_forward(y, pre, hidden, x, w1, f32_data(&f, "linear1.bias"), w2,
-                                 f32_data(&f, "linear2.bias"), NULL, 0, B, T, D, F), 0);
+    assert_int_equal(ffn_forward(y, pre, hidden, x, w1, golden_f32(&f, "linear1.bias"), w2,
+                                 golden_f32(&f, "linear2.bias"), NULL, 0, B, T, D, F), 0);
     for (int rep = 0; rep < 2; rep++)
         assert_int_equal(ffn_backward(dx, dw1, db1, dw2, db2, scratch, dy, x, pre, hidden, w1,
                                       w2, NULL, 0, B, T, D, F), 0);
@@ -515,7 +501,7 @@ static void test_ffn_backward_accumulates(void **state)
     float *got[5] = {dx, dw1, db1, dw2, db2};
     int sizes[5] = {B * T * D, F * D, F, D * F, D};
     for (int k = 0; k < 5; k++) {
-        const float *once = f32_data(&f, names[k]);
+        const float *once = golden_f32(&f, names[k]);
         float *twice = test_floats(sizes[k]);
         for (int i = 0; i < sizes[k]; i++) twice[i] = 2 * once[i];
         assert_close(names[k], got[k], twice, sizes[k], 4e-5, 1e-5);
@@ -530,9 +516,9 @@ static void test_ffn_thread_count_independent(void **state)
     TensorFile f;
     load_golden(&f, CHAPTER, "ffn_backward_4x16_D32_F128_p30");
     enum { B = 4, T = 16, D = 32, F = 128, NX = B * T * D, NH = B * T * F };
-    const float *x = f32_data(&f, "input"), *w1 = f32_data(&f, "linear1.weight");
-    const float *b1 = f32_data(&f, "linear1.bias"), *w2 = f32_data(&f, "linear2.weight");
-    const float *b2 = f32_data(&f, "linear2.bias"), *dy = f32_data(&f, "grad_output");
+    const float *x = golden_f32(&f, "input"), *w1 = golden_f32(&f, "linear1.weight");
+    const float *b1 = golden_f32(&f, "linear1.bias"), *w2 = golden_f32(&f, "linear2.weight");
+    const float *b2 = golden_f32(&f, "linear2.bias"), *dy = golden_f32(&f, "grad_output");
     const uint8_t *mask = golden_tensor(&f, "dropout_mask", DTYPE_BOOL)->data;
     float p = (float)golden_meta_double(&f, "dropout", 0);
     float *res[2][4];
@@ -601,8 +587,9 @@ static void enc_case_load(EncCase *c, const char *name)
     c->H = golden_meta_long(&c->f, "nhead", 1);
     c->norm_first = golden_meta_bool(&c->f, "norm_first", 0);
     c->eps = (float)golden_meta_double(&c->f, "eps", 1e-5);
-    c->stack = is_op(&c->f, "encoder") || is_op(&c->f, "encoder_backward");
-    c->backward = is_op(&c->f, "encoder_layer_backward") || is_op(&c->f, "encoder_backward");
+    c->stack = golden_op_is(&c->f, "encoder") || golden_op_is(&c->f, "encoder_backward");
+    c->backward = golden_op_is(&c->f, "encoder_layer_backward") ||
+                  golden_op_is(&c->f, "encoder_backward");
     c->K = c->stack ? golden_meta_long(&c->f, "num_layers", 1) : 1;
     assert_in_range(c->K, 1, 4);
     char buf[64];
@@ -632,8 +619,8 @@ static void enc_case_load(EncCase *c, const char *name)
     c->ep = (EncoderParams){.num_layers = c->K, .layers = c->lp};
     c->eg = (EncoderGrads){.layers = c->lg};
     if (c->stack && golden_meta_bool(&c->f, "final_norm", 0)) {
-        c->ep.norm_weight = f32_data(&c->f, "norm.weight");
-        c->ep.norm_bias = f32_data(&c->f, "norm.bias");
+        c->ep.norm_weight = golden_f32(&c->f, "norm.weight");
+        c->ep.norm_bias = golden_f32(&c->f, "norm.bias");
         c->eg.norm_weight = c->norm_grads[0] = test_floats(c->D);
         c->eg.norm_bias = c->norm_grads[1] = test_floats(c->D);
     }
@@ -671,14 +658,14 @@ static void enc_case_run(EncCase *c, float *out, float *dsrc)
     if (c->stack) {
         assert_int_equal(encoder_forward(out, &cache, c->src, &c->ep, c->bias, NULL), 0);
         if (c->backward)
-            assert_int_equal(encoder_backward(dsrc, &c->eg, f32_data(&c->f, "grad_output"),
+            assert_int_equal(encoder_backward(dsrc, &c->eg, golden_f32(&c->f, "grad_output"),
                                               c->src, &c->ep, &cache), 0);
     } else {
         assert_int_equal(encoder_layer_forward(out, &cache.layers[0], c->src, &c->lp[0], c->bias,
                                                NULL), 0);
         if (c->backward)
             assert_int_equal(encoder_layer_backward(dsrc, &c->lg[0],
-                                                    f32_data(&c->f, "grad_output"), c->src,
+                                                    golden_f32(&c->f, "grad_output"), c->src,
                                                     &c->lp[0], &cache.layers[0]), 0);
     }
     encoder_cache_free(&cache);
@@ -794,7 +781,7 @@ static void test_encoder_layer_backward_accumulates(void **state)
         assert_int_equal(encoder_layer_forward(out, &cache, c.src, &c.lp[0], c.bias, NULL), 0);
         for (int i = 0; i < calls; i++)
             assert_int_equal(encoder_layer_backward(dsrc, &c.lg[0],
-                                                    f32_data(&c.f, "grad_output"), c.src,
+                                                    golden_f32(&c.f, "grad_output"), c.src,
                                                     &c.lp[0], &cache), 0);
         if (calls == 1) {
             once[0] = dsrc;
@@ -837,7 +824,7 @@ static void test_encoder_layer_dropout_training(void **state)
 
     /* Directional derivative of L = sum(out * dout) along v, with the masks
      * held fixed (the same seed), against the backward's dsrc . v. */
-    const float *dout = f32_data(&c.f, "grad_output");
+    const float *dout = golden_f32(&c.f, "grad_output");
     float *dsrc = test_floats(n), *xp = test_floats(n), *xm = test_floats(n);
     rng_seed(&rng, 5, 0);
     assert_int_equal(encoder_layer_forward(a, &cache, c.src, &c.lp[0], NULL, &rng), 0);
@@ -924,9 +911,11 @@ static const BrokenCase BAD[] = {
     {"bad_encoder_missing_param", "encoder_layer_pre_2x5_D8_H2_F16", BREAK_DROP, "norm2.bias",
      NULL, {0}, 0, "'norm2.bias' is missing"},
     {"bad_encoder_in_proj_shape", "encoder_layer_post_2x5_D8_H2_F16", BREAK_RESHAPE,
-     "self_attn.in_proj_weight", NULL, {8, 8}, 2, "'self_attn.in_proj_weight' has shape (8, 8), expected (3D, D) = (24, 8)"},
+     "self_attn.in_proj_weight", NULL, {8, 8}, 2,
+     "'self_attn.in_proj_weight' has shape (8, 8), expected (3D, D) = (24, 8)"},
     {"bad_encoder_padding_shape", "encoder_layer_post_3x6_D12_H1_F24_padding", BREAK_RESHAPE_BOOL,
-     "src_key_padding_mask", NULL, {3, 5}, 2, "'src_key_padding_mask' has shape (3, 5), expected (3, 6) like (N, S)"},
+     "src_key_padding_mask", NULL, {3, 5}, 2,
+     "'src_key_padding_mask' has shape (3, 5), expected (3, 6) like (N, S)"},
     {"bad_encoder_src_mask_dtype", "encoder_layer_post_2x7_D16_H4_F32_mask_bool", BREAK_RETYPE_I64,
      "src_mask", NULL, {0}, 0, "'src_mask' has dtype I64, expected F32"},
     {"bad_encoder_stack_layer_missing", "encoder_post_K2_2x5_D8_H2", BREAK_DROP,

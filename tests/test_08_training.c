@@ -40,17 +40,6 @@
 /* Small helpers                                                             */
 /* ------------------------------------------------------------------------ */
 
-static int is_op(const TensorFile *f, const char *op)
-{
-    const char *got = tensorfile_meta(f, "op");
-    return got && strcmp(got, op) == 0;
-}
-
-static const float *f32_data(const TensorFile *f, const char *name)
-{
-    return golden_tensor(f, name, DTYPE_F32)->data;
-}
-
 /* The loss of a cross-entropy case: the golden's, or NaN where the case's
  * metadata says loss = nan (every row ignored: torch's mean over no rows; a
  * stored NaN would not compare equal to itself in golden --check). */
@@ -85,7 +74,7 @@ static void test_cross_entropy_case(void **state)
     int V = (int)logits->shape[1];
     long long ignore_index = golden_meta_long(&f, "ignore_index", CROSS_ENTROPY_IGNORE_INDEX);
     float smoothing = (float)golden_meta_double(&f, "label_smoothing", 0.0);
-    int backward = is_op(&f, "cross_entropy_backward");
+    int backward = golden_op_is(&f, "cross_entropy_backward");
 
     float loss = 0;
     float *dlogits = backward ? test_floats(R * V) : NULL;
@@ -112,7 +101,7 @@ static void test_adam_case(void **state)
     golden_tolerance(&f, &atol, &rtol);
     const Tensor *params = golden_tensor(&f, "params", DTYPE_F32);
     const Tensor *grads = golden_tensor(&f, "grads", DTYPE_F32);
-    const float *lrs = tensorfile_find(&f, "lrs") ? f32_data(&f, "lrs") : NULL;
+    const float *lrs = tensorfile_find(&f, "lrs") ? golden_f32(&f, "lrs") : NULL;
     int64_t n = params->shape[0], K = grads->shape[0];
     AdamConfig c = adam_default_config(golden_meta_bool(&f, "decoupled", 0));
     c.lr = (float)golden_meta_double(&f, "lr", c.lr);
@@ -128,7 +117,7 @@ static void test_adam_case(void **state)
     float *p = test_floats(n);
     memcpy(p, params->data, (size_t)n * sizeof *p);
     for (int64_t k = 0; k < K; k++)
-        assert_int_equal(adam_step(p, f32_data(&f, "grads") + k * n, &s, &c, lrs ? lrs[k] : c.lr),
+        assert_int_equal(adam_step(p, golden_f32(&f, "grads") + k * n, &s, &c, lrs ? lrs[k] : c.lr),
                          0);
     assert_int_equal(s.step, K);
     assert_close_to_golden(&f, "params_after", p, n, atol, rtol);
@@ -166,7 +155,7 @@ static void test_schedule_case(void **state)
     const Tensor *steps = golden_tensor(&f, "steps", DTYPE_I64);
     int64_t n = steps->shape[0];
     const int64_t *s = steps->data;
-    int noam = is_op(&f, "lr_noam");
+    int noam = golden_op_is(&f, "lr_noam");
     long long warmup = golden_meta_long(&f, "warmup", -1);
     double *factor = calloc((size_t)n, sizeof *factor);
     assert_non_null(factor);
