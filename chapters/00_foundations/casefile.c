@@ -4,6 +4,29 @@
 #include <stdio.h>
 #include <string.h>
 
+const char *case_name(const TensorFile *in)
+{
+    return in->path ? in->path : "(case)";
+}
+
+int case_check_shape(const TensorFile *in, const char *name, const Tensor *t,
+                     const int64_t *expect, const char *letters, Error *err)
+{
+    for (int i = 0; i < t->ndim; i++) {
+        if (expect[i] < 0 || t->shape[i] == expect[i]) continue;
+        char got[128], want[128];
+        size_t used = (size_t)snprintf(want, sizeof want, "(");
+        for (int j = 0; j < t->ndim && used < sizeof want; j++)
+            used += (size_t)snprintf(want + used, sizeof want - used,
+                                     expect[j] >= 0 ? "%s%lld" : "%s*", j ? ", " : "",
+                                     (long long)expect[j]);
+        if (used < sizeof want) snprintf(want + used, sizeof want - used, ")");
+        return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", case_name(in),
+                         name, tensor_shape_str(t, got, sizeof got), letters, want);
+    }
+    return 0;
+}
+
 float *case_output_f32(TensorFile *out, const char *name, int ndim, const int64_t *shape,
                        Error *err)
 {

@@ -19,6 +19,18 @@
 /* Evaluates the case `in`, adding its outputs to `out`. */
 typedef int (*CaseEval)(const TensorFile *in, TensorFile *out, Error *err);
 
+/* The case's file name for messages; "(case)" for a TensorFile built in
+ * memory (the tests build some). */
+const char *case_name(const TensorFile *in);
+
+/* Fails unless the tensor `name` of the case `in`, t, has the dimensions of
+ * `expect` wherever expect[i] >= 0 (ndim entries; -1: any size). The message
+ * names the file, the tensor, its shape and the expected one, with `letters`
+ * naming the dimensions: "tensor 'key' has shape (2, 5), expected (N, S, E)
+ * = (2, 6, *)". */
+int case_check_shape(const TensorFile *in, const char *name, const Tensor *t,
+                     const int64_t *expect, const char *letters, Error *err);
+
 /* Adds a zeroed F32 tensor `name` of the given shape to the outputs `out` and
  * returns its data, or NULL (with err set). Since run_case_file writes the
  * output file only when the whole evaluation succeeds, an evaluator adds its

@@ -10,17 +10,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "casefile.h"
 #include "sdpa.h"
 
 /* The attention weights are (B, L, S) floats, and so are three more buffers;
  * past 2^31 values per buffer a case is refused rather than left to fail
  * half-way through an allocation. */
 #define SDPA_MAX_ATT_VALUES (1LL << 31)
-
-static const char *label(const TensorFile *in)
-{
-    return in->path ? in->path : "(case)";
-}
 
 /* "(2, 3, 4)" for a shape given as an array. */
 static const char *shape_str(const int64_t *shape, int ndim, char *buf, size_t size)
@@ -37,7 +33,7 @@ static int check_dims(const TensorFile *in, const char *name, const Tensor *t, E
     for (int d = 0; d < t->ndim; d++)
         if (t->shape[d] < 1 || t->shape[d] > INT_MAX)
             return error_set(err, "%s: tensor '%s' has shape %s; every dimension must be "
-                             "between 1 and %d", label(in), name,
+                             "between 1 and %d", case_name(in), name,
                              tensor_shape_str(t, buf, sizeof buf), INT_MAX);
     return 0;
 }
@@ -52,17 +48,17 @@ static int check_mask(const TensorFile *in, const Tensor *mask, const int64_t *a
     shape_str(att_shape, att_ndim, abuf, sizeof abuf);
     if (mask->dtype != DTYPE_BOOL && mask->dtype != DTYPE_F32)
         return error_set(err, "%s: tensor 'attn_mask' has dtype %s, expected BOOL (true = may "
-                         "attend) or F32 (added to the scores)", label(in),
+                         "attend) or F32 (added to the scores)", case_name(in),
                          dtype_name(mask->dtype));
     if (mask->ndim > att_ndim)
         return error_set(err, "%s: attn_mask of shape %s cannot broadcast to the attention "
-                         "shape %s: it has more dimensions", label(in), mbuf, abuf);
+                         "shape %s: it has more dimensions", case_name(in), mbuf, abuf);
     for (int md = 0; md < mask->ndim; md++) {
         int d = md + (att_ndim - mask->ndim);     /* aligned to the right */
         if (mask->shape[md] != 1 && mask->shape[md] != att_shape[d])
             return error_set(err, "%s: attn_mask of shape %s cannot broadcast to the "
                              "attention shape %s: dimension %d is %lld, expected 1 or %lld",
-                             label(in), mbuf, abuf, md, (long long)mask->shape[md],
+                             case_name(in), mbuf, abuf, md, (long long)mask->shape[md],
                              (long long)att_shape[d]);
     }
     return 0;
@@ -77,21 +73,21 @@ static int read_options(const TensorFile *in, SdpaCase *c, Error *err)
         return -1;
     if (!isfinite(scale) || fabs(scale) > FLT_MAX)
         return error_set(err, "%s: metadata 'scale' is '%s', expected a finite float32 number",
-                         label(in), tensorfile_meta(in, "scale"));
+                         case_name(in), tensorfile_meta(in, "scale"));
     c->scale = (float)scale;
 
     double dropout_p;
     if (tensorfile_meta_double(in, "dropout_p", 0.0, &dropout_p, err) != 0) return -1;
     if (dropout_p != 0.0)
         return error_set(err, "%s: metadata 'dropout_p' is '%s'; this chapter has no dropout "
-                         "on the attention weights, only 0 is supported", label(in),
+                         "on the attention weights, only 0 is supported", case_name(in),
                          tensorfile_meta(in, "dropout_p"));
     int gqa;
     if (tensorfile_meta_bool(in, "enable_gqa", 0, &gqa, err) != 0) return -1;
     if (gqa)
         return error_set(err, "%s: metadata 'enable_gqa' is true; grouped-query attention is "
                          "not supported (key and value need as many heads as query)",
-                         label(in));
+                         case_name(in));
     return 0;
 }
 
@@ -99,10 +95,10 @@ int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err)
 {
     memset(c, 0, sizeof *c);
     const char *op = tensorfile_meta(in, "op");
-    if (!op) return error_set(err, "%s: metadata 'op' is missing", label(in));
+    if (!op) return error_set(err, "%s: metadata 'op' is missing", case_name(in));
     if (strcmp(op, "sdpa") != 0 && strcmp(op, "sdpa_backward") != 0)
         return error_set(err, "%s: op '%s' is not a chapter 02 op (sdpa, sdpa_backward)",
-                         label(in), op);
+                         case_name(in), op);
     c->backward = strcmp(op, "sdpa_backward") == 0;
 
     /* query, key, value: F32, rank >= 2, the same leading dimensions. */
@@ -113,11 +109,11 @@ int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err)
         return -1;
     if (q->ndim < 2)
         return error_set(err, "%s: tensor 'query' has rank %d; it needs at least (L, E)",
-                         label(in), q->ndim);
+                         case_name(in), q->ndim);
     if (k->ndim != q->ndim || v->ndim != q->ndim)
         return error_set(err, "%s: query, key and value have ranks %d, %d and %d; they must "
                          "be equal (broadcasting over batch dimensions is not supported)",
-                         label(in), q->ndim, k->ndim, v->ndim);
+                         case_name(in), q->ndim, k->ndim, v->ndim);
     if (check_dims(in, "query", q, err) != 0 || check_dims(in, "key", k, err) != 0 ||
         check_dims(in, "value", v, err) != 0)
         return -1;
@@ -131,16 +127,16 @@ int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err)
         if (k->shape[d] != q->shape[d] || v->shape[d] != q->shape[d])
             return error_set(err, "%s: query %s, key %s and value %s differ in batch "
                              "dimension %d; the leading dimensions must be equal",
-                             label(in), qbuf, kbuf, vbuf, d);
+                             case_name(in), qbuf, kbuf, vbuf, d);
         c->batch_shape[d] = q->shape[d];
         B *= q->shape[d];
     }
     if (k->shape[n - 1] != q->shape[n - 1])
         return error_set(err, "%s: query %s and key %s must have the same last dimension E",
-                         label(in), qbuf, kbuf);
+                         case_name(in), qbuf, kbuf);
     if (v->shape[n - 2] != k->shape[n - 2])
         return error_set(err, "%s: key %s and value %s must have the same number of "
-                         "positions S", label(in), kbuf, vbuf);
+                         "positions S", case_name(in), kbuf, vbuf);
     c->ndim = n;
     c->L = q->shape[n - 2];
     c->E = q->shape[n - 1];
@@ -148,7 +144,7 @@ int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err)
     c->Ev = v->shape[n - 1];
     if (B > INT_MAX || (double)B * c->L * c->S > (double)SDPA_MAX_ATT_VALUES)
         return error_set(err, "%s: the attention weights would hold %lld values (B %lld, L %d, "
-                         "S %d), more than this implementation allows (%lld)", label(in),
+                         "S %d), more than this implementation allows (%lld)", case_name(in),
                          (long long)(B * c->L * c->S), (long long)B, c->L, c->S,
                          SDPA_MAX_ATT_VALUES);
     c->B = (int)B;
@@ -169,7 +165,7 @@ int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err)
         if (c->is_causal)
             return error_set(err, "%s: attn_mask is given and is_causal is true; "
                              "F.scaled_dot_product_attention refuses both at once (put the "
-                             "causal pattern into attn_mask instead)", label(in));
+                             "causal pattern into attn_mask instead)", case_name(in));
     }
 
     /* grad_output: exactly the shape of the output. */
@@ -185,7 +181,7 @@ int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err)
             want[n - 1] = c->Ev;
             char gbuf[128], wbuf[128];
             return error_set(err, "%s: tensor 'grad_output' has shape %s, expected %s (the "
-                             "output's shape)", label(in),
+                             "output's shape)", case_name(in),
                              tensor_shape_str(dout, gbuf, sizeof gbuf),
                              shape_str(want, n, wbuf, sizeof wbuf));
         }
@@ -225,14 +221,14 @@ int sdpa_eval_case(const TensorFile *in, TensorFile *out, Error *err)
         if (alloc_batched(&t[BIAS], &c, L, S, err) != 0) goto done;
         if (sdpa_mask_bias(t[BIAS].data, c.mask->data, c.mask->dtype == DTYPE_BOOL,
                            c.mask->shape, c.mask->ndim, t[BIAS].shape, c.ndim) != 0) {
-            error_set(err, "%s: sdpa_mask_bias failed", label(in));
+            error_set(err, "%s: sdpa_mask_bias failed", case_name(in));
             goto done;
         }
         bias = t[BIAS].data;
     }
     if (sdpa_forward(t[OUTPUT].data, t[SCORES].data, t[ATT].data, c.q, c.k, c.v, bias,
                      B, L, S, E, Ev, c.scale, c.is_causal) != 0) {
-        error_set(err, "%s: sdpa_forward failed", label(in));
+        error_set(err, "%s: sdpa_forward failed", case_name(in));
         goto done;
     }
     if (c.backward) {
@@ -245,7 +241,7 @@ int sdpa_eval_case(const TensorFile *in, TensorFile *out, Error *err)
             goto done;
         if (sdpa_backward(t[DQ].data, t[DK].data, t[DV].data, t[DATT].data, t[DSCORES].data,
                           c.dout, c.q, c.k, c.v, t[ATT].data, B, L, S, E, Ev, c.scale) != 0) {
-            error_set(err, "%s: sdpa_backward failed", label(in));
+            error_set(err, "%s: sdpa_backward failed", case_name(in));
             goto done;
         }
     }

@@ -12,11 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *label(const TensorFile *in)
-{
-    return in->path ? in->path : "(case)";
-}
-
 /* "(2, 3, 4)" for a shape given as an array. */
 static const char *shape_str(const int64_t *shape, int ndim, char *buf, size_t size)
 {
@@ -32,7 +27,7 @@ static int check_dims(const TensorFile *in, const char *name, const Tensor *t, E
     for (int d = 0; d < t->ndim; d++)
         if (t->shape[d] < 1 || t->shape[d] > INT_MAX)
             return error_set(err, "%s: tensor '%s' has shape %s; every dimension must be "
-                             "between 1 and %d", label(in), name,
+                             "between 1 and %d", case_name(in), name,
                              tensor_shape_str(t, buf, sizeof buf), INT_MAX);
     return 0;
 }
@@ -47,7 +42,7 @@ static int get_shaped(const TensorFile *in, const char *name, const int64_t *wan
     for (int d = 0; same && d < ndim; d++) same = (*t)->shape[d] == want[d];
     if (!same) {
         char got[128], exp[128];
-        return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", label(in), name,
+        return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", case_name(in), name,
                          tensor_shape_str(*t, got, sizeof got), letters,
                          shape_str(want, ndim, exp, sizeof exp));
     }
@@ -58,7 +53,7 @@ static int get_shaped(const TensorFile *in, const char *name, const int64_t *wan
 static int refuse(const TensorFile *in, const char *name, const char *why, Error *err)
 {
     if (tensorfile_find(in, name))
-        return error_set(err, "%s: tensor '%s' is present, but %s", label(in), name, why);
+        return error_set(err, "%s: tensor '%s' is present, but %s", case_name(in), name, why);
     return 0;
 }
 
@@ -70,7 +65,7 @@ static int check_mask(const TensorFile *in, const char *name, const Tensor *m,
     if (m->dtype != DTYPE_BOOL && m->dtype != DTYPE_F32)
         return error_set(err, "%s: tensor '%s' has dtype %s, expected BOOL (true = masked, "
                          "nn.MultiheadAttention's convention) or F32 (added to the scores)",
-                         label(in), name, dtype_name(m->dtype));
+                         case_name(in), name, dtype_name(m->dtype));
     int ok = 0;
     for (int s = 0; s < n_shapes && !ok; s++) {
         ok = m->ndim == ndims[s];
@@ -82,9 +77,9 @@ static int check_mask(const TensorFile *in, const char *name, const Tensor *m,
         shape_str(shapes[0], ndims[0], a, sizeof a);
         if (n_shapes > 1)
             return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s or %s",
-                             label(in), name, got, letters, a,
+                             case_name(in), name, got, letters, a,
                              shape_str(shapes[1], ndims[1], b, sizeof b));
-        return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", label(in), name,
+        return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", case_name(in), name,
                          got, letters, a);
     }
     if (m->dtype == DTYPE_BOOL) {
@@ -92,7 +87,7 @@ static int check_mask(const TensorFile *in, const char *name, const Tensor *m,
         for (int64_t i = 0; i < tensor_numel(m); i++)
             if (bytes[i] > 1)
                 return error_set(err, "%s: tensor '%s' holds the byte %d at flat index %lld; "
-                                 "a BOOL mask holds only 0 and 1", label(in), name, bytes[i],
+                                 "a BOOL mask holds only 0 and 1", case_name(in), name, bytes[i],
                                  (long long)i);
     }
     return 0;
@@ -105,7 +100,7 @@ static int check_meta_int(const TensorFile *in, const char *key, long long want,
     long long v;
     if (tensorfile_meta_int(in, key, want, &v, err) != 0) return -1;
     if (v != want)
-        return error_set(err, "%s: metadata '%s' is %lld but %s is %lld", label(in), key, v,
+        return error_set(err, "%s: metadata '%s' is %lld but %s is %lld", case_name(in), key, v,
                          source, want);
     return 0;
 }
@@ -118,19 +113,19 @@ static int check_unsupported(const TensorFile *in, Error *err)
     if (!batch_first)
         return error_set(err, "%s: metadata 'batch_first' is false; this chapter reads "
                          "batch-first (N, L, E) inputs only (transpose (L, N, E) ones first)",
-                         label(in));
+                         case_name(in));
     double dropout;
     if (tensorfile_meta_double(in, "dropout", 0.0, &dropout, err) != 0) return -1;
     if (dropout != 0.0)
         return error_set(err, "%s: metadata 'dropout' is '%s'; this chapter has no dropout on "
-                         "the attention weights, only 0 is supported", label(in),
+                         "the attention weights, only 0 is supported", case_name(in),
                          tensorfile_meta(in, "dropout"));
     const char *keys[2] = {"add_bias_kv", "add_zero_attn"};
     for (int i = 0; i < 2; i++) {
         if (tensorfile_meta_bool(in, keys[i], 0, &flag, err) != 0) return -1;
         if (flag)
             return error_set(err, "%s: metadata '%s' is true; not supported by this chapter",
-                             label(in), keys[i]);
+                             case_name(in), keys[i]);
     }
     return 0;
 }
@@ -142,7 +137,7 @@ static int read_inputs(const TensorFile *in, MhaCase *c, Error *err)
     if (tensorfile_get(in, "query", DTYPE_F32, -1, &q, err) != 0) return -1;
     if (q->ndim != 2 && q->ndim != 3)
         return error_set(err, "%s: tensor 'query' has rank %d; expected (N, L, E) or, "
-                         "unbatched, (L, E)", label(in), q->ndim);
+                         "unbatched, (L, E)", case_name(in), q->ndim);
     if (check_dims(in, "query", q, err) != 0) return -1;
     if (c->self_attention) {
         if (refuse(in, "key", "a self_attention case holds query alone (key = value = "
@@ -162,15 +157,15 @@ static int read_inputs(const TensorFile *in, MhaCase *c, Error *err)
     tensor_shape_str(v, vb, sizeof vb);
     if (k->ndim != q->ndim || v->ndim != q->ndim)
         return error_set(err, "%s: query %s, key %s and value %s must all be batched (3 "
-                         "dimensions) or all unbatched (2)", label(in), qb, kb, vb);
+                         "dimensions) or all unbatched (2)", case_name(in), qb, kb, vb);
     c->batched = q->ndim == 3;
     int b = c->batched;                       /* index of the sequence dimension */
     if (b && (k->shape[0] != q->shape[0] || v->shape[0] != q->shape[0]))
         return error_set(err, "%s: query %s, key %s and value %s must have the same batch "
-                         "size N", label(in), qb, kb, vb);
+                         "size N", case_name(in), qb, kb, vb);
     if (v->shape[b] != k->shape[b])
         return error_set(err, "%s: key %s and value %s must have the same number of "
-                         "positions S", label(in), kb, vb);
+                         "positions S", case_name(in), kb, vb);
     c->N = b ? (int)q->shape[0] : 1;
     c->L = (int)q->shape[b];
     c->E = (int)q->shape[b + 1];
@@ -225,13 +220,13 @@ static int read_params(const TensorFile *in, MhaCase *c, Error *err)
     if (has_in != has_out)
         return error_set(err, "%s: tensor '%s' is present but '%s' is missing; "
                          "nn.MultiheadAttention has both biases (bias=True) or neither",
-                         label(in), has_in ? "in_proj_bias" : "out_proj.bias",
+                         case_name(in), has_in ? "in_proj_bias" : "out_proj.bias",
                          has_in ? "out_proj.bias" : "in_proj_bias");
     int bias;
     if (tensorfile_meta_bool(in, "bias", has_in, &bias, err) != 0) return -1;
     if (bias != has_in)
         return error_set(err, "%s: metadata 'bias' is %s but in_proj_bias and out_proj.bias "
-                         "are %s", label(in), bias ? "true" : "false",
+                         "are %s", case_name(in), bias ? "true" : "false",
                          has_in ? "present" : "missing");
     if (has_in) {
         if (get_shaped(in, "in_proj_bias", (int64_t[]){3 * E}, 1, "(3E,)", &t, err) != 0)
@@ -269,7 +264,7 @@ static int read_masks(const TensorFile *in, MhaCase *c, Error *err)
     if (c->is_causal && !c->attn_mask)
         return error_set(err, "%s: metadata 'is_causal' is true but there is no attn_mask; "
                          "nn.MultiheadAttention needs attn_mask with the is_causal hint (it "
-                         "raises 'Need attn_mask if specifying the is_causal hint')", label(in));
+                         "raises 'Need attn_mask if specifying the is_causal hint')", case_name(in));
     c->causal = c->is_causal && !c->key_padding_mask && !c->need_weights;
     c->use_attn_mask = c->attn_mask && !c->causal;
     return 0;
@@ -279,10 +274,10 @@ int mha_case_read(const TensorFile *in, MhaCase *c, Error *err)
 {
     memset(c, 0, sizeof *c);
     const char *op = tensorfile_meta(in, "op");
-    if (!op) return error_set(err, "%s: metadata 'op' is missing", label(in));
+    if (!op) return error_set(err, "%s: metadata 'op' is missing", case_name(in));
     if (strcmp(op, "mha") != 0 && strcmp(op, "mha_backward") != 0)
         return error_set(err, "%s: op '%s' is not a chapter 03 op (mha, mha_backward)",
-                         label(in), op);
+                         case_name(in), op);
     c->backward = strcmp(op, "mha_backward") == 0;
 
     if (check_unsupported(in, err) != 0 ||
@@ -295,15 +290,15 @@ int mha_case_read(const TensorFile *in, MhaCase *c, Error *err)
     if (read_inputs(in, c, err) != 0) return -1;
 
     if (!tensorfile_meta(in, "num_heads"))
-        return error_set(err, "%s: metadata 'num_heads' is missing", label(in));
+        return error_set(err, "%s: metadata 'num_heads' is missing", case_name(in));
     long long H;
     if (tensorfile_meta_int(in, "num_heads", 1, &H, err) != 0) return -1;
     if (H < 1 || H > INT_MAX)
         return error_set(err, "%s: metadata 'num_heads' is %lld; it must be at least 1",
-                         label(in), H);
+                         case_name(in), H);
     if (c->E % H != 0)
         return error_set(err, "%s: embed_dim %d (the last dimension of 'query') is not "
-                         "divisible by num_heads %lld", label(in), c->E, H);
+                         "divisible by num_heads %lld", case_name(in), c->E, H);
     c->H = (int)H;
     if (check_meta_int(in, "embed_dim", c->E, "the last dimension of 'query'", err) != 0 ||
         check_meta_int(in, "kdim", c->Ek, "the last dimension of 'key'", err) != 0 ||
@@ -317,7 +312,7 @@ int mha_case_read(const TensorFile *in, MhaCase *c, Error *err)
     if (att > INT_MAX || rows > INT_MAX)
         return error_set(err, "%s: the case needs buffers of %lld floats (N %d, L %d, S %d, "
                          "E %d, num_heads %d), more than this implementation allows (%d)",
-                         label(in), (long long)(att > rows ? att : rows), c->N, c->L, c->S,
+                         case_name(in), (long long)(att > rows ? att : rows), c->N, c->L, c->S,
                          c->E, c->H, INT_MAX);
 
     if (read_params(in, c, err) != 0 || read_masks(in, c, err) != 0) return -1;
@@ -397,29 +392,29 @@ int mha_eval_case(const TensorFile *in, TensorFile *out, Error *err)
     }
     Error alloc_err;
     if (mha_cache_alloc(&cache, N, L, S, E, H, c.Ek, c.Ev, c.backward, &alloc_err) != 0) {
-        error_set(err, "%s: %s", label(in), alloc_err.msg);
+        error_set(err, "%s: %s", case_name(in), alloc_err.msg);
         goto done;
     }
     if (mha_case_has_bias(&c)) {
         bias = calloc((size_t)N * H * L * S, sizeof *bias);                 /* (N, H, L, S) */
         if (!bias) {
-            error_set(err, "%s: out of memory for the attention mask", label(in));
+            error_set(err, "%s: out of memory for the attention mask", case_name(in));
             goto done;
         }
         if (mha_case_bias(&c, bias) != 0) {
-            error_set(err, "%s: mha_mask_bias failed", label(in));
+            error_set(err, "%s: mha_mask_bias failed", case_name(in));
             goto done;
         }
     }
     if (mha_forward(y, &cache, c.query, c.key, c.value, &c.params, bias, c.causal) != 0) {
-        error_set(err, "%s: mha_forward failed", label(in));
+        error_set(err, "%s: mha_forward failed", case_name(in));
         goto done;
     }
     if (weights) {
         if (!c.average_attn_weights) {
             memcpy(weights, cache.att, (size_t)N * H * L * S * sizeof *weights);
         } else if (mha_average_heads(weights, cache.att, N, H, L, S) != 0) {
-            error_set(err, "%s: mha_average_heads failed", label(in));
+            error_set(err, "%s: mha_average_heads failed", case_name(in));
             goto done;
         }
     }
@@ -440,7 +435,7 @@ int mha_eval_case(const TensorFile *in, TensorFile *out, Error *err)
         MhaGrads grads = {g[0], g[1], g[2], g[3], g[4], g[5], g[6]};
         if (mha_backward(dq, dk, dv, &grads, c.dout, c.query, c.key, c.value, &c.params,
                          &cache) != 0) {
-            error_set(err, "%s: mha_backward failed", label(in));
+            error_set(err, "%s: mha_backward failed", case_name(in));
             goto done;
         }
     }

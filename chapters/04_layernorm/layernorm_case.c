@@ -16,12 +16,6 @@
 #include <math.h>
 #include <string.h>
 
-/* The file name for messages (a case built in memory may have none). */
-static const char *label(const TensorFile *in)
-{
-    return in->path ? in->path : "(case)";
-}
-
 /* The F32 tensor `name` with at least one dimension and at most INT_MAX
  * elements (the layer functions take int sizes). */
 static int get_input(const TensorFile *in, const char *name, const Tensor **t, Error *err)
@@ -29,10 +23,10 @@ static int get_input(const TensorFile *in, const char *name, const Tensor **t, E
     if (tensorfile_get(in, name, DTYPE_F32, -1, t, err) != 0) return -1;
     if ((*t)->ndim < 1)
         return error_set(err, "%s: tensor '%s' is a scalar; expected at least one dimension",
-                         label(in), name);
+                         case_name(in), name);
     if (tensor_numel(*t) > INT_MAX)
         return error_set(err, "%s: tensor '%s' has %lld elements, more than this program "
-                         "handles (%d)", label(in), name, (long long)tensor_numel(*t), INT_MAX);
+                         "handles (%d)", case_name(in), name, (long long)tensor_numel(*t), INT_MAX);
     return 0;
 }
 
@@ -44,7 +38,7 @@ static int get_same_shape(const TensorFile *in, const char *name, const Tensor *
     if ((*t)->ndim != like->ndim ||
         memcmp((*t)->shape, like->shape, sizeof like->shape[0] * like->ndim) != 0) {
         char got[128], want[128];
-        return error_set(err, "%s: tensor '%s' has shape %s, expected %s like '%s'", label(in),
+        return error_set(err, "%s: tensor '%s' has shape %s, expected %s like '%s'", case_name(in),
                          name, tensor_shape_str(*t, got, sizeof got),
                          tensor_shape_str(like, want, sizeof want), like_name);
     }
@@ -59,7 +53,7 @@ static int get_param(const TensorFile *in, const char *name, int64_t C, const Te
     if ((*t)->ndim != 1 || (*t)->shape[0] != C) {
         char got[128];
         return error_set(err, "%s: tensor '%s' has shape %s, expected (%lld): one value per "
-                         "entry of the normalised last dimension", label(in), name,
+                         "entry of the normalised last dimension", case_name(in), name,
                          tensor_shape_str(*t, got, sizeof got), (long long)C);
     }
     return 0;
@@ -73,14 +67,14 @@ static int layernorm_options(const TensorFile *in, int64_t C, float *eps, int *a
     if (tensorfile_meta_int(in, "normalized_shape", C, &normalized, err) != 0) return -1;
     if (normalized != C)
         return error_set(err, "%s: metadata normalized_shape is %lld but tensor 'input' has "
-                         "last dimension %lld", label(in), normalized, (long long)C);
+                         "last dimension %lld", case_name(in), normalized, (long long)C);
 
     double e;
     if (tensorfile_meta_double(in, "eps", LAYERNORM_DEFAULT_EPS, &e, err) != 0) return -1;
     /* !(e > 0) also catches NaN; an eps too small for float32 would round to 0. */
     if (!(e > 0) || !isfinite(e) || !((float)e > 0))
         return error_set(err, "%s: metadata eps is '%s'; it must be a positive finite number "
-                         "(nn.LayerNorm's default is 1e-5)", label(in), tensorfile_meta(in, "eps"));
+                         "(nn.LayerNorm's default is 1e-5)", case_name(in), tensorfile_meta(in, "eps"));
     *eps = (float)e;
 
     int has_weight_tensor = tensorfile_find(in, "weight") != NULL;
@@ -92,10 +86,10 @@ static int layernorm_options(const TensorFile *in, int64_t C, float *eps, int *a
     if (!*affine) *has_bias = 0;   /* nn.LayerNorm ignores bias=True without affine */
     if (!*affine && (has_weight_tensor || has_bias_tensor))
         return error_set(err, "%s: elementwise_affine is false but the case holds a '%s' "
-                         "tensor", label(in), has_weight_tensor ? "weight" : "bias");
+                         "tensor", case_name(in), has_weight_tensor ? "weight" : "bias");
     if (*affine && !*has_bias && has_bias_tensor)
         return error_set(err, "%s: metadata bias is false but the case holds a 'bias' tensor",
-                         label(in));
+                         case_name(in));
     return 0;
 }
 
@@ -107,7 +101,7 @@ static int eval_layernorm(const char *op, const TensorFile *in, TensorFile *out,
     int64_t C = x->shape[x->ndim - 1];
     if (C < 1)
         return error_set(err, "%s: tensor 'input' has an empty last dimension; LayerNorm "
-                         "needs at least one value to normalise", label(in));
+                         "needs at least one value to normalise", case_name(in));
     int64_t N = tensor_numel(x) / C;   /* rows: every dimension but the last, flattened */
 
     float eps = LAYERNORM_DEFAULT_EPS;
@@ -129,7 +123,7 @@ static int eval_layernorm(const char *op, const TensorFile *in, TensorFile *out,
     if (!y) goto done;
     const float *w = weight ? weight->data : NULL, *b = bias ? bias->data : NULL;
     if (layernorm_forward(y, mean, rstd, x->data, w, b, 1, (int)N, (int)C, eps) != 0) {
-        error_set(err, "%s: layernorm_forward failed", label(in));
+        error_set(err, "%s: layernorm_forward failed", case_name(in));
         goto done;
     }
     if (backward) {
@@ -140,7 +134,7 @@ static int eval_layernorm(const char *op, const TensorFile *in, TensorFile *out,
         /* The buffers start at zero, so the accumulated gradient is the gradient. */
         if (layernorm_backward(dx, dw, db, dy->data, x->data, w, mean, rstd, 1, (int)N,
                                (int)C) != 0) {
-            error_set(err, "%s: layernorm_backward failed", label(in));
+            error_set(err, "%s: layernorm_backward failed", case_name(in));
             goto done;
         }
     }
@@ -161,7 +155,7 @@ static int eval_residual(const char *op, const TensorFile *in, TensorFile *out, 
         float *y = case_output_f32(out, "output", x->ndim, x->shape, err);
         if (!y) return -1;
         if (residual_forward(y, x->data, fx->data, (int)tensor_numel(x)) != 0)
-            return error_set(err, "%s: residual_forward failed", label(in));
+            return error_set(err, "%s: residual_forward failed", case_name(in));
         return 0;
     }
     const Tensor *dy;
@@ -170,18 +164,18 @@ static int eval_residual(const char *op, const TensorFile *in, TensorFile *out, 
     float *dfx = case_output_f32(out, "grad_sublayer_output", dy->ndim, dy->shape, err);
     if (!dx || !dfx) return -1;
     if (residual_backward(dx, dfx, dy->data, (int)tensor_numel(dy)) != 0)
-        return error_set(err, "%s: residual_backward failed", label(in));
+        return error_set(err, "%s: residual_backward failed", case_name(in));
     return 0;
 }
 
 int layernorm_case_eval(const TensorFile *in, TensorFile *out, Error *err)
 {
     const char *op = tensorfile_meta(in, "op");
-    if (!op) return error_set(err, "%s: metadata 'op' is missing", label(in));
+    if (!op) return error_set(err, "%s: metadata 'op' is missing", case_name(in));
     if (!strcmp(op, "layernorm") || !strcmp(op, "layernorm_backward"))
         return eval_layernorm(op, in, out, err);
     if (!strcmp(op, "residual") || !strcmp(op, "residual_backward"))
         return eval_residual(op, in, out, err);
     return error_set(err, "%s: op '%s' is not a chapter 04 op (layernorm, layernorm_backward, "
-                     "residual, residual_backward)", label(in), op);
+                     "residual, residual_backward)", case_name(in), op);
 }

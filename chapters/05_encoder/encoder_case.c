@@ -14,18 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "casefile.h"
 #include "dropout.h"
 #include "embedding.h"
 #include "encoder_layer.h"
 #include "ffn.h"
 #include "positional.h"
 #include "rng.h"
-
-/* The file name for messages; a case built in memory has none. */
-static const char *label(const TensorFile *in)
-{
-    return in->path ? in->path : "(case)";
-}
 
 /* ------------------------------------------------------------------------ */
 /* Outputs, added to the file together at the end                           */
@@ -87,7 +82,7 @@ static int outputs_move(Outputs *o, TensorFile *out, Error *err)
 static int layer_failed(Outputs *o, const TensorFile *in, const char *function, Error *err)
 {
     outputs_free(o);
-    return error_set(err, "%s: %s failed", label(in), function);
+    return error_set(err, "%s: %s failed", case_name(in), function);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -99,7 +94,7 @@ static int check_size(const TensorFile *in, const char *what, int64_t n, Error *
 {
     if (n > INT_MAX)
         return error_set(err, "%s: %s has %lld elements, more than this program handles (%d)",
-                         label(in), what, (long long)n, INT_MAX);
+                         case_name(in), what, (long long)n, INT_MAX);
     return 0;
 }
 
@@ -110,19 +105,7 @@ static int get_tensor(const TensorFile *in, const char *name, DType dtype, int n
                       const int64_t *expect, const char *letters, const Tensor **t, Error *err)
 {
     if (tensorfile_get(in, name, dtype, ndim, t, err) != 0) return -1;
-    for (int i = 0; expect && i < ndim; i++) {
-        if (expect[i] >= 0 && (*t)->shape[i] != expect[i]) {
-            char got[128], want[128];
-            size_t used = (size_t)snprintf(want, sizeof want, "(");
-            for (int j = 0; j < ndim && used < sizeof want; j++)
-                used += (size_t)snprintf(want + used, sizeof want - used,
-                                         expect[j] >= 0 ? "%s%lld" : "%s*", j ? ", " : "",
-                                         (long long)expect[j]);
-            if (used < sizeof want) snprintf(want + used, sizeof want - used, ")");
-            return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", label(in),
-                             name, tensor_shape_str(*t, got, sizeof got), letters, want);
-        }
-    }
+    if (expect && case_check_shape(in, name, *t, expect, letters, err) != 0) return -1;
     return check_size(in, name, tensor_numel(*t), err);
 }
 
@@ -135,7 +118,7 @@ static int get_like(const TensorFile *in, const char *name, const Tensor *like,
     if ((*t)->ndim != like->ndim ||
         memcmp((*t)->shape, like->shape, sizeof like->shape[0] * like->ndim) != 0) {
         char got[128], want[128];
-        return error_set(err, "%s: tensor '%s' has shape %s, expected %s like %s", label(in),
+        return error_set(err, "%s: tensor '%s' has shape %s, expected %s like %s", case_name(in),
                          name, tensor_shape_str(*t, got, sizeof got),
                          tensor_shape_str(like, want, sizeof want), like_what);
     }
@@ -147,7 +130,7 @@ static int check_positive(const TensorFile *in, const char *name, int dim, const
                           const char *what, Error *err)
 {
     if (t->shape[dim] < 1)
-        return error_set(err, "%s: tensor '%s' has %s = 0; it must be at least 1", label(in),
+        return error_set(err, "%s: tensor '%s' has %s = 0; it must be at least 1", case_name(in),
                          name, what);
     return 0;
 }
@@ -161,7 +144,7 @@ static int get_mask(const TensorFile *in, const char *name, const Tensor *like,
     for (int64_t i = 0; i < tensor_numel(*t); i++)
         if (m[i] > 1)
             return error_set(err, "%s: tensor '%s' holds the byte %d at flat index %lld; a "
-                             "BOOL mask holds only 0 and 1", label(in), name, m[i],
+                             "BOOL mask holds only 0 and 1", case_name(in), name, m[i],
                              (long long)i);
     return 0;
 }
@@ -173,12 +156,12 @@ static int get_probability(const TensorFile *in, const char *key, int required, 
 {
     if (required && !tensorfile_meta(in, key))
         return error_set(err, "%s: metadata '%s' (the dropout probability) is missing",
-                         label(in), key);
+                         case_name(in), key);
     double v;
     if (tensorfile_meta_double(in, key, 0.0, &v, err) != 0) return -1;
     if (!(v >= 0.0 && v <= 1.0))   /* also refuses NaN */
         return error_set(err, "%s: metadata %s is %s; a dropout probability must lie in "
-                         "[0, 1]", label(in), key, tensorfile_meta(in, key));
+                         "[0, 1]", case_name(in), key, tensorfile_meta(in, key));
     *p = (float)v;
     return 0;
 }
@@ -203,20 +186,20 @@ static int eval_embedding(const TensorFile *in, TensorFile *out, int backward, E
     if (tensorfile_meta_double(in, "scale", 1.0, &scale, err) != 0) return -1;
     if (!isfinite(scale) || !isfinite((float)scale))
         return error_set(err, "%s: metadata scale is %s; it must be a finite number (1 for "
-                         "none, sqrt(d_model) as in the paper)", label(in),
+                         "none, sqrt(d_model) as in the paper)", case_name(in),
                          tensorfile_meta(in, "scale"));
     long long padding_idx = EMBEDDING_NO_PADDING;
     if (tensorfile_meta(in, "padding_idx")) {
         if (tensorfile_meta_int(in, "padding_idx", 0, &padding_idx, err) != 0) return -1;
         if (padding_idx < -V || padding_idx >= V)
             return error_set(err, "%s: metadata padding_idx is %lld, outside -%lld..%lld for "
-                             "'embedding.weight' with %lld rows", label(in), padding_idx,
+                             "'embedding.weight' with %lld rows", case_name(in), padding_idx,
                              (long long)V, (long long)(V - 1), (long long)V);
         if (padding_idx < 0) padding_idx += V;   /* nn.Embedding counts from the end */
     }
 
     char where[600];
-    snprintf(where, sizeof where, "%s: tensor 'input'", label(in));
+    snprintf(where, sizeof where, "%s: tensor 'input'", case_name(in));
     if (embedding_check_ids(ids->data, B * T, V, where, err) != 0) return -1;
     if (backward &&
         get_tensor(in, "grad_output", DTYPE_F32, 3, (int64_t[]){B, T, D}, "(B, T, D)", &dy,
@@ -264,7 +247,7 @@ static int eval_positional(const TensorFile *in, TensorFile *out, int learned, i
     }
     if (T > max_len)
         return error_set(err, "%s: the sequence is longer than the position table: tensor "
-                         "'input' has T = %lld positions, max_len is %lld%s", label(in),
+                         "'input' has T = %lld positions, max_len is %lld%s", case_name(in),
                          (long long)T, max_len,
                          learned ? " (the rows of 'pos_embedding.weight')" : "");
     long long meta_len;
@@ -272,7 +255,7 @@ static int eval_positional(const TensorFile *in, TensorFile *out, int learned, i
         return -1;
     if (learned && meta_len != max_len)
         return error_set(err, "%s: metadata max_len is %lld but 'pos_embedding.weight' has "
-                         "%lld rows", label(in), meta_len, max_len);
+                         "%lld rows", case_name(in), meta_len, max_len);
     if (backward && get_like(in, "grad_output", x, "'input'", DTYPE_F32, &dy, err) != 0)
         return -1;
 
@@ -305,7 +288,7 @@ static int eval_positional(const TensorFile *in, TensorFile *out, int learned, i
 static int eval_dropout_mask(const TensorFile *in, TensorFile *out, int backward, Error *err)
 {
     const Tensor *x, *mask = NULL, *dy = NULL;
-    float p;
+    float p = 0.0f;
     int training;
     if (tensorfile_get(in, "input", DTYPE_F32, -1, &x, err) != 0 ||
         check_size(in, "tensor 'input'", tensor_numel(x), err) != 0 ||
@@ -336,20 +319,20 @@ static int eval_dropout_mask(const TensorFile *in, TensorFile *out, int backward
 static int eval_dropout_rng(const TensorFile *in, TensorFile *out, Error *err)
 {
     const Tensor *x;
-    float p;
+    float p = 0.0f;
     long long seed, stream;
     if (tensorfile_get(in, "input", DTYPE_F32, -1, &x, err) != 0 ||
         check_size(in, "tensor 'input'", tensor_numel(x), err) != 0 ||
         get_probability(in, "p", 1, &p, err) != 0)
         return -1;
     if (!tensorfile_meta(in, "rng_seed"))
-        return error_set(err, "%s: metadata 'rng_seed' is missing", label(in));
+        return error_set(err, "%s: metadata 'rng_seed' is missing", case_name(in));
     if (tensorfile_meta_int(in, "rng_seed", 0, &seed, err) != 0 ||
         tensorfile_meta_int(in, "rng_stream", 0, &stream, err) != 0)
         return -1;
     if (seed < 0 || stream < 0)
         return error_set(err, "%s: metadata rng_seed and rng_stream must be non-negative",
-                         label(in));
+                         case_name(in));
 
     int n = (int)tensor_numel(x);
     Outputs o = {0};
@@ -398,10 +381,10 @@ static int eval_ffn(const TensorFile *in, TensorFile *out, int backward, Error *
             return -1;
     } else if (tensorfile_find(in, "linear1.bias") || tensorfile_find(in, "linear2.bias")) {
         return error_set(err, "%s: metadata bias is false but the case holds a bias tensor",
-                         label(in));
+                         case_name(in));
     }
 
-    float p;
+    float p = 0.0f;
     int training;
     if (get_probability(in, "dropout", 0, &p, err) != 0 ||
         tensorfile_meta_bool(in, "training", 1, &training, err) != 0)
@@ -412,7 +395,7 @@ static int eval_ffn(const TensorFile *in, TensorFile *out, int backward, Error *
         if (!tensorfile_find(in, "dropout_mask"))
             return error_set(err, "%s: dropout is %g in training mode, so the case must hold "
                              "the BOOL tensor 'dropout_mask' (B, T, F) (C cannot draw "
-                             "PyTorch's mask)", label(in), p);
+                             "PyTorch's mask)", case_name(in), p);
         if (get_mask(in, "dropout_mask", &hidden_shape, "the hidden layer (B, T, F)", &mask,
                      err) != 0)
             return -1;
@@ -500,10 +483,10 @@ static int eval_encoder(const TensorFile *in, TensorFile *out, int stack, int ba
     long long H, K = 1;
     int norm_first, final_norm = 0, training;
     double eps;
-    float p;
+    float p = 0.0f;
     if (!tensorfile_meta(in, "nhead"))
         return error_set(err, "%s: metadata 'nhead' (the number of heads) is missing",
-                         label(in));
+                         case_name(in));
     if (tensorfile_meta_int(in, "nhead", 1, &H, err) != 0 ||
         tensorfile_meta_bool(in, "norm_first", 0, &norm_first, err) != 0 ||
         tensorfile_meta_double(in, "eps", 1e-5, &eps, err) != 0 ||
@@ -512,21 +495,21 @@ static int eval_encoder(const TensorFile *in, TensorFile *out, int stack, int ba
         return -1;
     if (H < 1 || H > D || D % H != 0)
         return error_set(err, "%s: d_model %lld (the last dimension of 'src') is not divisible "
-                         "by metadata nhead %lld", label(in), (long long)D, H);
+                         "by metadata nhead %lld", case_name(in), (long long)D, H);
     if (!(eps > 0.0 && isfinite(eps) && (float)eps > 0.0f))
         return error_set(err, "%s: metadata eps is %s; layer_norm_eps must be a positive "
-                         "float32 number", label(in), tensorfile_meta(in, "eps"));
+                         "float32 number", case_name(in), tensorfile_meta(in, "eps"));
     if (training && p > 0.0f)
         return error_set(err, "%s: metadata dropout is %g in training mode; C cannot replay "
                          "PyTorch's dropout masks, so encoder cases run with dropout 0 (or "
-                         "training false)", label(in), p);
+                         "training false)", case_name(in), p);
     if (stack) {
         if (!tensorfile_meta(in, "num_layers"))
-            return error_set(err, "%s: metadata 'num_layers' is missing", label(in));
+            return error_set(err, "%s: metadata 'num_layers' is missing", case_name(in));
         if (tensorfile_meta_int(in, "num_layers", 1, &K, err) != 0) return -1;
         if (K < 1 || K > MAX_CASE_LAYERS)
             return error_set(err, "%s: metadata num_layers is %lld; this program evaluates "
-                             "1 to %d layers", label(in), K, MAX_CASE_LAYERS);
+                             "1 to %d layers", case_name(in), K, MAX_CASE_LAYERS);
         if (tensorfile_meta_bool(in, "final_norm", tensorfile_find(in, "norm.weight") != NULL,
                                  &final_norm, err) != 0)
             return -1;
@@ -562,7 +545,7 @@ static int eval_encoder(const TensorFile *in, TensorFile *out, int stack, int ba
             return -1;
     } else if (tensorfile_find(in, "norm.weight") || tensorfile_find(in, "norm.bias")) {
         return error_set(err, "%s: metadata final_norm is false but the case holds "
-                         "'norm.weight' or 'norm.bias'", label(in));
+                         "'norm.weight' or 'norm.bias'", case_name(in));
     }
 
     /* Masks: src_key_padding_mask BOOL (N, S), src_mask BOOL or F32 (S, S). */
@@ -629,15 +612,15 @@ static int eval_encoder(const TensorFile *in, TensorFile *out, int stack, int ba
     int rc = 0;
     if (kpm || mask) {
         bias = calloc((size_t)(N * H * S * S), sizeof *bias);
-        if (!bias) rc = error_set(err, "%s: out of memory for the attention mask", label(in));
+        if (!bias) rc = error_set(err, "%s: out of memory for the attention mask", case_name(in));
         else if (mha_mask_bias(bias, kpm ? kpm->data : NULL, 1, mask ? mask->data : NULL,
                                mask && mask->dtype == DTYPE_BOOL, 0, (int)N, (int)H, (int)S,
                                (int)S) != 0)
-            rc = error_set(err, "%s: mha_mask_bias failed", label(in));
+            rc = error_set(err, "%s: mha_mask_bias failed", case_name(in));
     }
     if (rc == 0 && encoder_cache_alloc(&cache, (int)K, (int)N, (int)S, (int)D, (int)H, (int)F,
                                        norm_first, (float)eps, p, backward, &alloc_err) != 0)
-        rc = error_set(err, "%s: %s", label(in), alloc_err.msg);
+        rc = error_set(err, "%s: %s", case_name(in), alloc_err.msg);
     EncoderParams ep = {.num_layers = (int)K, .layers = lp,
                         .norm_weight = norm_w ? norm_w->data : NULL,
                         .norm_bias = norm_b ? norm_b->data : NULL};
@@ -645,16 +628,16 @@ static int eval_encoder(const TensorFile *in, TensorFile *out, int stack, int ba
     if (rc == 0) {
         if (stack) {
             if (encoder_forward(y, &cache, src->data, &ep, bias, NULL) != 0)
-                rc = error_set(err, "%s: encoder_forward failed", label(in));
+                rc = error_set(err, "%s: encoder_forward failed", case_name(in));
             else if (backward &&
                      encoder_backward(dsrc, &eg, dy->data, src->data, &ep, &cache) != 0)
-                rc = error_set(err, "%s: encoder_backward failed", label(in));
+                rc = error_set(err, "%s: encoder_backward failed", case_name(in));
         } else {
             if (encoder_layer_forward(y, &cache.layers[0], src->data, &lp[0], bias, NULL) != 0)
-                rc = error_set(err, "%s: encoder_layer_forward failed", label(in));
+                rc = error_set(err, "%s: encoder_layer_forward failed", case_name(in));
             else if (backward && encoder_layer_backward(dsrc, &lg[0], dy->data, src->data,
                                                         &lp[0], &cache.layers[0]) != 0)
-                rc = error_set(err, "%s: encoder_layer_backward failed", label(in));
+                rc = error_set(err, "%s: encoder_layer_backward failed", case_name(in));
         }
     }
     encoder_cache_free(&cache);
@@ -671,7 +654,7 @@ static int eval_encoder(const TensorFile *in, TensorFile *out, int stack, int ba
 int encoder_case_eval(const TensorFile *in, TensorFile *out, Error *err)
 {
     const char *op = tensorfile_meta(in, "op");
-    if (!op) return error_set(err, "%s: metadata 'op' is missing", label(in));
+    if (!op) return error_set(err, "%s: metadata 'op' is missing", case_name(in));
     if (!strcmp(op, "embedding")) return eval_embedding(in, out, 0, err);
     if (!strcmp(op, "embedding_backward")) return eval_embedding(in, out, 1, err);
     if (!strcmp(op, "positional_sinusoidal")) return eval_positional(in, out, 0, 0, err);
@@ -691,5 +674,5 @@ int encoder_case_eval(const TensorFile *in, TensorFile *out, Error *err)
                      "positional_sinusoidal, positional_sinusoidal_backward, "
                      "positional_learned, positional_learned_backward, dropout_mask, "
                      "dropout_mask_backward, dropout_rng, ffn, ffn_backward, encoder_layer, "
-                     "encoder_layer_backward, encoder, encoder_backward)", label(in), op);
+                     "encoder_layer_backward, encoder, encoder_backward)", case_name(in), op);
 }

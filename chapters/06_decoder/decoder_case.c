@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "casefile.h"
 #include "decoder_layer.h"
 #include "layernorm.h"
 
@@ -19,11 +20,6 @@
 #define NAME_LEN 80
 /* Parameters of one layer: 4 per attention, 4 of the FFN, 6 of the norms. */
 #define LAYER_PARAMS 18
-
-static const char *label(const TensorFile *in)
-{
-    return in->path ? in->path : "(case)";
-}
 
 /* The suffixes of a layer's parameters, in the order of ParamSlots below. */
 static const char *const SUFFIX[LAYER_PARAMS] = {
@@ -93,7 +89,7 @@ static int get_shaped(const TensorFile *in, const char *name, const int64_t *wan
         char got[128], exp[128];
         Tensor w = {.ndim = ndim};
         memcpy(w.shape, want, (size_t)ndim * sizeof *want);
-        return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", label(in), name,
+        return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", case_name(in), name,
                          tensor_shape_str(*t, got, sizeof got), letters,
                          tensor_shape_str(&w, exp, sizeof exp));
     }
@@ -110,12 +106,12 @@ static int get_mask(const TensorFile *in, const char *name, int64_t a, int64_t b
     const Tensor *m = *t;
     if (m->dtype != DTYPE_BOOL && !(allow_float && m->dtype == DTYPE_F32))
         return error_set(err, "%s: tensor '%s' has dtype %s, expected BOOL (true = masked)%s",
-                         label(in), name, dtype_name(m->dtype),
+                         case_name(in), name, dtype_name(m->dtype),
                          allow_float ? " or F32 (added to the scores)" : "");
     if (m->ndim != 2 || m->shape[0] != a || m->shape[1] != b) {
         char got[128];
         return error_set(err, "%s: tensor '%s' has shape %s, expected %s = (%lld, %lld)",
-                         label(in), name, tensor_shape_str(m, got, sizeof got), letters,
+                         case_name(in), name, tensor_shape_str(m, got, sizeof got), letters,
                          (long long)a, (long long)b);
     }
     if (m->dtype == DTYPE_BOOL) {
@@ -123,7 +119,7 @@ static int get_mask(const TensorFile *in, const char *name, int64_t a, int64_t b
         for (int64_t i = 0; i < a * b; i++)
             if (bytes[i] > 1)
                 return error_set(err, "%s: tensor '%s' holds the byte %d at flat index %lld; "
-                                 "a BOOL mask holds only 0 and 1", label(in), name, bytes[i],
+                                 "a BOOL mask holds only 0 and 1", case_name(in), name, bytes[i],
                                  (long long)i);
     }
     return 0;
@@ -151,7 +147,7 @@ static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
 {
     memset(c, 0, sizeof *c);
     const char *op = tensorfile_meta(in, "op");
-    if (!op) return error_set(err, "%s: metadata 'op' is missing", label(in));
+    if (!op) return error_set(err, "%s: metadata 'op' is missing", case_name(in));
     if (!strcmp(op, "decoder_layer")) {
     } else if (!strcmp(op, "decoder_layer_backward")) {
         c->backward = 1;
@@ -161,7 +157,7 @@ static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
         c->stack = c->backward = 1;
     } else {
         return error_set(err, "%s: op '%s' is not a chapter 06 op (decoder_layer, "
-                         "decoder_layer_backward, decoder, decoder_backward)", label(in), op);
+                         "decoder_layer_backward, decoder, decoder_backward)", case_name(in), op);
     }
 
     /* Options. */
@@ -175,18 +171,18 @@ static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
         return -1;
     if (dropout != 0.0)
         return error_set(err, "%s: metadata 'dropout' is '%s'; a case file holds no dropout "
-                         "masks, so only 0 is supported", label(in),
+                         "masks, so only 0 is supported", case_name(in),
                          tensorfile_meta(in, "dropout"));
     if (!(eps > 0.0) || (float)eps <= 0.0f)
         return error_set(err, "%s: metadata 'layer_norm_eps' is '%s'; it must be a positive "
-                         "number", label(in), tensorfile_meta(in, "layer_norm_eps"));
+                         "number", case_name(in), tensorfile_meta(in, "layer_norm_eps"));
     c->eps = (float)eps;
     if (mem_causal)
         return error_set(err, "%s: metadata 'memory_is_causal' is true; not supported by this "
-                         "chapter", label(in));
+                         "chapter", case_name(in));
     if (tensorfile_find(in, "memory_mask"))
         return error_set(err, "%s: tensor 'memory_mask' is present; not supported by this "
-                         "chapter (use memory_key_padding_mask)", label(in));
+                         "chapter (use memory_key_padding_mask)", case_name(in));
 
     /* Inputs. */
     const Tensor *tgt, *mem;
@@ -198,13 +194,13 @@ static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
             mem->shape[d] > INT_MAX) {
             char a[128], b[128];
             return error_set(err, "%s: tgt %s and memory %s must have every dimension at "
-                             "least 1", label(in), tensor_shape_str(tgt, a, sizeof a),
+                             "least 1", case_name(in), tensor_shape_str(tgt, a, sizeof a),
                              tensor_shape_str(mem, b, sizeof b));
         }
     if (mem->shape[0] != tgt->shape[0] || mem->shape[2] != tgt->shape[2]) {
         char a[128], b[128];
         return error_set(err, "%s: memory %s must have the batch size N and d_model D of tgt "
-                         "%s", label(in), tensor_shape_str(mem, a, sizeof a),
+                         "%s", case_name(in), tensor_shape_str(mem, a, sizeof a),
                          tensor_shape_str(tgt, b, sizeof b));
     }
     c->tgt = tgt, c->memory = mem;
@@ -212,25 +208,25 @@ static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
     c->S = (int)mem->shape[1];
 
     if (!tensorfile_meta(in, "nhead"))
-        return error_set(err, "%s: metadata 'nhead' is missing", label(in));
+        return error_set(err, "%s: metadata 'nhead' is missing", case_name(in));
     long long H;
     if (tensorfile_meta_int(in, "nhead", 1, &H, err) != 0) return -1;
     if (H < 1 || H > INT_MAX)
-        return error_set(err, "%s: metadata 'nhead' is %lld; it must be at least 1", label(in),
+        return error_set(err, "%s: metadata 'nhead' is %lld; it must be at least 1", case_name(in),
                          H);
     if (c->D % H != 0)
         return error_set(err, "%s: d_model %d (the last dimension of 'tgt') is not divisible "
-                         "by nhead %lld", label(in), c->D, H);
+                         "by nhead %lld", case_name(in), c->D, H);
     c->H = (int)H;
 
     long long L = 1;
     if (c->stack) {
         if (!tensorfile_meta(in, "num_layers"))
-            return error_set(err, "%s: metadata 'num_layers' is missing", label(in));
+            return error_set(err, "%s: metadata 'num_layers' is missing", case_name(in));
         if (tensorfile_meta_int(in, "num_layers", 1, &L, err) != 0) return -1;
         if (L < 1 || L > MAX_LAYERS)
             return error_set(err, "%s: metadata 'num_layers' is %lld; it must lie in 1..%d",
-                             label(in), L, MAX_LAYERS);
+                             case_name(in), L, MAX_LAYERS);
     }
     c->L = (int)L;
 
@@ -240,7 +236,7 @@ static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
     const Tensor *w1;
     if (tensorfile_get(in, name, DTYPE_F32, 2, &w1, err) != 0) return -1;
     if (w1->shape[0] < 1 || w1->shape[0] > INT_MAX)
-        return error_set(err, "%s: tensor '%s' has no rows (dim_feedforward)", label(in), name);
+        return error_set(err, "%s: tensor '%s' has no rows (dim_feedforward)", case_name(in), name);
     c->F = (int)w1->shape[0];
 
     /* Sizes must fit the int arithmetic of the layer functions. */
@@ -250,7 +246,7 @@ static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
     if (N * (T > S ? T : S) * 3 * D > biggest) biggest = N * (T > S ? T : S) * 3 * D;
     if (biggest > INT_MAX)
         return error_set(err, "%s: the case needs buffers of %lld floats, more than this "
-                         "implementation allows (%d)", label(in), (long long)biggest, INT_MAX);
+                         "implementation allows (%d)", case_name(in), (long long)biggest, INT_MAX);
 
     /* Parameters: every one required (bias=False is not supported here). */
     for (int l = 0; l < c->L; l++) {
@@ -280,7 +276,7 @@ static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
             c->norm_bias = t->data;
         } else if (has_norm || tensorfile_find(in, "norm.bias")) {
             return error_set(err, "%s: metadata 'final_norm' is false but the case holds "
-                             "norm.weight or norm.bias", label(in));
+                             "norm.weight or norm.bias", case_name(in));
         }
     }
 
@@ -292,7 +288,7 @@ static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
     if (c->tgt_is_causal && !c->tgt_mask)
         return error_set(err, "%s: metadata 'tgt_is_causal' is true but there is no tgt_mask; "
                          "PyTorch needs the mask with the hint ('Need attn_mask if specifying "
-                         "the is_causal hint')", label(in));
+                         "the is_causal hint')", case_name(in));
     c->sa_causal = c->tgt_is_causal && !c->tgt_kpm;
 
     if (c->backward) {
@@ -351,13 +347,13 @@ static float *make_bias(const Tensor *kpm, const Tensor *attn, int N, int H, int
     if (!kpm && !attn) return NULL;
     float *bias = calloc((size_t)N * H * L * S, sizeof *bias);
     if (!bias) {
-        error_set(err, "%s: out of memory for an attention mask", label(in));
+        error_set(err, "%s: out of memory for an attention mask", case_name(in));
         return NULL;
     }
     if (mha_mask_bias(bias, kpm ? kpm->data : NULL, 1, attn ? attn->data : NULL,
                       attn && attn->dtype == DTYPE_BOOL, 0, N, H, L, S) != 0) {
         free(bias);
-        error_set(err, "%s: mha_mask_bias failed", label(in));
+        error_set(err, "%s: mha_mask_bias failed", case_name(in));
         return NULL;
     }
     return bias;
@@ -366,7 +362,7 @@ static float *make_bias(const Tensor *kpm, const Tensor *attn, int N, int H, int
 int decoder_case_eval(const TensorFile *in, TensorFile *out, Error *err)
 {
     DecoderCase *c = calloc(1, sizeof *c);
-    if (!c) return error_set(err, "%s: out of memory", label(in));
+    if (!c) return error_set(err, "%s: out of memory", case_name(in));
     if (read_case(in, c, err) != 0) {
         free(c);
         return -1;
@@ -382,7 +378,7 @@ int decoder_case_eval(const TensorFile *in, TensorFile *out, Error *err)
     o.tensors = calloc(MAX_OUTPUTS, sizeof *o.tensors);
     grads = calloc((size_t)L, sizeof *grads);
     if (!o.names || !o.tensors || !grads) {
-        error_set(err, "%s: out of memory", label(in));
+        error_set(err, "%s: out of memory", case_name(in));
         goto done;
     }
     float *y = output_new(&o, "output", 3, (int64_t[]){N, T, D}, err);
@@ -390,7 +386,7 @@ int decoder_case_eval(const TensorFile *in, TensorFile *out, Error *err)
     Error alloc_err;
     if (decoder_stack_alloc(&stack, L, N, T, S, D, H, F, c->norm_first, c->eps, 0.0f,
                             c->backward, &alloc_err) != 0) {
-        error_set(err, "%s: %s", label(in), alloc_err.msg);
+        error_set(err, "%s: %s", case_name(in), alloc_err.msg);
         goto done;
     }
     /* The self-attention bias: tgt_mask unless the causal pattern replaces it. */
@@ -409,7 +405,7 @@ int decoder_case_eval(const TensorFile *in, TensorFile *out, Error *err)
         fwd = decoder_layer_forward(y, &stack.layers[0], c->tgt->data, c->memory->data,
                                     &c->params[0], sa_bias, c->sa_causal, ca_bias, NULL);
     if (fwd != 0) {
-        error_set(err, "%s: %s failed", label(in),
+        error_set(err, "%s: %s failed", case_name(in),
                   c->stack ? "decoder_stack_forward" : "decoder_layer_forward");
         goto done;
     }
@@ -442,7 +438,7 @@ int decoder_case_eval(const TensorFile *in, TensorFile *out, Error *err)
             bwd = decoder_layer_backward(dtgt, dmem, &grads[0], c->dout->data, c->tgt->data,
                                          c->memory->data, &c->params[0], &stack.layers[0]);
         if (bwd != 0) {
-            error_set(err, "%s: %s failed", label(in),
+            error_set(err, "%s: %s failed", case_name(in),
                       c->stack ? "decoder_stack_backward" : "decoder_layer_backward");
             goto done;
         }

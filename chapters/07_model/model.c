@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "casefile.h"
 #include "dropout.h"
 #include "embedding.h"
 #include "matmul.h"
@@ -375,12 +376,6 @@ int model_init(Model *m, const ModelConfig *cfg, Rng *rng, Error *err)
 /* Checkpoints (given)                                                       */
 /* ------------------------------------------------------------------------ */
 
-/* The file's name for messages; a TensorFile built in memory has none. */
-static const char *where(const TensorFile *f)
-{
-    return f->path ? f->path : "(case)";
-}
-
 /* The config fields as metadata keys "model.<field>". */
 typedef struct {
     const char *key;
@@ -435,28 +430,28 @@ static int config_from_file(const TensorFile *f, ModelConfig *c, Error *err)
     const char *kind = tensorfile_meta(f, "model.kind");
     memset(c, 0, sizeof *c);
     if (!kind)
-        return error_set(err, "%s: not a model checkpoint: no metadata 'model.kind'", where(f));
+        return error_set(err, "%s: not a model checkpoint: no metadata 'model.kind'", case_name(f));
     if (strcmp(kind, "seq2seq") == 0) c->kind = MODEL_SEQ2SEQ;
     else if (strcmp(kind, "labeller") == 0) c->kind = MODEL_LABELLER;
     else if (strcmp(kind, "classifier") == 0) c->kind = MODEL_CLASSIFIER;
     else return error_set(err, "%s: model.kind '%s' is not seq2seq, labeller or classifier",
-                          where(f), kind);
+                          case_name(f), kind);
     int n = int_fields(c, fields);
     for (int i = 0; i < n; i++) {
         long long v;
         if (!tensorfile_meta(f, fields[i].key))
-            return error_set(err, "%s: not a model checkpoint: no metadata '%s'", where(f),
+            return error_set(err, "%s: not a model checkpoint: no metadata '%s'", case_name(f),
                              fields[i].key);
         if (tensorfile_meta_int(f, fields[i].key, 0, &v, err) != 0) return -1;
         if (v < INT_MIN || v > INT_MAX)
-            return error_set(err, "%s: metadata '%s' = %lld is out of range", where(f),
+            return error_set(err, "%s: metadata '%s' = %lld is out of range", case_name(f),
                              fields[i].key, v);
         *fields[i].value = (int)v;
     }
     double eps, dropout;
     if (!tensorfile_meta(f, "model.eps") || !tensorfile_meta(f, "model.dropout"))
         return error_set(err, "%s: not a model checkpoint: no metadata 'model.eps' or "
-                         "'model.dropout'", where(f));
+                         "'model.dropout'", case_name(f));
     if (tensorfile_meta_double(f, "model.eps", 0, &eps, err) != 0 ||
         tensorfile_meta_double(f, "model.dropout", 0, &dropout, err) != 0)
         return -1;
@@ -472,7 +467,7 @@ int model_load_file(Model *m, const TensorFile *f, int strict, Error *err)
     memset(m, 0, sizeof *m);
     if (config_from_file(f, &cfg, err) != 0) return -1;
     if (model_alloc(m, &cfg, &cfg_err) != 0)
-        return error_set(err, "%s: %s", where(f), cfg_err.msg);
+        return error_set(err, "%s: %s", case_name(f), cfg_err.msg);
     for (int i = 0; i < m->n_tensors; i++) {
         const ModelTensor *t = &m->tensors[i];
         const Tensor *x;
@@ -480,7 +475,7 @@ int model_load_file(Model *m, const TensorFile *f, int strict, Error *err)
         for (int d = 0; d < t->ndim; d++) {
             if (x->shape[d] != t->shape[d]) {
                 error_set(err, "%s: %s has shape (%" PRId64 "%s%" PRId64 "), the config needs "
-                          "(%" PRId64 "%s%" PRId64 ")", where(f), t->name, x->shape[0],
+                          "(%" PRId64 "%s%" PRId64 ")", case_name(f), t->name, x->shape[0],
                           x->ndim > 1 ? ", " : "", x->ndim > 1 ? x->shape[1] : 0, t->shape[0],
                           t->ndim > 1 ? ", " : "", t->ndim > 1 ? t->shape[1] : 0);
                 goto fail;
@@ -492,7 +487,7 @@ int model_load_file(Model *m, const TensorFile *f, int strict, Error *err)
         for (int i = 0; i < f->n_tensors; i++) {
             const char *name = f->tensors[i].name;
             if (strncmp(name, "optimizer.", 10) != 0 && !model_tensor(m, name)) {
-                error_set(err, "%s: tensor '%s' is not a parameter of this %s model", where(f),
+                error_set(err, "%s: tensor '%s' is not a parameter of this %s model", case_name(f),
                           name, kind_name(cfg.kind));
                 goto fail;
             }

@@ -17,12 +17,6 @@
 #include "decode.h"
 #include "model.h"
 
-/* The file name for messages; a case built in memory has none. */
-static const char *label(const TensorFile *in)
-{
-    return in->path ? in->path : "(case)";
-}
-
 static const char *kind_name(ModelKind kind)
 {
     return kind == MODEL_SEQ2SEQ ? "seq2seq" : kind == MODEL_LABELLER ? "labeller"
@@ -43,19 +37,19 @@ static int get_ids(const TensorFile *in, const char *name, const Model *m, int v
     int64_t n = (*t)->shape[0], l = (*t)->shape[1];
     if (n < 1 || l < 1)
         return error_set(err, "%s: tensor '%s' has shape (%lld, %lld); a batch and a length "
-                         "of at least 1 are needed", label(in), name, (long long)n,
+                         "of at least 1 are needed", case_name(in), name, (long long)n,
                          (long long)l);
     if (*N > 0 && n != *N)
         return error_set(err, "%s: tensor '%s' holds %lld sequences, 'src' %d; they must "
-                         "match", label(in), name, (long long)n, *N);
+                         "match", case_name(in), name, (long long)n, *N);
     if (n > INT_MAX / 2)
         return error_set(err, "%s: tensor '%s' holds %lld sequences, more than this program "
-                         "handles", label(in), name, (long long)n);
+                         "handles", case_name(in), name, (long long)n);
     if (l > m->cfg.max_len)
         return error_set(err, "%s: tensor '%s' has sequences of %lld positions, longer than "
-                         "model.max_len %d", label(in), name, (long long)l, m->cfg.max_len);
+                         "model.max_len %d", case_name(in), name, (long long)l, m->cfg.max_len);
     char where[600];
-    snprintf(where, sizeof where, "%s: tensor '%s' (%s)", label(in), name, vocab_name);
+    snprintf(where, sizeof where, "%s: tensor '%s' (%s)", case_name(in), name, vocab_name);
     if (model_check_ids((*t)->data, n * l, vocab, where, err) != 0) return -1;
     *N = (int)n, *len = (int)l;
     return 0;
@@ -73,7 +67,7 @@ static int get_inputs(const TensorFile *in, const Model *m, int *N, int *S, int 
                        err);
     if (tensorfile_find(in, "tgt"))
         return error_set(err, "%s: the case holds 'tgt', but a %s model has no target input",
-                         label(in), kind_name(m->cfg.kind));
+                         case_name(in), kind_name(m->cfg.kind));
     return 0;
 }
 
@@ -94,10 +88,10 @@ static int get_meta_int(const TensorFile *in, const char *key, long long lo, lon
                         const char *what, long long *v, Error *err)
 {
     if (!tensorfile_meta(in, key))
-        return error_set(err, "%s: metadata '%s' (%s) is missing", label(in), key, what);
+        return error_set(err, "%s: metadata '%s' (%s) is missing", case_name(in), key, what);
     if (tensorfile_meta_int(in, key, 0, v, err) != 0) return -1;
     if (*v < lo || *v > hi)
-        return error_set(err, "%s: metadata %s is %lld; %s must lie in %lld..%lld", label(in),
+        return error_set(err, "%s: metadata %s is %lld; %s must lie in %lld..%lld", case_name(in),
                          key, *v, what, lo, hi);
     return 0;
 }
@@ -134,7 +128,7 @@ static int eval_model(const TensorFile *in, TensorFile *out, Model *m, int backw
         if (memcmp(dlogits->shape, shape, (size_t)ndim * sizeof shape[0]) != 0) {
             char got[128], want[128];
             return error_set(err, "%s: tensor 'grad_logits' has shape %s, expected %s like "
-                             "the logits", label(in), tensor_shape_str(dlogits, got, sizeof got),
+                             "the logits", case_name(in), tensor_shape_str(dlogits, got, sizeof got),
                              tensor_shape_str(&like, want, sizeof want));
         }
     }
@@ -142,17 +136,17 @@ static int eval_model(const TensorFile *in, TensorFile *out, Model *m, int backw
     ModelWork w;
     Error alloc_err;
     if (model_work_alloc(&w, m, N, S, T, backward, &alloc_err) != 0)
-        return error_set(err, "%s: %s", label(in), alloc_err.msg);
+        return error_set(err, "%s: %s", case_name(in), alloc_err.msg);
     int rc = 0;
     float *logits = case_output_f32(out, "logits", ndim, shape, err);
     if (!logits) rc = -1;
     else if (model_forward(m, &w, src->data, tgt ? tgt->data : NULL, NULL) != 0)
-        rc = error_set(err, "%s: model_forward failed", label(in));
+        rc = error_set(err, "%s: model_forward failed", case_name(in));
     if (rc == 0) memcpy(logits, w.logits, (size_t)w.rows * m->cfg.tgt_vocab * sizeof *logits);
     if (rc == 0 && backward) {
         model_zero_grad(m);
         if (model_backward(m, &w, dlogits->data) != 0)
-            rc = error_set(err, "%s: model_backward failed", label(in));
+            rc = error_set(err, "%s: model_backward failed", case_name(in));
         for (int i = 0; rc == 0 && i < m->n_tensors; i++) {
             const ModelTensor *t = &m->tensors[i];
             char name[80];
@@ -170,7 +164,7 @@ static int eval_decode(const TensorFile *in, TensorFile *out, Model *m, int beam
 {
     if (m->cfg.kind != MODEL_SEQ2SEQ)
         return error_set(err, "%s: op '%s' decodes with a seq2seq model; model.kind is %s",
-                         label(in), beam ? "beam" : "greedy", kind_name(m->cfg.kind));
+                         case_name(in), beam ? "beam" : "greedy", kind_name(m->cfg.kind));
     int N = 0, S;
     const Tensor *src;
     if (get_ids(in, "src", m, m->cfg.src_vocab, "the source vocabulary", &N, &S, &src, err))
@@ -189,11 +183,11 @@ static int eval_decode(const TensorFile *in, TensorFile *out, Model *m, int beam
             return -1;
         if (!isfinite(penalty) || !isfinite((float)penalty))
             return error_set(err, "%s: metadata length_penalty is %s; it must be a finite "
-                             "number", label(in), tensorfile_meta(in, "length_penalty"));
+                             "number", case_name(in), tensorfile_meta(in, "length_penalty"));
     }
     if (sos == m->cfg.pad_id)
         return error_set(err, "%s: metadata sos_id %lld is model.pad_id: the first position "
-                         "would attend to nothing", label(in), sos);
+                         "would attend to nothing", case_name(in), sos);
     DecodeOptions d = {.sos_id = sos, .eos_id = eos, .max_new = (int)max_new,
                        .beam_width = (int)width, .length_penalty = (float)penalty};
 
@@ -204,7 +198,7 @@ static int eval_decode(const TensorFile *in, TensorFile *out, Model *m, int beam
     int rc = beam ? decode_beam(m, src->data, N, S, &d, tokens, score, &e)
                   : decode_greedy(m, src->data, N, S, &d, tokens, score, &e);
     if (rc != 0)
-        return error_set(err, "%s: %s", label(in),
+        return error_set(err, "%s: %s", case_name(in),
                          e.msg[0] ? e.msg : beam ? "decode_beam failed" : "decode_greedy failed");
     return 0;
 }
@@ -223,15 +217,15 @@ static int eval_topk(const TensorFile *in, TensorFile *out, Model *m, Error *err
     ModelWork w;
     Error alloc_err;
     if (model_work_alloc(&w, m, N, S, T, 0, &alloc_err) != 0)
-        return error_set(err, "%s: %s", label(in), alloc_err.msg);
+        return error_set(err, "%s: %s", case_name(in), alloc_err.msg);
     shape[ndim - 1] = k;
     int64_t *ids = output_i64(out, "topk_ids", ndim, shape, err);
     float *probs = ids ? case_output_f32(out, "topk_probs", ndim, shape, err) : NULL;
     int rc = probs ? 0 : -1;
     if (rc == 0 && model_forward(m, &w, src->data, tgt ? tgt->data : NULL, NULL) != 0)
-        rc = error_set(err, "%s: model_forward failed", label(in));
+        rc = error_set(err, "%s: model_forward failed", case_name(in));
     if (rc == 0 && model_topk(w.logits, w.rows, m->cfg.tgt_vocab, (int)k, ids, probs) != 0)
-        rc = error_set(err, "%s: model_topk failed", label(in));
+        rc = error_set(err, "%s: model_topk failed", case_name(in));
     model_work_free(&w);
     return rc;
 }
@@ -241,13 +235,13 @@ static int eval_topk(const TensorFile *in, TensorFile *out, Model *m, Error *err
 int model_case_eval(const TensorFile *in, TensorFile *out, Error *err)
 {
     const char *op = tensorfile_meta(in, "op");
-    if (!op) return error_set(err, "%s: metadata 'op' is missing", label(in));
+    if (!op) return error_set(err, "%s: metadata 'op' is missing", case_name(in));
     int which;
     const char *ops[] = {"model", "model_backward", "greedy", "beam", "topk", "checkpoint"};
     for (which = 0; which < 6 && strcmp(op, ops[which]) != 0; which++) {}
     if (which == 6)
         return error_set(err, "%s: op '%s' is not a chapter 07 op (model, model_backward, "
-                         "greedy, beam, topk, checkpoint)", label(in), op);
+                         "greedy, beam, topk, checkpoint)", case_name(in), op);
 
     /* A case holds inputs and outputs beside the parameters; only a
      * checkpoint case must hold nothing else. */
@@ -256,7 +250,7 @@ int model_case_eval(const TensorFile *in, TensorFile *out, Error *err)
     if (model_load_file(&m, in, which == 5, &load_err) != 0) {
         /* model_load_file names the file itself, except in its own header */
         if (in->path && strstr(load_err.msg, in->path)) return error_set(err, "%s", load_err.msg);
-        return error_set(err, "%s: %s", label(in), load_err.msg);
+        return error_set(err, "%s: %s", case_name(in), load_err.msg);
     }
     int rc;
     switch (which) {

@@ -21,12 +21,6 @@
 #include "schedule.h"
 #include "trainer.h"
 
-/* The file name for messages; a case built in memory has none. */
-static const char *label(const TensorFile *in)
-{
-    return in->path ? in->path : "(case)";
-}
-
 /* Limits on what a case may ask this program to allocate. */
 #define MAX_CASE_VALUES (1LL << 24)
 
@@ -41,26 +35,16 @@ static int get_tensor(const TensorFile *in, const char *name, DType dtype, int n
                       const int64_t *expect, const char *letters, const Tensor **t, Error *err)
 {
     if (tensorfile_get(in, name, dtype, ndim, t, err) != 0) return -1;
+    if (expect && case_check_shape(in, name, *t, expect, letters, err) != 0) return -1;
     char got[128];
     for (int i = 0; i < ndim; i++) {
-        if (expect && expect[i] >= 0 && (*t)->shape[i] != expect[i]) {
-            char want[128];
-            size_t used = (size_t)snprintf(want, sizeof want, "(");
-            for (int j = 0; j < ndim && used < sizeof want; j++)
-                used += (size_t)snprintf(want + used, sizeof want - used,
-                                         expect[j] >= 0 ? "%s%lld" : "%s*", j ? ", " : "",
-                                         (long long)expect[j]);
-            if (used < sizeof want) snprintf(want + used, sizeof want - used, ")");
-            return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", label(in),
-                             name, tensor_shape_str(*t, got, sizeof got), letters, want);
-        }
         if ((*t)->shape[i] < 1)
             return error_set(err, "%s: tensor '%s' has shape %s; %s must all be at least 1",
-                             label(in), name, tensor_shape_str(*t, got, sizeof got), letters);
+                             case_name(in), name, tensor_shape_str(*t, got, sizeof got), letters);
     }
     if (tensor_numel(*t) > MAX_CASE_VALUES)
         return error_set(err, "%s: tensor '%s' has %lld values, more than this program handles "
-                         "(%lld)", label(in), name, (long long)tensor_numel(*t),
+                         "(%lld)", case_name(in), name, (long long)tensor_numel(*t),
                          (long long)MAX_CASE_VALUES);
     return 0;
 }
@@ -69,7 +53,7 @@ static int get_tensor(const TensorFile *in, const char *name, DType dtype, int n
 static int require(const TensorFile *in, const char *key, const char *what, Error *err)
 {
     if (!tensorfile_meta(in, key))
-        return error_set(err, "%s: metadata '%s' (%s) is missing", label(in), key, what);
+        return error_set(err, "%s: metadata '%s' (%s) is missing", case_name(in), key, what);
     return 0;
 }
 
@@ -82,8 +66,8 @@ static int get_int(const TensorFile *in, const char *key, const char *what, int 
     if (*v < lo || *v > hi) {
         if (hi == LLONG_MAX)
             return error_set(err, "%s: metadata %s is %lld; %s must be at least %lld",
-                             label(in), key, *v, what, lo);
-        return error_set(err, "%s: metadata %s is %lld; %s must lie in %lld..%lld", label(in),
+                             case_name(in), key, *v, what, lo);
+        return error_set(err, "%s: metadata %s is %lld; %s must lie in %lld..%lld", case_name(in),
                          key, *v, what, lo, hi);
     }
     return 0;
@@ -100,7 +84,7 @@ static int get_float(const TensorFile *in, const char *key, const char *rule, do
     int ok = isfinite(d) && isfinite(f) && (open_lo ? f > lo : f >= lo) &&
              (open_hi ? f < hi : f <= hi);
     if (!ok)
-        return error_set(err, "%s: metadata %s is %s; it must be %s", label(in), key,
+        return error_set(err, "%s: metadata %s is %s; it must be %s", case_name(in), key,
                          tensorfile_meta(in, key), rule);
     *v = f;
     return 0;
@@ -124,8 +108,8 @@ static void *output_tensor(TensorFile *out, const char *name, DType dtype, int n
 static int call_failed(const TensorFile *in, const char *function, const Error *inner,
                        Error *err)
 {
-    if (inner->msg[0]) return error_set(err, "%s: %s", label(in), inner->msg);
-    return error_set(err, "%s: %s failed", label(in), function);
+    if (inner->msg[0]) return error_set(err, "%s: %s", case_name(in), inner->msg);
+    return error_set(err, "%s: %s failed", case_name(in), function);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -141,7 +125,7 @@ static int eval_cross_entropy(const TensorFile *in, TensorFile *out, int backwar
         return -1;
     if (V > INT_MAX)
         return error_set(err, "%s: tensor 'logits' has %lld classes, more than this program "
-                         "handles (%d)", label(in), (long long)V, INT_MAX);
+                         "handles (%d)", case_name(in), (long long)V, INT_MAX);
     long long ignore_index;
     float smoothing = 0.0f;
     if (tensorfile_meta_int(in, "ignore_index", CROSS_ENTROPY_IGNORE_INDEX, &ignore_index,
@@ -153,7 +137,7 @@ static int eval_cross_entropy(const TensorFile *in, TensorFile *out, int backwar
     for (int64_t r = 0; r < R; r++)
         if (t[r] != ignore_index && (t[r] < 0 || t[r] >= V))
             return error_set(err, "%s: tensor 'target': row %lld holds %lld, outside the classes "
-                             "0..%lld (and not ignore_index %lld)", label(in), (long long)r,
+                             "0..%lld (and not ignore_index %lld)", case_name(in), (long long)r,
                              (long long)t[r], (long long)V - 1, ignore_index);
 
     float *loss = case_output_f32(out, "loss", 0, NULL, err);
@@ -186,7 +170,7 @@ static int eval_adam(const TensorFile *in, TensorFile *out, Error *err)
     if (tensorfile_meta_int(in, "steps", K, &steps, err) != 0) return -1;
     if (steps != K)
         return error_set(err, "%s: metadata steps is %lld but tensor 'grads' has %lld rows, one "
-                         "per step", label(in), steps, (long long)K);
+                         "per step", case_name(in), steps, (long long)K);
 
     int decoupled;
     if (tensorfile_meta_bool(in, "decoupled", 0, &decoupled, err) != 0) return -1;
@@ -205,7 +189,7 @@ static int eval_adam(const TensorFile *in, TensorFile *out, Error *err)
         for (int64_t k = 0; k < K; k++)
             if (!(l[k] >= 0.0f && isfinite(l[k])))
                 return error_set(err, "%s: tensor 'lrs': step %lld has the learning rate %g; it "
-                                 "must be a finite number >= 0", label(in), (long long)k, l[k]);
+                                 "must be a finite number >= 0", case_name(in), (long long)k, l[k]);
     }
 
     float *p = case_output_f32(out, "params_after", 1, &n, err);
@@ -250,7 +234,7 @@ static int eval_clip(const TensorFile *in, TensorFile *out, Error *err)
     if (!g || !total) return -1;
     memcpy(g, grads->data, (size_t)n * sizeof *g);
     double norm = clip_grad_norm(g, (size_t)n, max_norm);
-    if (norm < 0) return error_set(err, "%s: clip_grad_norm failed", label(in));
+    if (norm < 0) return error_set(err, "%s: clip_grad_norm failed", case_name(in));
     *total = (float)norm;
     return 0;
 }
@@ -268,7 +252,7 @@ static int eval_schedule(const TensorFile *in, TensorFile *out, int noam, Error 
     for (int64_t i = 0; i < n; i++)
         if (s[i] < 0)
             return error_set(err, "%s: tensor 'steps' holds %lld at index %lld; a step counter "
-                             "is never negative", label(in), (long long)s[i], (long long)i);
+                             "is never negative", case_name(in), (long long)s[i], (long long)i);
     long long warmup, max_iters = 1, d_model = 1;
     if (noam) {
         if (get_int(in, "d_model", "d_model", 1, 0, 1, INT_MAX, &d_model, err) != 0 ||
@@ -313,7 +297,7 @@ static int eval_seq_dataset(const TensorFile *in, TensorFile *out, Error *err)
     Error inner = {{0}};
     if (require(in, "task", "reverse or copy", err) != 0) return -1;
     if (seq_task_parse(tensorfile_meta(in, "task"), &task, &inner) != 0)
-        return error_set(err, "%s: metadata task: %s", label(in), inner.msg);
+        return error_set(err, "%s: metadata task: %s", case_name(in), inner.msg);
     if (get_int(in, "n", "the number of sequences", 1, 0, 1, MAX_CASE_VALUES, &n, err) != 0 ||
         get_int(in, "seq_len", "the sequence length", 1, 0, 1, INT_MAX, &S, err) != 0 ||
         get_int(in, "num_categories", "the number of ids", 1, 0, 1, INT32_MAX - SEQ2SEQ_FIRST,
@@ -322,7 +306,7 @@ static int eval_seq_dataset(const TensorFile *in, TensorFile *out, Error *err)
         return -1;
     if (n * S > MAX_CASE_VALUES)
         return error_set(err, "%s: %lld sequences of length %lld are more than this program "
-                         "handles (%lld ids)", label(in), n, S, (long long)MAX_CASE_VALUES);
+                         "handles (%lld ids)", case_name(in), n, S, (long long)MAX_CASE_VALUES);
     int64_t shape[2] = {n, S};
     int64_t *x = output_tensor(out, "x", DTYPE_I64, 2, shape, err);
     int64_t *y = output_tensor(out, "y", DTYPE_I64, 2, shape, err);
@@ -346,7 +330,7 @@ static int eval_batcher(const TensorFile *in, TensorFile *out, Error *err)
         return -1;
     if (n * epochs > MAX_CASE_VALUES)
         return error_set(err, "%s: %lld epochs of %lld indices are more than this program "
-                         "handles", label(in), epochs, n);
+                         "handles", case_name(in), epochs, n);
     int64_t *order = output_tensor(out, "order", DTYPE_I64, 2, (int64_t[]){epochs, n}, err);
     if (!order) return -1;
     Batcher b;
@@ -388,19 +372,19 @@ static int get_batches(const TensorFile *in, const Model *m, int64_t steps, cons
     int64_t T = seq2seq ? (*tgt_in)->shape[2] : 0;
     if (S > m->cfg.max_len || T > m->cfg.max_len || N > INT_MAX / 2)
         return error_set(err, "%s: batches of %lld x %lld are too long for max_len %d",
-                         label(in), (long long)N, (long long)(S > T ? S : T), m->cfg.max_len);
+                         case_name(in), (long long)N, (long long)(S > T ? S : T), m->cfg.max_len);
     Error ids;
     if (model_check_ids((*src)->data, tensor_numel(*src), m->cfg.src_vocab, "tensor 'src'",
                         &ids) != 0 ||
         (seq2seq && model_check_ids((*tgt_in)->data, tensor_numel(*tgt_in), m->cfg.tgt_vocab,
                                     "tensor 'tgt_in'", &ids) != 0))
-        return error_set(err, "%s: %s", label(in), ids.msg);
+        return error_set(err, "%s: %s", case_name(in), ids.msg);
     /* targets: a class, or the padding id the loss ignores */
     const int64_t *y = (*target)->data;
     for (int64_t i = 0; i < tensor_numel(*target); i++)
         if ((y[i] < 0 || y[i] >= m->cfg.tgt_vocab) && y[i] != m->cfg.pad_id)
             return error_set(err, "%s: tensor 'target' holds %lld at flat index %lld, outside "
-                             "[0, %d)", label(in), (long long)y[i], (long long)i,
+                             "[0, %d)", case_name(in), (long long)y[i], (long long)i,
                              m->cfg.tgt_vocab);
     return 0;
 }
@@ -417,7 +401,7 @@ static int get_train_options(const TensorFile *in, TrainOptions *o, Error *err)
     else if (!strcmp(schedule, "cosine")) o->schedule = SCHEDULE_COSINE;
     else if (!strcmp(schedule, "noam")) o->schedule = SCHEDULE_NOAM;
     else return error_set(err, "%s: metadata schedule is '%s', not constant, cosine or noam",
-                          label(in), schedule);
+                          case_name(in), schedule);
     if (get_int(in, "warmup", "the warm-up", 1, 0, 0, INT_MAX, &warmup, err) != 0 ||
         get_int(in, "max_iters", "the schedule's length", 1, 0, 1, INT_MAX, &max_iters,
                 err) != 0 ||
@@ -456,7 +440,7 @@ static int eval_parity(const TensorFile *in, TensorFile *out, Error *err)
     if (model_load_file(&m, in, 0, err) != 0) return -1;
     if (m.cfg.dropout != 0.0f) {
         error_set(err, "%s: model.dropout must be 0 for a parity run (C cannot replay "
-                  "PyTorch's masks)", label(in));
+                  "PyTorch's masks)", case_name(in));
         goto done;
     }
     if (get_batches(in, &m, steps, &src, &tgt_in, &target, err) != 0) goto done;
@@ -492,7 +476,7 @@ done:
 int training_case_eval(const TensorFile *in, TensorFile *out, Error *err)
 {
     const char *op = tensorfile_meta(in, "op");
-    if (!op) return error_set(err, "%s: metadata 'op' is missing", label(in));
+    if (!op) return error_set(err, "%s: metadata 'op' is missing", case_name(in));
     if (!strcmp(op, "cross_entropy")) return eval_cross_entropy(in, out, 0, err);
     if (!strcmp(op, "cross_entropy_backward")) return eval_cross_entropy(in, out, 1, err);
     if (!strcmp(op, "adam")) return eval_adam(in, out, err);
@@ -504,5 +488,5 @@ int training_case_eval(const TensorFile *in, TensorFile *out, Error *err)
     if (!strcmp(op, "train_parity")) return eval_parity(in, out, err);
     return error_set(err, "%s: op '%s' is not a chapter 08 op (cross_entropy, "
                      "cross_entropy_backward, adam, clip_grad_norm, lr_cosine, lr_noam, "
-                     "seq_dataset, batcher_shuffle, train_parity)", label(in), op);
+                     "seq_dataset, batcher_shuffle, train_parity)", case_name(in), op);
 }
