@@ -930,9 +930,6 @@ static const BrokenCase BAD[] = {
      {0}, 0, "C cannot replay PyTorch's dropout masks"},
 };
 
-/* Builds the broken case described by `bad`. An empty BREAK_SET_META value removes
- * the key (by giving it a name nothing reads). */
-
 static void test_bad_case(void **state)
 {
     const BrokenCase *bad = *state;

@@ -1044,8 +1044,6 @@ static const BrokenCase BAD[] = {
      "metadata 'n' (the dataset size) is missing"},
 };
 
-/* Builds the broken case described by `bad`. */
-
 static void test_bad_case(void **state)
 {
     const BrokenCase *bad = *state;
