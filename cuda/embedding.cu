@@ -90,12 +90,6 @@ __global__ void positional_forward_kernel(float *out, const float *x, const floa
     out[idx] = x[idx] + table[t * D + idx % D];
 }
 
-__global__ void add_into_kernel(float *dst, const float *src, long long n)
-{
-    long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx < n) dst[idx] += src[idx];
-}
-
 /* dtable[t, d] += sum over b of dout[b, t, d]; one thread per (t, d), b in order. */
 __global__ void positional_backward_table_kernel(float *dtable, const float *dout, int B, int T,
                                                  int D)
@@ -130,8 +124,7 @@ extern "C" int cuda_positional_backward(float *dx, float *dtable, const float *d
     long long n = (long long)B * T * D;
     if (n == 0) return 0;
     if (dx) {
-        add_into_kernel<<<blocks_for(n, 256), 256>>>(dx, dout, n);
-        if (LAUNCH_CHECK(add_into_kernel) != 0) return -1;
+        if (cuda_add_into(dx, dout, n) != 0) return -1;
     }
     if (dtable) {
         positional_backward_table_kernel<<<blocks_for((long long)T * D, 256), 256>>>(

@@ -145,6 +145,19 @@ extern "C" int cuda_residual_backward(float *dx, float *dfx, const float *dout, 
     return LAUNCH_CHECK(residual_backward_kernel);
 }
 
+__global__ void add_into_kernel(float *dst, const float *src, long long n)
+{
+    long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < n) dst[idx] += src[idx];
+}
+
+extern "C" int cuda_add_into(float *dst, const float *src, long long n)
+{
+    if (n == 0) return 0;
+    add_into_kernel<<<blocks_for(n, 256), 256>>>(dst, src, n);
+    return LAUNCH_CHECK(add_into_kernel);
+}
+
 /* ------------------------------------------------------------------------ */
 /* The feed-forward block: linear2(dropout(relu(linear1(x))))                */
 /* ------------------------------------------------------------------------ */

@@ -54,6 +54,11 @@ int cuda_matmul_nn_cublas(CudaBlas *blas, float *C, const float *A, const float 
 int cuda_matmul_tn_cublas(CudaBlas *blas, float *C, const float *A, const float *B, int M, int N,
                           int K, int accumulate);
 
+/* Makes every cuda_matmul_* above (and so everything built on them: linear,
+ * FFN, attention) run on cuBLAS with this handle; NULL: the tiled kernel
+ * again (the default). */
+void cuda_matmul_set_engine(CudaBlas *blas);
+
 /* linear_forward / linear_backward: out (M, N) = x (M, K) W^T + b; the
  * backward ADDS into dx (skipped if NULL), dweight and dbias (skipped if NULL). */
 int cuda_linear_forward(float *out, const float *x, const float *weight, const float *bias,
@@ -130,6 +135,7 @@ int cuda_ffn_backward(float *dx, float *dw1, float *db1, float *dw2, float *db2,
                       int T, int D, int F);
 int cuda_residual_forward(float *out, const float *x, const float *fx, int n);
 int cuda_residual_backward(float *dx, float *dfx, const float *dout, int n);
+int cuda_add_into(float *dst, const float *src, long long n);           /* dst += src */
 
 /* ---- loss.cu: cross-entropy, torch F.cross_entropy (chapter 08, to come) */
 

@@ -36,9 +36,14 @@
  *    CUBLAS_DEFAULT_MATH keeps full float32 (no TF32 tensor cores, which
  *    would round the inputs to 10 bits and fail every case tolerance).
  *
+ * Every entry point (cuda_matmul_*, and so the linear layer, the FFN and
+ * attention built on them) runs the tiled kernel unless
+ * cuda_matmul_set_engine() names a cuBLAS handle; the whole model on the
+ * GPU (model.cu) runs on cuBLAS, run_cases checks both.
+ *
  * Not here: register tiling (each thread computing a 4 x 4 or 8 x 8 block
  * of C), vector loads, tensor cores. Those are what makes cuBLAS 5-20 times
- * faster than this kernel; `make bench` (to come) will show by how much.
+ * faster than this kernel.
  *
  * Read next: softmax.cu.
  */
@@ -118,42 +123,6 @@ static int matmul_tiled(float *C, const float *A, const float *B, int batch, int
     return LAUNCH_CHECK(matmul_tiled_kernel);
 }
 
-extern "C" int cuda_matmul_nt_batched(float *C, const float *A, const float *B, int batch,
-                                      int M, int N, int K, int accumulate)
-{
-    return matmul_tiled<false, true>(C, A, B, batch, M, N, K, accumulate);
-}
-
-extern "C" int cuda_matmul_nn_batched(float *C, const float *A, const float *B, int batch,
-                                      int M, int N, int K, int accumulate)
-{
-    return matmul_tiled<false, false>(C, A, B, batch, M, N, K, accumulate);
-}
-
-extern "C" int cuda_matmul_tn_batched(float *C, const float *A, const float *B, int batch,
-                                      int M, int N, int K, int accumulate)
-{
-    return matmul_tiled<true, false>(C, A, B, batch, M, N, K, accumulate);
-}
-
-extern "C" int cuda_matmul_nt(float *C, const float *A, const float *B, int M, int N, int K,
-                              int accumulate)
-{
-    return cuda_matmul_nt_batched(C, A, B, 1, M, N, K, accumulate);
-}
-
-extern "C" int cuda_matmul_nn(float *C, const float *A, const float *B, int M, int N, int K,
-                              int accumulate)
-{
-    return cuda_matmul_nn_batched(C, A, B, 1, M, N, K, accumulate);
-}
-
-extern "C" int cuda_matmul_tn(float *C, const float *A, const float *B, int M, int N, int K,
-                              int accumulate)
-{
-    return cuda_matmul_tn_batched(C, A, B, 1, M, N, K, accumulate);
-}
-
 /* ------------------------------------------------------------------------ */
 /* cuBLAS                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -176,7 +145,7 @@ extern "C" CudaBlas *cuda_blas_create(void)
         fprintf(stderr, "cuda_blas_create: out of memory\n");
         return NULL;
     }
-    if (blas_check(cublasCreate(&blas->handle), "cublasCreate") != 0) {
+    if (blas_check(cublasCreate(&blas->handle), "cublasCreate")) {
         free(blas);
         return NULL;
     }
@@ -195,38 +164,99 @@ extern "C" void cuda_blas_destroy(CudaBlas *blas)
     free(blas);
 }
 
-/* In each call below, cuBLAS computes the column-major (N, M) matrix C^T,
- * leading dimension N, which is our row-major (M, N) matrix C. */
+/*
+ * The three forms on `batch` problems stored one after the other. cuBLAS
+ * computes the column-major (N, M) matrix C^T, leading dimension N, which is
+ * our row-major (M, N) matrix C:
+ *   nt: C^T = B A^T. Row-major B (N, K) is column-major B^T (K, N), so it
+ *       goes in transposed; row-major A (M, K) is column-major A^T (K, M).
+ *   nn: C^T = B^T A^T: both are already what column-major sees.
+ *   tn: C^T = B^T A, A stored (K, M) row-major = column-major (M, K):
+ *       transposed.
+ */
+typedef enum { FORM_NT, FORM_NN, FORM_TN } Form;
+
+static int cublas_matmul(CudaBlas *blas, Form form, float *C, const float *A, const float *B,
+                         int batch, int M, int N, int K, int accumulate)
+{
+    if (batch == 0 || M == 0 || N == 0) return 0;
+    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    cublasOperation_t op_b = form == FORM_NT ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_a = form == FORM_TN ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int ldb = form == FORM_NT ? K : N, lda = form == FORM_TN ? M : K;
+    return blas_check(cublasSgemmStridedBatched(blas->handle, op_b, op_a, N, M, K, &one,
+                                                B, ldb, (long long)K * N, A, lda,
+                                                (long long)M * K, &beta, C, N,
+                                                (long long)M * N, batch),
+                      "cublasSgemmStridedBatched");
+}
 
 extern "C" int cuda_matmul_nt_cublas(CudaBlas *blas, float *C, const float *A, const float *B,
                                      int M, int N, int K, int accumulate)
 {
-    if (M == 0 || N == 0) return 0;
-    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    /* C^T = B A^T. Row-major B (N, K) is column-major B^T (K, N), so it goes
-     * in transposed; row-major A (M, K) is column-major A^T (K, M), as wanted. */
-    return blas_check(cublasSgemm(blas->handle, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, B, K,
-                                  A, K, &beta, C, N), "cublasSgemm (nt)");
+    return cublas_matmul(blas, FORM_NT, C, A, B, 1, M, N, K, accumulate);
 }
 
 extern "C" int cuda_matmul_nn_cublas(CudaBlas *blas, float *C, const float *A, const float *B,
                                      int M, int N, int K, int accumulate)
 {
-    if (M == 0 || N == 0) return 0;
-    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    /* C^T = B^T A^T: both are already what column-major sees. */
-    return blas_check(cublasSgemm(blas->handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N,
-                                  A, K, &beta, C, N), "cublasSgemm (nn)");
+    return cublas_matmul(blas, FORM_NN, C, A, B, 1, M, N, K, accumulate);
 }
 
 extern "C" int cuda_matmul_tn_cublas(CudaBlas *blas, float *C, const float *A, const float *B,
                                      int M, int N, int K, int accumulate)
 {
-    if (M == 0 || N == 0) return 0;
-    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    /* C^T = B^T A, A stored (K, M) row-major = column-major (M, K): transposed. */
-    return blas_check(cublasSgemm(blas->handle, CUBLAS_OP_N, CUBLAS_OP_T, N, M, K, &one, B, N,
-                                  A, M, &beta, C, N), "cublasSgemm (tn)");
+    return cublas_matmul(blas, FORM_TN, C, A, B, 1, M, N, K, accumulate);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The entry points: the tiled kernel, or cuBLAS when it is the engine        */
+/* ------------------------------------------------------------------------ */
+
+static CudaBlas *engine = NULL;   /* NULL: the tiled kernel */
+
+extern "C" void cuda_matmul_set_engine(CudaBlas *blas)
+{
+    engine = blas;
+}
+
+extern "C" int cuda_matmul_nt_batched(float *C, const float *A, const float *B, int batch,
+                                      int M, int N, int K, int accumulate)
+{
+    if (engine) return cublas_matmul(engine, FORM_NT, C, A, B, batch, M, N, K, accumulate);
+    return matmul_tiled<false, true>(C, A, B, batch, M, N, K, accumulate);
+}
+
+extern "C" int cuda_matmul_nn_batched(float *C, const float *A, const float *B, int batch,
+                                      int M, int N, int K, int accumulate)
+{
+    if (engine) return cublas_matmul(engine, FORM_NN, C, A, B, batch, M, N, K, accumulate);
+    return matmul_tiled<false, false>(C, A, B, batch, M, N, K, accumulate);
+}
+
+extern "C" int cuda_matmul_tn_batched(float *C, const float *A, const float *B, int batch,
+                                      int M, int N, int K, int accumulate)
+{
+    if (engine) return cublas_matmul(engine, FORM_TN, C, A, B, batch, M, N, K, accumulate);
+    return matmul_tiled<true, false>(C, A, B, batch, M, N, K, accumulate);
+}
+
+extern "C" int cuda_matmul_nt(float *C, const float *A, const float *B, int M, int N, int K,
+                              int accumulate)
+{
+    return cuda_matmul_nt_batched(C, A, B, 1, M, N, K, accumulate);
+}
+
+extern "C" int cuda_matmul_nn(float *C, const float *A, const float *B, int M, int N, int K,
+                              int accumulate)
+{
+    return cuda_matmul_nn_batched(C, A, B, 1, M, N, K, accumulate);
+}
+
+extern "C" int cuda_matmul_tn(float *C, const float *A, const float *B, int M, int N, int K,
+                              int accumulate)
+{
+    return cuda_matmul_tn_batched(C, A, B, 1, M, N, K, accumulate);
 }
 
 /* ------------------------------------------------------------------------ */

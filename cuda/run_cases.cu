@@ -39,7 +39,9 @@ extern "C" {
 #include "sdpa.h"
 #include "sdpa_case.h"
 #include "softmax.h"
+#include "training_case.h"
 }
+#include "gpu.h"
 #include "kernels.h"
 
 /* ------------------------------------------------------------------------ */
@@ -237,7 +239,7 @@ static void dev_free(Dev *d)
 }
 
 /* The results of one run of the kernels, copied back to the host. */
-#define MAX_RESULTS 16
+#define MAX_RESULTS (MODEL_MAX_TENSORS + 1)   /* model_backward: logits and every gradient */
 
 typedef struct {
     const char *name[MAX_RESULTS];
@@ -768,6 +770,83 @@ static void eval_ffn(Report *rep, const TensorFile *in, const char *op)
 /* ------------------------------------------------------------------------ */
 
 /* n values from the project's RNG: uniform in [lo, hi). */
+/* ---- chapters 07 and 08: the whole model and training (model.cu, train.cu) */
+
+/* model and model_backward: the case's model on the GPU, evaluation mode. */
+static void eval_model(Report *rep, const TensorFile *in, const char *op)
+{
+    static char names[MODEL_MAX_TENSORS][80];
+    int backward = strcmp(op, "model_backward") == 0;
+    const char *label = backward ? "model_backward [cuBLAS]" : "model [cuBLAS]";
+    Model m = {};
+    GpuModel g = {};
+    GpuWork w = {};
+    Dev d = {};
+    Results res = {};
+    Error err;
+    int failed = 0;
+    if (model_load_file(&m, in, 0, &err) != 0) {
+        record_failure(rep, label, in->path, err.msg);
+        return;
+    }
+    int seq2seq = m.cfg.kind == MODEL_SEQ2SEQ;
+    const Tensor *src = input(&d, in, "src", DTYPE_I64, 2);
+    const Tensor *tgt = seq2seq ? input(&d, in, "tgt", DTYPE_I64, 2) : NULL;
+    const Tensor *dlogits = backward ? input(&d, in, "grad_logits", DTYPE_F32, -1) : NULL;
+    if (!d.error[0]) {
+        int N = as_int(src->shape[0]), S = as_int(src->shape[1]);
+        int T = tgt ? as_int(tgt->shape[1]) : 0;
+        failed = gpu_model_create(&g, &m, &err) != 0 ||
+                 gpu_work_alloc(&w, &g, N, S, T, backward, &err) != 0 ||
+                 gpu_model_forward(&g, &w, (const int64_t *)src->data,
+                                   tgt ? (const int64_t *)tgt->data : NULL, NULL, &err) != 0;
+        if (!failed) download(&d, &res, "logits", w.w.logits, w.w.rows * m.cfg.tgt_vocab);
+        if (!failed && backward) {
+            float *dl = dev_tensor(&d, dlogits);
+            failed = !dl || gpu_model_backward(&g, &w, dl, &err) != 0;
+            for (int i = 0; !failed && i < m.n_tensors; i++) {
+                const ModelTensor *t = &m.tensors[i];
+                snprintf(names[i], sizeof names[i], "grad_%s", t->name);
+                download(&d, &res, names[i], g.grads + t->offset, (int64_t)t->numel);
+            }
+        }
+        if (failed && !d.error[0]) snprintf(d.error, sizeof d.error, "%s", err.msg);
+    }
+    finish_case(rep, label, in, &d, &res, failed);
+    results_free(&res);
+    dev_free(&d);
+    gpu_work_free(&w);
+    gpu_model_free(&g);
+    model_free(&m);
+    cuda_matmul_set_engine(NULL);   /* the kernel checks after this one test the tiled kernel */
+}
+
+/* train_parity: the case's steps through train.cu, losses against PyTorch's. */
+static void eval_parity(Report *rep, const TensorFile *in, const char *op)
+{
+    const char *label = "train_parity [cuBLAS]";
+    TensorFile out = {};
+    Dev d = {};
+    Results res = {};
+    Error err;
+    int failed = training_case_parity(in, &out, gpu_step_device_open, &err) != 0;
+    const Tensor *losses = NULL;
+    if (failed)
+        snprintf(d.error, sizeof d.error, "%s", err.msg);
+    else if (tensorfile_get(&out, "losses", DTYPE_F32, 1, &losses, &err) == 0) {
+        int64_t n = tensor_numel(losses);
+        float *copy = (float *)malloc(n * sizeof *copy);
+        if (copy) {
+            memcpy(copy, losses->data, n * sizeof *copy);
+            res.name[0] = "losses", res.data[0] = copy, res.n[0] = n, res.count = 1;
+        }
+    }
+    finish_case(rep, label, in, &d, &res, failed);
+    results_free(&res);
+    tensorfile_free(&out);
+    cuda_matmul_set_engine(NULL);
+}
+
 static float *random_floats(Rng *rng, int64_t n, float lo, float hi)
 {
     float *x = (float *)malloc((n ? n : 1) * sizeof *x);
@@ -1154,6 +1233,91 @@ static void check_adam(Report *rep, Rng *rng)
     }
 }
 
+/* Training with dropout, which no golden has (PyTorch's masks cannot be
+ * replayed): 20 steps of the same model from the same weights, with the same
+ * batches and the same dropout Rng, once with train_step on the CPU and once
+ * with train.cu on the GPU. model.cu draws the masks on the CPU in the C
+ * model's order, so both runs drop the same units and must agree up to the
+ * order of float32 sums: losses to rtol 1e-5, the final weights to atol
+ * 1e-5 + rtol 1e-4 (20 Adam steps of lr 1e-3 each move a weight by at most
+ * 2e-2; a relative difference of 1e-5 in a gradient moves the update by
+ * much less). Both kinds with a decoder and an encoder are covered, with
+ * padding, learned positions and a learned embedding scale. */
+static void check_training_vs_cpu(Report *rep, Rng *rng)
+{
+    for (int kind = 0; kind < 2; kind++) {
+        int seq2seq = kind == 0;
+        const char *label = seq2seq ? "training seq2seq, dropout 0.1 vs CPU"
+                                    : "training labeller, dropout 0.1 vs CPU";
+        ModelConfig cfg = {};
+        cfg.kind = seq2seq ? MODEL_SEQ2SEQ : MODEL_LABELLER;
+        cfg.src_vocab = cfg.tgt_vocab = 13;
+        cfg.d_model = 16, cfg.nhead = 2, cfg.dim_feedforward = 32;
+        cfg.num_encoder_layers = 2, cfg.num_decoder_layers = seq2seq ? 2 : 0;
+        cfg.max_len = 10, cfg.learned_pos = seq2seq, cfg.scale_embedding = seq2seq ? 2 : 1;
+        cfg.final_norm = 1, cfg.norm_first = seq2seq, cfg.pad_id = seq2seq ? 0 : -1;
+        cfg.eps = 1e-5f, cfg.dropout = 0.1f;
+        const int N = 8, S = 9, T = seq2seq ? 10 : 0, steps = 20;
+        int out_len = seq2seq ? T : S;
+        Model cpu = {}, gpu = {};
+        AdamState opt_cpu = {}, opt_gpu = {};
+        StepWork work = {};
+        StepDevice dev = {};
+        Error err;
+        Rng init, drop_cpu, drop_gpu;
+        float losses_cpu[20], losses_gpu[20];
+        int64_t *src = (int64_t *)malloc(sizeof(int64_t) * steps * N * S);
+        int64_t *tgt = (int64_t *)malloc(sizeof(int64_t) * steps * N * (T ? T : 1));
+        int64_t *target = (int64_t *)malloc(sizeof(int64_t) * steps * N * out_len);
+        /* ids from 3 up (0 is padding in seq2seq), the last ones of some rows padding */
+        for (int64_t i = 0; i < (int64_t)steps * N * S; i++) src[i] = 3 + rng_below(rng, 10);
+        for (int64_t i = 0; i < (int64_t)steps * N * T; i++) tgt[i] = 3 + rng_below(rng, 10);
+        for (int64_t i = 0; i < (int64_t)steps * N * out_len; i++)
+            target[i] = 3 + rng_below(rng, 10);
+        for (int r = 0; seq2seq && r < steps * N; r += 3) {
+            src[(int64_t)r * S + S - 1] = 0;
+            tgt[(int64_t)r * T + T - 1] = 0, target[(int64_t)r * T + T - 1] = 0;
+        }
+        AdamConfig adam = adam_default_config(1);
+        int fail = 0;
+        rng_seed(&init, 7, 0);
+        fail |= model_init(&cpu, &cfg, &init, &err) != 0;
+        rng_seed(&init, 7, 0);
+        fail |= !fail && model_init(&gpu, &cfg, &init, &err) != 0;
+        fail |= !fail && (adam_state_alloc(&opt_cpu, cpu.num_params, &err) != 0 ||
+                          adam_state_alloc(&opt_gpu, gpu.num_params, &err) != 0 ||
+                          step_work_alloc(&work, &cpu, N, S, T, 1, &err) != 0 ||
+                          gpu_step_device_open(&dev, &gpu, &opt_gpu, N, S, T, &err) != 0);
+        rng_seed(&drop_cpu, 11, 4);
+        rng_seed(&drop_gpu, 11, 4);
+        for (int k = 0; k < steps && !fail; k++) {
+            StepResult r;
+            const int64_t *x = src + (int64_t)k * N * S, *t_in = seq2seq ? tgt + (int64_t)k * N * T : NULL;
+            const int64_t *y = target + (int64_t)k * N * out_len;
+            fail |= train_step(&cpu, &work, &opt_cpu, &adam, 1e-3f, 1.0f, 0.1f, x, t_in, y,
+                               &drop_cpu, &r, &err) != 0;
+            losses_cpu[k] = (float)r.loss;
+            fail |= !fail && dev.step(dev.ctx, &adam, 1e-3f, 1.0f, 0.1f, x, t_in, y, &drop_gpu,
+                                      &r, &err) != 0;
+            losses_gpu[k] = (float)r.loss;
+        }
+        fail |= !fail && dev.sync(dev.ctx, &gpu, &opt_gpu, &err) != 0;
+        if (fail) {
+            record_failure(rep, label, "20 steps", err.msg);
+        } else {
+            check_array(rep, label, "losses", losses_gpu, losses_cpu, steps, 1e-6, 1e-5);
+            check_array(rep, label, "weights after 20 steps", gpu.params, cpu.params,
+                        (int64_t)cpu.num_params, 1e-5, 1e-4);
+        }
+        if (dev.close) dev.close(dev.ctx);
+        step_work_free(&work);
+        adam_state_free(&opt_cpu), adam_state_free(&opt_gpu);
+        model_free(&cpu), model_free(&gpu);
+        free(src), free(tgt), free(target);
+        cuda_matmul_set_engine(NULL);
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* main                                                                      */
 /* ------------------------------------------------------------------------ */
@@ -1187,6 +1351,9 @@ static EvalFn eval_for(const char *op)
         {"positional_learned_backward", eval_positional},
         {"ffn", eval_ffn},
         {"ffn_backward", eval_ffn},
+        {"model", eval_model},
+        {"model_backward", eval_model},
+        {"train_parity", eval_parity},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(table[i].op, op) == 0) return table[i].fn;
@@ -1279,6 +1446,7 @@ int main(int argc, char **argv)
     check_long_attention(&rep, &rng);
     check_cross_entropy(&rep, &rng);
     check_adam(&rep, &rng);
+    check_training_vs_cpu(&rep, &rng);
     cuda_blas_destroy(rep.blas);
 
     int failed = 0;

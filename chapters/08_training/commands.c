@@ -22,6 +22,10 @@
 #include "train_util.h"
 #include "trainer.h"
 
+#ifdef WITH_CUDA            /* the CUDA build of this file: build/cuda/08_training */
+#include "gpu.h"
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Options                                                                   */
 /* ------------------------------------------------------------------------ */
@@ -103,6 +107,7 @@ typedef struct {
     int d_model, heads, layers, ffn, norm_first;
     double lr, clip, label_smoothing, weight_decay, dropout, target_accuracy;
     const char *checkpoint, *resume, *log, *plot_data;
+    const char *device;
     int help;
 } TrainArgs;
 
@@ -124,6 +129,7 @@ static TrainArgs seed_reverse_task(void)
     a.layers = 1;
     a.ffn = 64;
     a.lr = 1e-3;                    /* Adam */
+    a.device = "cpu";
     return a;
 }
 
@@ -156,6 +162,8 @@ static TrainArgs seed_reverse_task(void)
     {"--resume", OPT_STRING, &(a).resume, "continue the run saved in this checkpoint"},   \
     {"--log", OPT_STRING, &(a).log, "the CSV loss log"},                                  \
     {"--plot-data", OPT_STRING, &(a).plot_data, "folder for train_log.csv and attention_map.dat"}, \
+    {"--device", OPT_STRING, &(a).device,                                                 \
+     "cpu, or cuda: train on the GPU (build/cuda/08_training; default cpu)"},             \
     {"--target-accuracy", OPT_DOUBLE, &(a).target_accuracy,                               \
      "exit 1 if the held-out accuracy (percent) ends below this"},                        \
     {"--help", OPT_FLAG, &(a).help, "this list"},                                         \
@@ -185,7 +193,26 @@ static int check_args(const TrainArgs *a, SeqTask *task, ModelKind *kind, Schedu
     if (a->clip < 0) return error_set(err, "--clip: %g is negative", a->clip);
     if (a->label_smoothing < 0 || a->label_smoothing > 1)
         return error_set(err, "--label-smoothing: %g is not in [0, 1]", a->label_smoothing);
+    if (strcmp(a->device, "cpu") != 0 && strcmp(a->device, "cuda") != 0)
+        return error_set(err, "--device: '%s' is not cpu or cuda", a->device);
     return 0;
+}
+
+/* --device: "cpu" leaves d zeroed (train_run then uses the CPU); "cuda"
+ * opens the GPU, which only the CUDA build of this program has. N, S, T:
+ * the training batch's shape. */
+static int open_device(const char *name, StepDevice *d, const Model *m, const AdamState *opt,
+                       int N, int S, int T, Error *err)
+{
+    memset(d, 0, sizeof *d);
+    if (strcmp(name, "cuda") != 0) return 0;
+#ifdef WITH_CUDA
+    return gpu_step_device_open(d, m, opt, N, S, T, err);
+#else
+    (void)m, (void)opt, (void)N, (void)S, (void)T;
+    return error_set(err, "--device cuda: this program is built without CUDA; "
+                          "build/cuda/08_training has it (make cuda)");
+#endif
 }
 
 /* The model the options describe, for the task's id layout. */
@@ -356,6 +383,7 @@ static int run_training(const TrainArgs *a, Error *err)
     Model m = {0};
     AdamState opt = {0};
     TrainState state = {0};
+    StepDevice device = {0};
     StepResult val;
     char log_path[4096];
     Rng rng;
@@ -419,14 +447,21 @@ static int run_training(const TrainArgs *a, Error *err)
            a->epochs, a->adamw ? "AdamW" : "Adam", a->lr, a->schedule, a->warmup,
            a->per_epoch ? "epochs, stepped per epoch" : "steps");
 
+    int seq2seq = kind == MODEL_SEQ2SEQ;
+    if (open_device(a->device, &device, &m, &opt, a->batch_size, a->seq_len,
+                    seq2seq ? a->seq_len + 1 : 0, err) != 0)
+        goto done;
+    o.device = device.ctx ? &device : NULL;
+    if (o.device) printf("training on the GPU (--device cuda)\n");
+
     double started = time_now();
     if (train_run(&m, &opt, &state, &o, &train, &test, &val, err) != 0) goto done;
     double seconds = time_now() - started;
-    if (evaluate(&m, &test, a->batch_size, &val, err) != 0) goto done;
+    if (evaluate(&m, NULL, &test, a->batch_size, &val, err) != 0) goto done;
     double accuracy = 100.0 * val.correct / (val.count ? val.count : 1);
     printf("\nheld-out: %" PRId64 " sequences, loss %.4f, token accuracy %.2f %% "
            "(training took %.1f s)\n", test.n, val.loss, accuracy, seconds);
-    if (kind == MODEL_SEQ2SEQ) {
+    if (seq2seq) {
         double exact;
         if (greedy_exact_match(&m, &test, &exact, err) != 0) goto done;
         printf("greedy decoding: exact match %.2f %% of %" PRId64 " held-out sequences\n",
@@ -440,6 +475,7 @@ static int run_training(const TrainArgs *a, Error *err)
         rc = -1;
     }
 done:
+    if (device.close) device.close(device.ctx);
     adam_state_free(&opt);
     model_free(&m);
     seq_dataset_free(&all);
@@ -528,12 +564,13 @@ static int compare_doubles(const void *a, const void *b)
 
 /* Times train_step on random batches: `warmup` untimed steps, then `repeats`
  * runs of `steps` steps; prints the median ms per step as one JSON line. */
-static int run_bench(const char *path, int N, int S, int T, int steps, int repeats, int warmup,
-                     Error *err)
+static int run_bench(const char *path, const char *device_name, int N, int S, int T, int steps,
+                     int repeats, int warmup, Error *err)
 {
     Model m = {0};
     AdamState opt = {0};
     StepWork s = {0};
+    StepDevice device = {0};
     int64_t *src = NULL, *tgt_in = NULL, *target = NULL;
     double runs[64];
     int rc = -1;
@@ -542,6 +579,8 @@ static int run_bench(const char *path, int N, int S, int T, int steps, int repea
     if (N < 1 || S < 1 || T < 0 || steps < 1 || repeats < 1 || repeats > 64 || warmup < 0)
         return error_set(err, "need --batch-size and --src-len >= 1 (and --tgt-len for a "
                               "seq2seq model), --steps >= 1, 1 <= --repeats <= 64");
+    if (strcmp(device_name, "cpu") != 0 && strcmp(device_name, "cuda") != 0)
+        return error_set(err, "--device: '%s' is not cpu or cuda", device_name);
     if (model_load(&m, path, err) != 0) return -1;
     int seq2seq = m.cfg.kind == MODEL_SEQ2SEQ;
     if (seq2seq != (T > 0)) {
@@ -571,23 +610,30 @@ static int run_bench(const char *path, int N, int S, int T, int steps, int repea
     for (int64_t i = 0; i < (int64_t)N * out_len; i++)
         target[i] = low + rng_below(&rng, (uint32_t)(m.cfg.tgt_vocab - low));
     if (adam_state_alloc(&opt, m.num_params, err) != 0) goto done;
-    if (step_work_alloc(&s, &m, N, S, T, 1, err) != 0) goto done;
+    if (open_device(device_name, &device, &m, &opt, N, S, T, err) != 0) goto done;
+    if (!device.ctx && step_work_alloc(&s, &m, N, S, T, 1, err) != 0) goto done;
     AdamConfig cfg = adam_default_config(0);
     for (int r = -1; r < repeats; r++) {
         int count = r < 0 ? warmup : steps;
         double started = time_now();
         for (int k = 0; k < count; k++) {
             StepResult res;
-            if (train_step(&m, &s, &opt, &cfg, cfg.lr, 0.0f, 0.0f, src, tgt_in, target, NULL,
-                           &res, err) != 0)
-                goto done;
+            int rc_step = device.ctx
+                ? device.step(device.ctx, &cfg, cfg.lr, 0.0f, 0.0f, src, tgt_in, target, NULL,
+                              &res, err)
+                : train_step(&m, &s, &opt, &cfg, cfg.lr, 0.0f, 0.0f, src, tgt_in, target,
+                             NULL, &res, err);
+            if (rc_step != 0) goto done;
         }
         if (r >= 0) runs[r] = (time_now() - started) / steps * 1e3;
     }
     qsort(runs, (size_t)repeats, sizeof runs[0], compare_doubles);
-    printf("{\"ms_per_step\": %.6f, \"peak_mb\": %.1f}\n", runs[repeats / 2], peak_resident_mb());
+    printf("{\"ms_per_step\": %.6f, \"peak_mb\": %.1f", runs[repeats / 2], peak_resident_mb());
+    if (device.ctx) printf(", \"gpu_mb\": %.1f", (double)device.bytes / (1 << 20));
+    printf("}\n");
     rc = 0;
 done:
+    if (device.close) device.close(device.ctx);
     step_work_free(&s);
     adam_state_free(&opt);
     model_free(&m);
@@ -598,6 +644,7 @@ done:
 int command_bench(int argc, char **argv)
 {
     int N = 0, S = 0, T = 0, steps = 10, repeats = 5, warmup = 3, help = 0;
+    const char *device = "cpu";
     Option opts[] = {
         {"--batch-size", OPT_INT, &N, "sequences per step"},
         {"--src-len", OPT_INT, &S, "source length"},
@@ -605,6 +652,7 @@ int command_bench(int argc, char **argv)
         {"--steps", OPT_INT, &steps, "steps per timed run (default 10)"},
         {"--repeats", OPT_INT, &repeats, "timed runs; the median is printed (default 5)"},
         {"--warmup", OPT_INT, &warmup, "untimed steps first (default 3)"},
+        {"--device", OPT_STRING, &device, "cpu, or cuda (build/cuda/08_training; default cpu)"},
         {"--help", OPT_FLAG, &help, "this list"},
     };
     int n = (int)(sizeof opts / sizeof opts[0]);
@@ -620,7 +668,7 @@ int command_bench(int argc, char **argv)
         print_options(stdout, opts, n);
         return 0;
     }
-    if (run_bench(argv[2], N, S, T, steps, repeats, warmup, &err) != 0) {
+    if (run_bench(argv[2], device, N, S, T, steps, repeats, warmup, &err) != 0) {
         fprintf(stderr, "08_training --bench: %s\n", err.msg);
         return 1;
     }

@@ -254,7 +254,8 @@ static int check_task_fits(const Model *m, const SeqDataset *ds, Error *err)
     return 0;
 }
 
-int evaluate(Model *m, const SeqDataset *ds, int batch_size, StepResult *res, Error *err)
+int evaluate(Model *m, StepDevice *device, const SeqDataset *ds, int batch_size,
+             StepResult *res, Error *err)
 {
     int64_t full = ds->n / batch_size, rest = ds->n % batch_size;
     int64_t *idx = malloc((size_t)(ds->n ? ds->n : 1) * sizeof *idx);
@@ -267,17 +268,18 @@ int evaluate(Model *m, const SeqDataset *ds, int batch_size, StepResult *res, Er
     for (int pass = 0; pass < 2; pass++) {
         int N = pass == 0 ? batch_size : (int)rest;
         int64_t first = pass == 0 ? 0 : full, count = pass == 0 ? full : (rest > 0);
-        StepWork s;
+        StepWork s = {0};
         Batch b;
         if (count == 0) continue;
         if (batch_alloc(&b, m, N, ds->seq_len, err) != 0) goto done;
-        if (step_work_alloc(&s, m, N, b.S, b.T, 0, err) != 0) {
+        if (!device && step_work_alloc(&s, m, N, b.S, b.T, 0, err) != 0) {
             batch_free(&b);
             goto done;
         }
         for (int64_t k = first; k < first + count; k++) {
             if (batch_fill(&b, ds, idx + k * batch_size, err) != 0 ||
-                eval_batch(m, &s, b.src, b.tgt_in, b.target, res, err) != 0) {
+                (device ? device->eval(device->ctx, N, b.src, b.tgt_in, b.target, res, err)
+                        : eval_batch(m, &s, b.src, b.tgt_in, b.target, res, err)) != 0) {
                 step_work_free(&s);
                 batch_free(&b);
                 goto done;
@@ -314,7 +316,7 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
         goto done;
     }
     if (batch_alloc(&b, m, o->batch_size, train->seq_len, err) != 0) goto done;
-    if (step_work_alloc(&s, m, b.N, b.S, b.T, 1, err) != 0) goto done;
+    if (!o->device && step_work_alloc(&s, m, b.N, b.S, b.T, 1, err) != 0) goto done;
     /* A resumed run keeps the log's rows up to its checkpoint. */
     int resumed = state->epoch > 0;
     if (o->log_path && csv_log_open(&log, o->log_path, resumed ? opt->step : -1, err) != 0)
@@ -334,15 +336,24 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
             double lr = train_lr(o, m, opt->step, epoch, per_epoch);
             batcher_batch(&batcher, k, &idx, &count);
             if (batch_fill(&b, train, idx, err) != 0) goto done;
-            if (train_step(m, &s, opt, &o->adam, (float)lr, o->max_norm, o->label_smoothing,
-                           b.src, b.tgt_in, b.target,
-                           m->cfg.dropout > 0 ? &state->dropout_rng : NULL, &r, err) != 0)
+            Rng *dropout_rng = m->cfg.dropout > 0 ? &state->dropout_rng : NULL;
+            if (o->device) {
+                if (o->device->step(o->device->ctx, &o->adam, (float)lr, o->max_norm,
+                                    o->label_smoothing, b.src, b.tgt_in, b.target, dropout_rng,
+                                    &r, err) != 0)
+                    goto done;
+                opt->step++;        /* the device counts its own; this keeps lr and logs */
+            } else if (train_step(m, &s, opt, &o->adam, (float)lr, o->max_norm,
+                                  o->label_smoothing, b.src, b.tgt_in, b.target, dropout_rng,
+                                  &r, err) != 0) {
                 goto done;
+            }
             loss_sum += r.loss;
             if (!o->quiet)
                 progress_update(&progress, opt->step, epoch, r.loss, lr, tokens_per_step);
             /* The last step of an epoch is logged with the validation. */
-            if (k == per_epoch - 1 && evaluate(m, val, o->batch_size, res_val, err) != 0)
+            if (k == per_epoch - 1 &&
+                evaluate(m, o->device, val, o->batch_size, res_val, err) != 0)
                 goto done;
             if (o->log_path) {
                 int last = k == per_epoch - 1;
@@ -361,6 +372,7 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
                    100.0 * res_val->correct / (res_val->count ? res_val->count : 1));
         }
         state->epoch = epoch + 1;
+        if (o->device && o->device->sync(o->device->ctx, m, opt, err) != 0) goto done;
         if (o->checkpoint && checkpoint_save(o->checkpoint, m, opt, state, err) != 0) goto done;
         if (o->stop_after > 0 && state->epoch >= o->stop_after) break;
     }

@@ -70,6 +70,31 @@ int train_step(Model *m, StepWork *s, AdamState *opt, const AdamConfig *cfg, flo
 int eval_batch(Model *m, StepWork *s, const int64_t *src, const int64_t *tgt_in,
                const int64_t *target, StepResult *res, Error *err);
 
+/* A device the steps can run on instead of this CPU: the CUDA build's GPU
+ * (cuda/gpu.h, gpu_step_device_open). It holds its own copy of the
+ * parameters and the optimizer state between steps; sync copies them back
+ * into the host model and optimizer (before a checkpoint, and at the end).
+ * step and eval do what train_step and eval_batch do; eval takes batches of
+ * at most the training batch's N sequences. */
+typedef struct StepDevice {
+    const char *name;       /* for messages: "cuda" */
+    size_t bytes;           /* the device memory it holds (make bench prints it) */
+    void *ctx;
+    int (*step)(void *ctx, const AdamConfig *cfg, float lr, float max_norm,
+                float label_smoothing, const int64_t *src, const int64_t *tgt_in,
+                const int64_t *target, Rng *dropout_rng, StepResult *res, Error *err);
+    int (*eval)(void *ctx, int N, const int64_t *src, const int64_t *tgt_in,
+                const int64_t *target, StepResult *res, Error *err);
+    int (*sync)(void *ctx, Model *m, AdamState *opt, Error *err);
+    void (*close)(void *ctx);
+} StepDevice;
+
+/* What opens a StepDevice for model m and optimizer state opt (copying both
+ * to the device), for training batches of N sequences of S source (and T
+ * target) tokens: gpu_step_device_open in the CUDA build. */
+typedef int (*StepDeviceOpen)(StepDevice *d, const Model *m, const AdamState *opt, int N,
+                              int S, int T, Error *err);
+
 /* Where a run stands: what a checkpoint holds besides the model. */
 typedef struct {
     int64_t epoch;          /* epochs finished */
@@ -107,6 +132,9 @@ typedef struct {
     int stop_after;             /* > 0: return after this epoch, as an interrupted run
                                    would (its checkpoint written); the schedule still
                                    spans all `epochs` */
+    StepDevice *device;         /* NULL: train on this CPU; else on this device (the
+                                   model and opt are synced back before each checkpoint
+                                   and at the end) */
 } TrainOptions;
 
 /* The learning rate of optimizer step `step` (0-based) in epoch `epoch`
@@ -121,7 +149,9 @@ double train_lr(const TrainOptions *o, const Model *m, int64_t step, int64_t epo
 int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o,
               const SeqDataset *train, const SeqDataset *val, StepResult *res_val, Error *err);
 
-/* Loss and token accuracy of m over a whole dataset (evaluation mode). */
-int evaluate(Model *m, const SeqDataset *ds, int batch_size, StepResult *res, Error *err);
+/* Loss and token accuracy of m over a whole dataset (evaluation mode), on
+ * the CPU, or on device (NULL: the CPU) with its copy of the parameters. */
+int evaluate(Model *m, StepDevice *device, const SeqDataset *ds, int batch_size,
+             StepResult *res, Error *err);
 
 #endif

@@ -424,11 +424,12 @@ static int get_train_options(const TensorFile *in, TrainOptions *o, Error *err)
 
 /* train_parity: the losses of `steps` training steps from the case's
  * initial weights on the case's batches (training_case.h). */
-static int eval_parity(const TensorFile *in, TensorFile *out, Error *err)
+int training_case_parity(const TensorFile *in, TensorFile *out, StepDeviceOpen open, Error *err)
 {
     Model m = {0};
     AdamState opt = {0};
     StepWork s = {0};
+    StepDevice device = {0};
     TrainOptions o;
     const Tensor *src, *tgt_in, *target;
     long long steps;
@@ -449,8 +450,10 @@ static int eval_parity(const TensorFile *in, TensorFile *out, Error *err)
     int64_t shape[1] = {steps};
     float *losses = output_tensor(out, "losses", DTYPE_F32, 1, shape, err);
     if (!losses) goto done;
-    if (adam_config_check(&o.adam, err) != 0 || adam_state_alloc(&opt, m.num_params, err) != 0 ||
-        step_work_alloc(&s, &m, N, S, T, 1, err) != 0)
+    if (adam_config_check(&o.adam, err) != 0 || adam_state_alloc(&opt, m.num_params, err) != 0)
+        goto done;
+    if (open ? open(&device, &m, &opt, N, S, T, err) != 0
+             : step_work_alloc(&s, &m, N, S, T, 1, err) != 0)
         goto done;
     for (long long k = 0; k < steps; k++) {
         StepResult r;
@@ -458,15 +461,18 @@ static int eval_parity(const TensorFile *in, TensorFile *out, Error *err)
         const int64_t *t_in = tgt_in ? (const int64_t *)tgt_in->data + (size_t)k * N * T : NULL;
         const int64_t *y = (const int64_t *)target->data + (size_t)k * N * out_len;
         double lr = train_lr(&o, &m, k, 0, 1);
-        if (train_step(&m, &s, &opt, &o.adam, (float)lr, o.max_norm, o.label_smoothing, x, t_in,
-                       y, NULL, &r, &inner) != 0) {
-            call_failed(in, "train_step", &inner, err);
+        if ((open ? device.step(device.ctx, &o.adam, (float)lr, o.max_norm, o.label_smoothing,
+                                x, t_in, y, NULL, &r, &inner)
+                  : train_step(&m, &s, &opt, &o.adam, (float)lr, o.max_norm, o.label_smoothing,
+                               x, t_in, y, NULL, &r, &inner)) != 0) {
+            call_failed(in, open ? "the device's step" : "train_step", &inner, err);
             goto done;
         }
         losses[k] = (float)r.loss;
     }
     rc = 0;
 done:
+    if (device.close) device.close(device.ctx);
     step_work_free(&s);
     adam_state_free(&opt);
     model_free(&m);
@@ -485,7 +491,7 @@ int training_case_eval(const TensorFile *in, TensorFile *out, Error *err)
     if (!strcmp(op, "lr_noam")) return eval_schedule(in, out, 1, err);
     if (!strcmp(op, "seq_dataset")) return eval_seq_dataset(in, out, err);
     if (!strcmp(op, "batcher_shuffle")) return eval_batcher(in, out, err);
-    if (!strcmp(op, "train_parity")) return eval_parity(in, out, err);
+    if (!strcmp(op, "train_parity")) return training_case_parity(in, out, NULL, err);
     return error_set(err, "%s: op '%s' is not a chapter 08 op (cross_entropy, "
                      "cross_entropy_backward, adam, clip_grad_norm, lr_cosine, lr_noam, "
                      "seq_dataset, batcher_shuffle, train_parity)", case_name(in), op);

@@ -47,8 +47,14 @@
 #define TRAINING_CASE_H
 
 #include "safetensors.h"
+#include "trainer.h"
 
 /* The CaseEval of the chapter program. */
 int training_case_eval(const TensorFile *in, TensorFile *out, Error *err);
+
+/* A train_parity case run on the device `open` opens (the GPU case runner
+ * passes gpu_step_device_open; NULL: the CPU, as training_case_eval). */
+int training_case_parity(const TensorFile *in, TensorFile *out, StepDeviceOpen open,
+                         Error *err);
 
 #endif
