@@ -1,4 +1,4 @@
-"""`make bench`: the time of one training step, C against PyTorch on this CPU.
+"""`make bench`: the time of one training step, C against PyTorch, on this CPU and a GPU.
 
 For each model below, runs the same training step (forward, cross-entropy,
 backward, Adam update) on the same shapes, from the same starting weights (a checkpoint
@@ -19,6 +19,25 @@ memory just before the first step is printed as well.
 
 Both sides train with dropout 0: the C attention has no dropout on its
 weights (chapter 05), so a step with dropout would not be the same work.
+
+The GPU table follows when torch sees a CUDA device and the CUDA build of
+the program, build/cuda/08_training, exists (`make cuda`); otherwise one
+line says why there is none. It times the same step on the GPU, for every
+model, the paper's base size ("base", GPU only: far too slow for a small
+CPU) included: the C program with --device cuda against PyTorch with the
+model and every input on "cuda", and prints
+
+    model, C GPU ms/step, PyTorch GPU ms/step, speed-up (PyTorch / C),
+    C GPU memory, PyTorch GPU memory
+
+Both sides compute in full float32: PyTorch's TF32 is switched off for
+matrix products and cuDNN, as the C code uses none. Both copy the loss back
+to the host at the end of every step (C does; PyTorch calls loss.item()),
+so every step ends with the GPU done, and each timed run ends with a device
+synchronisation. GPU memory is each side's own peak of device memory
+allocated: what the C program allocated, against
+torch.cuda.max_memory_allocated(); neither counts the CUDA context (the
+driver's few hundred MB per process), nor PyTorch's cached but unused blocks.
 """
 
 import argparse
@@ -32,11 +51,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "build" / "08_training"
+CUDA_PROGRAM = ROOT / "build" / "cuda" / "08_training"
 
 # The two sizes issue 4 asks for. "reverse" is seeds 000/004's encoder-only
 # labeller; "taylor" is seed 002's seq2seq model (emb 64, 2+2 layers, 8 heads,
 # FFN 128, batch 32, source 22, target 85, the Taylor vocabularies of
-# chapter 01: 37 source and 30 target ids).
+# chapter 01: 37 source and 30 target ids). "base" is the paper's base model
+# (d_model 512, 8 heads, FFN 2048, 6+6 layers, sinusoidal positions,
+# embeddings scaled by sqrt(d_model)) with 8000-id vocabularies, batch 32,
+# source and target 64: gpu_only, it runs in the GPU table alone.
 MODELS = {
     "reverse": dict(config=dict(kind="labeller", src_vocab=10, tgt_vocab=10, d_model=32,
                                 nhead=1, dim_feedforward=64, num_encoder_layers=1, max_len=16,
@@ -47,6 +70,11 @@ MODELS = {
                                max_len=85, learned_pos=True, scale_embedding=2, final_norm=True,
                                pad_id=0),
                    batch=32, src_len=22, tgt_len=85, steps=5, repeats=5),
+    "base": dict(config=dict(kind="seq2seq", src_vocab=8000, tgt_vocab=8000, d_model=512,
+                             nhead=8, dim_feedforward=2048, num_encoder_layers=6,
+                             num_decoder_layers=6, max_len=64, learned_pos=False,
+                             scale_embedding=1, final_norm=True, pad_id=0),
+                 batch=32, src_len=64, tgt_len=64, steps=5, repeats=5, gpu_only=True),
 }
 WARMUP_STEPS = 3
 
@@ -67,26 +95,34 @@ def write_checkpoint(name):
     save_checkpoint(build_model(cfg), cfg, checkpoint_path(name))
 
 
-def torch_worker(name, threads):
-    """Times PyTorch's training step for MODELS[name]; prints one JSON line."""
+def torch_worker(name, threads, device="cpu"):
+    """Times PyTorch's training step for MODELS[name] on device ("cpu" or
+    "cuda"); prints one JSON line."""
     import torch
     import torch.nn.functional as F
 
     from reference.ch07_model import load_checkpoint
 
     torch.set_num_threads(threads)
+    cuda = device == "cuda"
+    if cuda:
+        # Full float32, as the C code computes: no TF32 in cuBLAS's matrix
+        # products nor in cuDNN (the C code uses no TF32 anywhere).
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     spec = MODELS[name]
     model, cfg = load_checkpoint(checkpoint_path(name))
+    model.to(device)                               # before the optimiser takes the parameters
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     N, S, T = spec["batch"], spec["src_len"], spec["tgt_len"]
     low = 3 if cfg["pad_id"] >= 0 else 0           # keep pad/sos/eos out of the data
-    src = torch.randint(low, cfg["src_vocab"], (N, S))
+    src = torch.randint(low, cfg["src_vocab"], (N, S), device=device)
     if cfg["kind"] == "seq2seq":
-        tgt = torch.randint(low, cfg["tgt_vocab"], (N, T + 1))
+        tgt = torch.randint(low, cfg["tgt_vocab"], (N, T + 1), device=device)
         tgt_in, target = tgt[:, :-1], tgt[:, 1:]
     else:
-        tgt_in, target = None, torch.randint(0, cfg["tgt_vocab"], (N, S))
+        tgt_in, target = None, torch.randint(0, cfg["tgt_vocab"], (N, S), device=device)
     ignore = cfg["pad_id"] if cfg["pad_id"] >= 0 else -100
 
     def step():
@@ -96,18 +132,30 @@ def torch_worker(name, threads):
                                ignore_index=ignore)
         loss.backward()
         opt.step()
+        if cuda:
+            loss.item()            # the loss back on the host every step, as the C program does
+
+    def synchronize():
+        if cuda:
+            torch.cuda.synchronize()
 
     rss_before = resident_mb("VmRSS")
     for _ in range(WARMUP_STEPS):
         step()
+    synchronize()
     runs = []
     for _ in range(spec["repeats"]):
         started = time.perf_counter()
         for _ in range(spec["steps"]):
             step()
+        synchronize()
         runs.append((time.perf_counter() - started) / spec["steps"] * 1e3)
-    print(json.dumps({"ms_per_step": statistics.median(runs), "rss_before_mb": rss_before,
-                      "peak_mb": resident_mb("VmHWM")}))
+    result = {"ms_per_step": statistics.median(runs), "rss_before_mb": rss_before,
+              "peak_mb": resident_mb("VmHWM")}
+    if cuda:
+        result["gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        result["device"] = torch.cuda.get_device_name()
+    print(json.dumps(result))
 
 
 def resident_mb(field):
@@ -119,50 +167,120 @@ def resident_mb(field):
     return float("nan")
 
 
-def measure(command, threads):
-    """Runs one worker; returns its JSON line as a dict."""
+def measure(command, threads, keys=("ms_per_step", "peak_mb")):
+    """Runs one worker; returns its JSON line as a dict, which must hold keys."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     proc = subprocess.run(command, stdout=subprocess.PIPE, env=env, cwd=ROOT)
+    shown = " ".join(map(str, command))
     if proc.returncode != 0:
-        raise SystemExit(f"make bench: {' '.join(map(str, command))} failed "
-                         f"(exit {proc.returncode})")
-    return json.loads(proc.stdout.decode().strip().splitlines()[-1])
+        raise SystemExit(f"make bench: {shown} failed (exit {proc.returncode})")
+    lines = proc.stdout.decode().strip().splitlines()
+    try:
+        result = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        raise SystemExit(f"make bench: {shown} printed no JSON line last") from None
+    missing = [k for k in keys if k not in result]
+    if missing:
+        raise SystemExit(f"make bench: {shown} printed no {', '.join(missing)}")
+    return result
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", choices=["torch"], help=argparse.SUPPRESS)
-    parser.add_argument("--model", choices=sorted(MODELS), help="only this model")
-    parser.add_argument("--threads", type=int, default=os.cpu_count(),
-                        help="threads for both sides (default: every core)")
-    args = parser.parse_args()
-    if args.worker:
-        torch_worker(args.model, args.threads)
-        return 0
+def c_command(program, name, device=None):
+    """The C program's --bench command line for MODELS[name]."""
+    spec = MODELS[name]
+    return ([program, "--bench", checkpoint_path(name)]
+            + (["--device", device] if device else [])
+            + ["--batch-size", str(spec["batch"]), "--src-len", str(spec["src_len"]),
+               "--tgt-len", str(spec["tgt_len"]), "--steps", str(spec["steps"]),
+               "--repeats", str(spec["repeats"]), "--warmup", str(WARMUP_STEPS)])
+
+
+def torch_command(name, threads, device=None):
+    """This module's worker command line for MODELS[name]."""
+    return ([sys.executable, "-m", "reference.bench", "--worker", "torch", "--model", name,
+             "--threads", str(threads)] + (["--device", device] if device else []))
+
+
+def no_gpu_reason():
+    """Why there can be no GPU rows, or None when there can."""
+    import torch
+
+    reasons = []
+    if not torch.cuda.is_available():       # counts devices; makes no CUDA context here
+        reasons.append("torch sees no CUDA device")
+    if not CUDA_PROGRAM.exists():
+        reasons.append(f"{CUDA_PROGRAM.relative_to(ROOT)} is not built (make cuda)")
+    return "; ".join(reasons) or None
+
+
+def cpu_table(names, threads, written):
     if not PROGRAM.exists():
         raise SystemExit(f"make bench: {PROGRAM.relative_to(ROOT)} is not built (run make)")
-
-    names = [args.model] if args.model else list(MODELS)
     print(f"make bench: one training step (forward, cross-entropy, backward, Adam), "
-          f"{args.threads} threads, median of {MODELS[names[0]]['repeats']} runs")
+          f"{threads} threads, median of {MODELS[names[0]]['repeats']} runs")
     header = (f"{'model':<9} {'C ms':>9} {'torch ms':>9} {'speed-up':>9} "
               f"{'C peak MB':>10} {'torch peak MB':>14} {'torch base MB':>14}")
     print(header)
     print("-" * len(header))
     for name in names:
-        spec = MODELS[name]
         write_checkpoint(name)
-        c = measure([PROGRAM, "--bench", checkpoint_path(name),
-                             "--batch-size", str(spec["batch"]), "--src-len", str(spec["src_len"]),
-                             "--tgt-len", str(spec["tgt_len"]), "--steps", str(spec["steps"]),
-                             "--repeats", str(spec["repeats"]), "--warmup", str(WARMUP_STEPS)],
-                            args.threads)
-        t = measure([sys.executable, "-m", "reference.bench", "--worker", "torch",
-                             "--model", name, "--threads", str(args.threads)], args.threads)
+        written.add(name)
+        c = measure(c_command(PROGRAM, name), threads)
+        t = measure(torch_command(name, threads), threads,
+                    keys=("ms_per_step", "peak_mb", "rss_before_mb"))
         print(f"{name:<9} {c['ms_per_step']:>9.2f} {t['ms_per_step']:>9.2f} "
               f"{t['ms_per_step'] / c['ms_per_step']:>8.2f}x {c['peak_mb']:>10.1f} "
               f"{t['peak_mb']:>14.1f} "
               f"{t['rss_before_mb']:>14.1f}", flush=True)
+
+
+def gpu_table(names, threads, written):
+    header = (f"{'model':<9} {'C GPU ms':>9} {'torch GPU ms':>12} {'speed-up':>9} "
+              f"{'C GPU MB':>9} {'torch GPU MB':>12}")
+    for i, name in enumerate(names):
+        if name not in written:
+            write_checkpoint(name)
+            written.add(name)
+        c = measure(c_command(CUDA_PROGRAM, name, "cuda"), threads,
+                    keys=("ms_per_step", "gpu_mb"))
+        t = measure(torch_command(name, threads, "cuda"), threads,
+                    keys=("ms_per_step", "gpu_mb", "device"))
+        if i == 0:          # the title names the GPU, which only the worker asks torch for
+            print(f"make bench: the same step on the GPU ({t['device']}), full float32 "
+                  f"(TF32 off), the loss copied back every step, median of "
+                  f"{MODELS[name]['repeats']} runs")
+            print(header)
+            print("-" * len(header))
+        print(f"{name:<9} {c['ms_per_step']:>9.2f} {t['ms_per_step']:>12.2f} "
+              f"{t['ms_per_step'] / c['ms_per_step']:>8.2f}x {c['gpu_mb']:>9.1f} "
+              f"{t['gpu_mb']:>12.1f}", flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--worker", choices=["torch"], help=argparse.SUPPRESS)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                        help=argparse.SUPPRESS)           # the worker's device
+    parser.add_argument("--model", choices=sorted(MODELS), help="only this model")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(),
+                        help="threads for both sides (default: every core)")
+    args = parser.parse_args()
+    if args.worker:
+        torch_worker(args.model, args.threads, args.device)
+        return 0
+
+    names = [args.model] if args.model else list(MODELS)
+    cpu_names = [n for n in names if not MODELS[n].get("gpu_only")]
+    written = set()                         # checkpoints this run has written
+    if cpu_names:
+        cpu_table(cpu_names, args.threads, written)
+    else:
+        print(f"make bench: no CPU rows: {', '.join(names)} runs on the GPU only")
+    reason = no_gpu_reason()
+    if reason:
+        print(f"make bench: no GPU rows: {reason}")
+    else:
+        gpu_table(names, args.threads, written)
     return 0
 
 
