@@ -3,9 +3,10 @@
  *
  * Mirrors torch.optim.Adam and torch.optim.AdamW (amsgrad=False,
  * maximize=False), the update torch's single-tensor implementation makes.
- * The C function it will mirror is chapter 08's optimiser (being written);
- * its CPU twin until then is hd_adam_update() in hostdev.h, which both
- * this kernel and build/cuda/run_cases's check call.
+ * The C function it mirrors is adam_step (chapters/08_training/optim.c);
+ * the per-element update is hd_adam_update() in hostdev.h, which this
+ * kernel and build/cuda/run_cases's check both call, and the parity
+ * goldens of chapter 08 check it end to end through train.cu.
  *
  * Every parameter is updated on its own, so this is one thread per value
  * calling hd_adam_update(); all a kernel adds is the indexing. The step

@@ -20,9 +20,9 @@
  *   positions      one entry of the sinusoidal table
  *                                             positional_sinusoidal_table()
  *   cross-entropy  one row's loss and gradient, torch F.cross_entropy with
- *                  ignore_index and label_smoothing    (chapter 08, to come)
+ *                  ignore_index and label_smoothing     cross_entropy()
  *   Adam / AdamW   the update of one parameter, torch.optim semantics
- *                                                      (chapter 08, to come)
+ *                                                             adam_step()
  *
  * What is not here: anything with a loop over threads or a reduction tree;
  * those live in the kernels.

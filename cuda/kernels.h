@@ -137,7 +137,7 @@ int cuda_residual_forward(float *out, const float *x, const float *fx, int n);
 int cuda_residual_backward(float *dx, float *dfx, const float *dout, int n);
 int cuda_add_into(float *dst, const float *src, long long n);           /* dst += src */
 
-/* ---- loss.cu: cross-entropy, torch F.cross_entropy (chapter 08, to come) */
+/* ---- loss.cu: chapter 08's cross_entropy, torch F.cross_entropy ---------- */
 
 /* logits (N, V), targets (N,) int64. Writes loss (1,), the mean over the rows
  * whose target is not ignore_index; n_valid (1,), their count, as a float;
@@ -153,7 +153,7 @@ int cuda_cross_entropy_backward(float *dlogits, const float *logits, const float
                                 const int64_t *targets, const float *n_valid, float dloss,
                                 int N, int V, int64_t ignore_index, float label_smoothing);
 
-/* ---- adam.cu: Adam / AdamW, torch.optim semantics (chapter 08, to come) --- */
+/* ---- adam.cu: chapter 08's adam_step, torch.optim Adam / AdamW ---------- */
 
 /* One step over n parameters stored flat; m and v start at zero and persist
  * between steps. h comes from hd_adam_hyper(lr, beta1, beta2, eps, wd,

@@ -3,9 +3,10 @@
  *
  * Mirrors torch.nn.functional.cross_entropy(logits, targets,
  * ignore_index=..., label_smoothing=..., reduction='mean') for logits (N, V)
- * and int64 targets (N,). The C function it will mirror is chapter 08's
- * cross-entropy (being written); until then its CPU twin is hd_ce_row() in
- * hostdev.h, which build/cuda/run_cases checks this file against.
+ * and int64 targets (N,). The C function it mirrors is cross_entropy
+ * (chapters/08_training/loss.c); its per-row formulas are hd_ce_row_*() in
+ * hostdev.h, which build/cuda/run_cases checks this file against, and the
+ * parity goldens of chapter 08 check it end to end through train.cu.
  *
  * The formulas (hostdev.h derives them), with lse = log sum_j exp(x_j):
  *
