@@ -4,13 +4,13 @@
  *
  * Mirrors, function for function (the C name without gpu_):
  *
- *   gpu_mha_forward / _backward              mha_forward / _backward     (03_mha/mha.c)
- *   gpu_encoder_layer_forward / _backward    encoder_layer_*             (05_encoder/encoder_layer.c)
- *   gpu_encoder_forward / _backward          encoder_forward / _backward (the stack)
- *   gpu_decoder_layer_forward / _backward    decoder_layer_*             (06_decoder/decoder_layer.c)
- *   gpu_decoder_stack_forward / _backward    decoder_stack_*
- *   front_forward, padding_bias, mean_pool,  the same static functions   (07_model/model.c)
- *   gpu_model_forward / _backward            model_forward / _backward
+ *   gpu_mha_forward / _backward            mha_forward / _backward       03_mha/mha.c
+ *   gpu_encoder_layer_forward / _backward  encoder_layer_*               05_encoder/encoder_layer.c
+ *   gpu_encoder_forward / _backward        encoder_forward / _backward   (the stack)
+ *   gpu_decoder_layer_forward / _backward  decoder_layer_*               06_decoder/decoder_layer.c
+ *   gpu_decoder_stack_forward / _backward  decoder_stack_*
+ *   front_forward, padding_bias, mean_pool the same static functions     07_model/model.c
+ *   gpu_model_forward / _backward          model_forward / _backward
  *
  * The structs are the C ones (gpu.h): MhaCache, EncoderLayerCache, ...,
  * ModelWork hold device pointers here, so each function below is its C twin
@@ -283,7 +283,8 @@ static int gpu_encoder_layer_backward(float *dsrc, const EncoderLayerGrads *g, c
                                 c->mean2, c->rstd2, 1, rows, c->D) != 0)
         return -1;
     /* h = src + dropout1(attn(n1)) */
-    if (cuda_add_into(dsrc, db, n) != 0 || gpu_dropout_backward(dc, db, m1, n, drop) != 0) return -1;
+    if (cuda_add_into(dsrc, db, n) != 0 || gpu_dropout_backward(dc, db, m1, n, drop) != 0)
+        return -1;
     if (zero(da, n) != 0 ||
         gpu_mha_backward(da, da, da, &g->self_attn, dc, c->ln1, c->ln1, c->ln1, &p->self_attn,
                          &c->attn) != 0)
@@ -1015,7 +1016,8 @@ static void layout_work(Arena *a, GpuWork *gw, const ModelConfig *c, int N, int 
         for (int l = 0; l < s->L; l++)
             layout_decoder_layer(a, &s->layers[l], c, N, T, S, backward);
         s->xs = take<float>(a, ntd * (s->L + 1));
-        s->final_mean = take<float>(a, (size_t)N * T), s->final_rstd = take<float>(a, (size_t)N * T);
+        s->final_mean = take<float>(a, (size_t)N * T);
+        s->final_rstd = take<float>(a, (size_t)N * T);
         if (backward) s->dbuf[0] = take<float>(a, ntd), s->dbuf[1] = take<float>(a, ntd);
     }
     if (backward) {

@@ -1301,7 +1301,8 @@ static void check_training_vs_cpu(Report *rep, Rng *rng)
         rng_seed(&drop_gpu, 11, 4);
         for (int k = 0; k < steps && !fail; k++) {
             StepResult r;
-            const int64_t *x = src + (int64_t)k * N * S, *t_in = seq2seq ? tgt + (int64_t)k * N * T : NULL;
+            const int64_t *x = src + (int64_t)k * N * S;
+            const int64_t *t_in = seq2seq ? tgt + (int64_t)k * N * T : NULL;
             const int64_t *y = target + (int64_t)k * N * out_len;
             fail |= train_step(&cpu, &work, &opt_cpu, &adam, 1e-3f, 1.0f, 0.1f, x, t_in, y,
                                &drop_cpu, &r, &err) != 0;
