@@ -618,12 +618,9 @@ static int run_bench(const char *path, const char *device_name, int N, int S, in
         double started = time_now();
         for (int k = 0; k < count; k++) {
             StepResult res;
-            int rc_step = device.ctx
-                ? device.step(device.ctx, &cfg, cfg.lr, 0.0f, 0.0f, src, tgt_in, target, NULL,
-                              &res, err)
-                : train_step(&m, &s, &opt, &cfg, cfg.lr, 0.0f, 0.0f, src, tgt_in, target,
-                             NULL, &res, err);
-            if (rc_step != 0) goto done;
+            if (step_on(device.ctx ? &device : NULL, &m, &s, &opt, &cfg, cfg.lr, 0.0f, 0.0f,
+                        src, tgt_in, target, NULL, &res, err) != 0)
+                goto done;
         }
         if (r >= 0) runs[r] = (time_now() - started) / steps * 1e3;
     }

@@ -78,6 +78,21 @@ int train_step(Model *m, StepWork *s, AdamState *opt, const AdamConfig *cfg, flo
     /* END SOLUTION */
 }
 
+int step_on(StepDevice *d, Model *m, StepWork *s, AdamState *opt, const AdamConfig *cfg,
+            float lr, float max_norm, float label_smoothing, const int64_t *src,
+            const int64_t *tgt_in, const int64_t *target, Rng *dropout_rng, StepResult *res,
+            Error *err)
+{
+    if (!d)
+        return train_step(m, s, opt, cfg, lr, max_norm, label_smoothing, src, tgt_in, target,
+                          dropout_rng, res, err);
+    if (d->step(d->ctx, cfg, lr, max_norm, label_smoothing, src, tgt_in, target, dropout_rng, res,
+                err) != 0)
+        return -1;
+    opt->step++;
+    return 0;
+}
+
 int eval_batch(Model *m, StepWork *s, const int64_t *src, const int64_t *tgt_in,
                const int64_t *target, StepResult *res, Error *err)
 {
@@ -336,18 +351,10 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
             double lr = train_lr(o, m, opt->step, epoch, per_epoch);
             batcher_batch(&batcher, k, &idx, &count);
             if (batch_fill(&b, train, idx, err) != 0) goto done;
-            Rng *dropout_rng = m->cfg.dropout > 0 ? &state->dropout_rng : NULL;
-            if (o->device) {
-                if (o->device->step(o->device->ctx, &o->adam, (float)lr, o->max_norm,
-                                    o->label_smoothing, b.src, b.tgt_in, b.target, dropout_rng,
-                                    &r, err) != 0)
-                    goto done;
-                opt->step++;        /* the device counts its own; this keeps lr and logs */
-            } else if (train_step(m, &s, opt, &o->adam, (float)lr, o->max_norm,
-                                  o->label_smoothing, b.src, b.tgt_in, b.target, dropout_rng,
-                                  &r, err) != 0) {
+            if (step_on(o->device, m, &s, opt, &o->adam, (float)lr, o->max_norm,
+                        o->label_smoothing, b.src, b.tgt_in, b.target,
+                        m->cfg.dropout > 0 ? &state->dropout_rng : NULL, &r, err) != 0)
                 goto done;
-            }
             loss_sum += r.loss;
             if (!o->quiet)
                 progress_update(&progress, opt->step, epoch, r.loss, lr, tokens_per_step);

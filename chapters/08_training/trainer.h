@@ -89,6 +89,14 @@ typedef struct StepDevice {
     void (*close)(void *ctx);
 } StepDevice;
 
+/* One optimizer step on device d, or with train_step on this CPU (d NULL,
+ * s the CPU work). A device keeps its own step count; opt->step is counted
+ * here too, so the schedule and the logs read the same on both. */
+int step_on(StepDevice *d, Model *m, StepWork *s, AdamState *opt, const AdamConfig *cfg,
+            float lr, float max_norm, float label_smoothing, const int64_t *src,
+            const int64_t *tgt_in, const int64_t *target, Rng *dropout_rng, StepResult *res,
+            Error *err);
+
 /* What opens a StepDevice for model m and optimizer state opt (copying both
  * to the device), for training batches of N sequences of S source (and T
  * target) tokens: gpu_step_device_open in the CUDA build. */
