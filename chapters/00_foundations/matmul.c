@@ -1,133 +1,225 @@
 /*
  * matmul.c - see matmul.h for the three forms and when each is used.
  *
- * One kernel does the work: C (M, N) = A (M, K) @ B (K, N) with A read
- * through strides, so that matmul_nn (A stored (M, K)) and matmul_tn (A^T
- * stored (K, M)) share it. matmul_nt copies B^T into a scratch array (K * N
- * values, little next to the M * N * K multiply-adds) and calls it too.
+ * All three are one product, C (M, N) (+)= A (M, K) @ B (K, N), with A and B
+ * read through strides:
  *
- * The kernel computes C one tile of TILE_ROWS x TILE_COLS at a time and
- * keeps the whole tile in registers while k runs from 0 to K - 1:
+ *     A[i, k] = A[i * a_row + k * a_k]       B[k, j] = B[k * b_k + j * b_col]
  *
- *     for k:  acc[r][c] += A[i0 + r, k] * B[k, j0 + c]     r < 6, c < 16
+ *     matmul_nn   A (M, K): a_row K, a_k 1   B (K, N): b_k N, b_col 1
+ *     matmul_tn   A (K, M): a_row 1, a_k M   B (K, N): b_k N, b_col 1
+ *     matmul_nt   A (M, K): a_row K, a_k 1   B (N, K): b_k 1, b_col K
  *
- * Each step loads 16 values of B (two 8-wide vector registers) and 6 of A,
- * and does 96 multiply-adds with them: the tile's 12 accumulator registers
- * never travel to memory until the end. The plain loop `C[i, :] += a *
- * B[k, :]` instead loads and stores a row of C for every k, and runs at a
- * fifth of the speed. Tiles at the right and bottom edges, and matrices
- * narrower than a tile (attention's heads are often 8 wide), take a plain
- * loop over the same order of summation.
+ * The arithmetic is in one small function, matmul_tile (the exercise): one
+ * tile of C, TILE_ROWS x TILE_COLS (6 x 16), summed over a run of k in
+ * registers:
  *
- * Every C[i, j] is summed by one thread over k = 0, 1, ..., K - 1, then
- * added to C (accumulate) or stored, whatever the number of threads: tiles
- * are shared out among OpenMP threads, never split. A product below
- * PARALLEL_MIN multiply-adds runs on the calling thread (starting a team of
- * threads would cost more than it saves).
+ *     for k:  acc[r][c] += A[i0 + r, k] * b[k][c]     r < 6, c < 16
  *
- * Letters: C is (M, N); K is the summed dimension.
+ * Each step loads one row of 16 values of b (two 8-wide vector registers)
+ * and 6 values of A, and does 96 multiply-adds with them; the tile's 12
+ * accumulator registers never travel to memory until the end. The plain
+ * loop `C[i, :] += a * B[k, :]` instead loads and stores a row of C for
+ * every k, and runs at a fifth of the speed.
+ *
+ * The rest of this file (given code, in the style of GotoBLAS and BLIS) feeds
+ * the tile so that it runs near the machine's peak:
+ *
+ *   - Blocks of k. K is cut into blocks of at most K_BLOCK (256) values, so
+ *     that the 16 columns of B a tile reads (K_BLOCK * 16 floats, 16 KB)
+ *     stay in the first-level cache while every row tile of C uses them.
+ *   - Packed panels of B. The tile wants each row of its 16 columns of B as
+ *     16 consecutive floats. matmul_nn and matmul_tn have them in place
+ *     (b_col 1); matmul_nt's B^T has them K apart. There, and whenever B is
+ *     reused by many row tiles (M >= PACK_B_MIN_ROWS), a block of B is first
+ *     copied into panels: panel p holds columns 16p .. 16p + 15, row after
+ *     row, kc * 16 floats, zero beyond the last column of B. That copy is
+ *     all matmul_nt costs over the others; B^T is never built whole.
+ *   - Packed slivers of A. The tile reads 6 rows of A at once. In place they
+ *     are 6 streams through memory; that is fine for A (M, K) (each row is
+ *     contiguous in k) and for A^T (K, M) while few tiles use each row, but
+ *     for A^T (K, M) with many columns of B (N >= PACK_A_MIN_COLS) each
+ *     sliver of 6 rows is copied once into 6 * kc consecutive floats. The
+ *     last sliver of C, when M is not a multiple of 6, is always copied and
+ *     padded with zero rows, so that the tile can always compute 6 rows.
+ *   - Threads. The tiles of one block of k (row tile by panel, row tile
+ *     major, so a thread reuses its sliver of A across the panels) are
+ *     shared out among OpenMP threads in equal, contiguous ranges. A
+ *     product below PARALLEL_MIN multiply-adds runs on the calling thread.
+ *
+ * Every element of C is computed by one tile call per block of k, summed
+ * over k in order, and added to C block after block in order, whatever the
+ * number of threads: the result does not depend on it (a test checks it
+ * bit for bit). Packing only moves values; it changes no sum.
+ *
+ * Letters: C is (M, N); K is the summed dimension; kc the k values of one
+ * block, nc the columns of one block.
  */
 #include "matmul.h"
 
 #include "error.h"   /* not_implemented(), used by the exercise stubs */
 
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define TILE_ROWS 6
 #define TILE_COLS 16
+#define K_BLOCK 256               /* k values per block: a panel of B is 16 KB */
+#define N_BLOCK 2048              /* columns per block: packed B is at most 2 MB */
+#define PACK_B_MIN_ROWS 256       /* pack B in place of reading it when M is this large */
+#define PACK_A_MIN_COLS 256       /* pack the slivers of A^T when N is this large */
 #define PARALLEL_MIN (1L << 15)   /* multiply-adds below which one thread is faster */
 
-/* Whether a product of M * N * K multiply-adds is worth a team of threads. */
-static int worth_threads(int M, int N, int K)
-{
-    return (long)M * N * K >= PARALLEL_MIN;
-}
-
-/* The tile of C at (i0, j0), rows x cols of it (at most a full tile):
- * C[i0 + r, j0 + c] (+)= sum over k of A[i0 + r, k] * B[k, j0 + c], where
- * A[i, k] is A[i * row_stride + k * k_stride] and B is stored (K, N). */
-static int matmul_tile(float *C, const float *A, size_t row_stride, size_t k_stride,
-                       const float *B, int N, int K, int i0, int j0, int rows, int cols,
+/* One tile of C: C[r, c] (+)= sum over k < kc of A[r, k] * b[k, c], for
+ * r < rows (<= 6) and c < cols (<= 16); C's rows are ldc floats apart.
+ *   a   6 rows of A: A[r, k] = a[r * a_row + k * a_k]; all 6 are readable
+ *       (rows beyond `rows` are zeros)
+ *   b   kc rows of 16 consecutive floats, b_k floats apart: b[k, c] =
+ *       b[k * b_k + c]; all 16 are readable
+ * The whole 6 x 16 tile is computed; only rows x cols of it is written. */
+static int matmul_tile(float *C, size_t ldc, const float *a, size_t a_row, size_t a_k,
+                       const float *b, size_t b_k, int kc, int rows, int cols,
                        int accumulate)
 {
     /* BEGIN SOLUTION */
     float acc[TILE_ROWS][TILE_COLS] = {{0}};
-    if (rows == TILE_ROWS && cols == TILE_COLS) {
-        for (int k = 0; k < K; k++) {
-            const float *b = B + (size_t)k * N + j0;         /* B[k, j0:j0+16] */
-            for (int r = 0; r < TILE_ROWS; r++) {
-                float a = A[(i0 + r) * row_stride + k * k_stride];
-                #pragma omp simd
-                for (int c = 0; c < TILE_COLS; c++) acc[r][c] += a * b[c];
-            }
-        }
-    } else {
-        for (int k = 0; k < K; k++) {
-            const float *b = B + (size_t)k * N + j0;
-            for (int r = 0; r < rows; r++) {
-                float a = A[(i0 + r) * row_stride + k * k_stride];
-                for (int c = 0; c < cols; c++) acc[r][c] += a * b[c];
-            }
+    for (int k = 0; k < kc; k++) {
+        const float *bk = b + k * b_k;                       /* b[k, 0:16] */
+        for (int r = 0; r < TILE_ROWS; r++) {
+            float ark = a[r * a_row + k * a_k];              /* A[r, k] */
+            #pragma omp simd
+            for (int c = 0; c < TILE_COLS; c++) acc[r][c] += ark * bk[c];
         }
     }
-    for (int r = 0; r < rows; r++) {
-        float *c = C + (size_t)(i0 + r) * N + j0;
-        for (int q = 0; q < cols; q++) c[q] = accumulate ? c[q] + acc[r][q] : acc[r][q];
+    if (rows == TILE_ROWS && cols == TILE_COLS) {
+        /* Fixed bounds: the compiler stores the registers straight to C. */
+        for (int r = 0; r < TILE_ROWS; r++) {
+            float *c = C + r * ldc;
+            #pragma omp simd
+            for (int q = 0; q < TILE_COLS; q++) c[q] = accumulate ? c[q] + acc[r][q] : acc[r][q];
+        }
+    } else {
+        for (int r = 0; r < rows; r++) {
+            float *c = C + r * ldc;
+            for (int q = 0; q < cols; q++) c[q] = accumulate ? c[q] + acc[r][q] : acc[r][q];
+        }
     }
     return 0;
     /* END SOLUTION */
 }
 
-/* x (rows, cols) -> a new array x^T (cols, rows), or NULL. Copied in
- * blocks of 32 x 32 so that reads and writes both stay within a few cache
- * lines at a time. */
-static float *transposed(const float *x, int rows, int cols)
+/* rows (<= 6) rows of A over kc values of k -> dst (kc, 6): dst[k * 6 + r] =
+ * A[r, k], zero for r >= rows. */
+static void pack_a_sliver(float *dst, const float *a, size_t a_row, size_t a_k, int rows, int kc)
 {
-    float *t = malloc(((size_t)rows * cols + 1) * sizeof *t);   /* + 1: never malloc(0) */
-    if (!t) return NULL;
-    for (int i0 = 0; i0 < rows; i0 += 32)
-        for (int j0 = 0; j0 < cols; j0 += 32)
-            for (int i = i0; i < i0 + 32 && i < rows; i++)
-                for (int j = j0; j < j0 + 32 && j < cols; j++)
-                    t[(size_t)j * rows + i] = x[(size_t)i * cols + j];
-    return t;
+    for (int k = 0; k < kc; k++) {
+        for (int r = 0; r < rows; r++) dst[k * TILE_ROWS + r] = a[r * a_row + k * a_k];
+        for (int r = rows; r < TILE_ROWS; r++) dst[k * TILE_ROWS + r] = 0.0f;
+    }
 }
 
-/* C (M, N) (+)= A @ B, B stored (K, N), A[i, k] at A[i * row_stride + k *
- * k_stride]: every tile of C. After a failed tile (an exercise stub) the
- * rest are skipped, so the failure is reported once per thread. */
-static int tiled_product(float *C, const float *A, size_t row_stride, size_t k_stride,
-                         const float *B, int M, int N, int K, int accumulate)
+/* cols (<= 16) columns of B over kc values of k -> dst (kc, 16): dst[k * 16 +
+ * c] = B[k, c], zero for c >= cols. Walks B in the order it is stored. */
+static void pack_b_panel(float *dst, const float *b, size_t b_k, size_t b_col, int kc, int cols)
 {
-    int row_tiles = (M + TILE_ROWS - 1) / TILE_ROWS, failed = 0;
-    #pragma omp parallel for schedule(static) reduction(|:failed) if (worth_threads(M, N, K))
-    for (int t = 0; t < row_tiles; t++) {
-        int i0 = t * TILE_ROWS, rows = M - i0 < TILE_ROWS ? M - i0 : TILE_ROWS;
-        for (int j0 = 0; j0 < N && !failed; j0 += TILE_COLS)
-            failed |= matmul_tile(C, A, row_stride, k_stride, B, N, K, i0, j0, rows,
-                                  N - j0 < TILE_COLS ? N - j0 : TILE_COLS, accumulate) != 0;
+    if (b_col == 1) {                                        /* rows of B are contiguous */
+        for (int k = 0; k < kc; k++) {
+            memcpy(dst + k * TILE_COLS, b + k * b_k, (size_t)cols * sizeof *dst);
+            memset(dst + k * TILE_COLS + cols, 0, (size_t)(TILE_COLS - cols) * sizeof *dst);
+        }
+    } else {                                                 /* columns are (B^T's rows) */
+        for (int c = 0; c < cols; c++)
+            for (int k = 0; k < kc; k++) dst[k * TILE_COLS + c] = b[c * b_col + k * b_k];
+        for (int k = 0; k < kc; k++)
+            for (int c = cols; c < TILE_COLS; c++) dst[k * TILE_COLS + c] = 0.0f;
     }
+}
+
+/* C (M, N) (+)= A @ B through the strides above: block by block of columns
+ * and of k, every tile of each block. After a failed tile (an exercise
+ * stub) the rest are skipped, so the failure is reported once per thread. */
+static int blocked_product(float *C, const float *A, size_t a_row, size_t a_k, const float *B,
+                           size_t b_k, size_t b_col, int M, int N, int K, int accumulate)
+{
+    if (K == 0 && !accumulate) {                             /* an empty sum: zeros */
+        for (int i = 0; i < M; i++) memset(C + (size_t)i * N, 0, (size_t)N * sizeof *C);
+        return 0;
+    }
+    int threads = (long)M * N * K >= PARALLEL_MIN ? omp_get_max_threads() : 1;
+    int max_kc = K < K_BLOCK ? K : K_BLOCK;
+    int max_panels = ((N < N_BLOCK ? N : N_BLOCK) + TILE_COLS - 1) / TILE_COLS;
+    size_t b_floats = (size_t)max_panels * max_kc * TILE_COLS;
+    size_t a_floats = (size_t)TILE_ROWS * max_kc;           /* one sliver per thread */
+    float *packed = malloc((b_floats + threads * a_floats + 1) * sizeof *packed); /* never 0 */
+    if (!packed) return -1;
+
+    int row_tiles = (M + TILE_ROWS - 1) / TILE_ROWS, failed = 0;
+    int pack_a = a_k != 1 && N >= PACK_A_MIN_COLS;
+    for (int j0 = 0; j0 < N && !failed; j0 += N_BLOCK) {
+        int nc = N - j0 < N_BLOCK ? N - j0 : N_BLOCK;
+        int panels = (nc + TILE_COLS - 1) / TILE_COLS;
+        /* The last panel always needs its zero columns when nc is not a
+         * multiple of 16: the tile reads 16. */
+        int pack_b = b_col != 1 || M >= PACK_B_MIN_ROWS || nc % TILE_COLS != 0;
+        for (int k0 = 0; k0 < K && !failed; k0 += K_BLOCK) {
+            int kc = K - k0 < K_BLOCK ? K - k0 : K_BLOCK;
+            /* The first block of k stores into C (unless accumulating), the
+             * later ones add to it. */
+            int add = accumulate || k0 > 0;
+            #pragma omp parallel num_threads(threads) reduction(|:failed)
+            {
+                float *sliver = packed + b_floats + omp_get_thread_num() * a_floats;
+                if (pack_b) {
+                    #pragma omp for schedule(static)
+                    for (int p = 0; p < panels; p++) {
+                        int j = j0 + p * TILE_COLS;
+                        pack_b_panel(packed + (size_t)p * kc * TILE_COLS,
+                                     B + k0 * b_k + j * b_col, b_k, b_col, kc,
+                                     N - j < TILE_COLS ? N - j : TILE_COLS);
+                    }   /* (the loop's barrier: every panel is packed before use) */
+                }
+                int sliver_tile = -1;                        /* the row tile in sliver */
+                #pragma omp for collapse(2) schedule(static)
+                for (int t = 0; t < row_tiles; t++)
+                    for (int p = 0; p < panels; p++) {
+                        if (failed) continue;
+                        int i = t * TILE_ROWS, rows = M - i < TILE_ROWS ? M - i : TILE_ROWS;
+                        int j = j0 + p * TILE_COLS, cols = N - j < TILE_COLS ? N - j : TILE_COLS;
+                        const float *a = A + i * a_row + k0 * a_k;
+                        size_t row_step = a_row, k_step = a_k;
+                        if (pack_a || rows < TILE_ROWS) {
+                            if (sliver_tile != t)
+                                pack_a_sliver(sliver, a, a_row, a_k, rows, kc);
+                            sliver_tile = t;
+                            a = sliver, row_step = 1, k_step = TILE_ROWS;
+                        }
+                        const float *b = pack_b ? packed + (size_t)p * kc * TILE_COLS
+                                                : B + k0 * b_k + j;
+                        failed |= matmul_tile(C + (size_t)i * N + j, N, a, row_step, k_step, b,
+                                              pack_b ? TILE_COLS : b_k, kc, rows, cols,
+                                              add) != 0;
+                    }
+            }
+        }
+    }
+    free(packed);
     return failed ? -1 : 0;
 }
 
 int matmul_nn(float *C, const float *A, const float *B, int M, int N, int K, int accumulate)
 {
-    return tiled_product(C, A, (size_t)K, 1, B, M, N, K, accumulate);     /* A (M, K) */
+    return blocked_product(C, A, (size_t)K, 1, B, (size_t)N, 1, M, N, K, accumulate);
 }
 
 int matmul_tn(float *C, const float *A, const float *B, int M, int N, int K, int accumulate)
 {
-    return tiled_product(C, A, 1, (size_t)M, B, M, N, K, accumulate);     /* A stored (K, M) */
+    return blocked_product(C, A, 1, (size_t)M, B, (size_t)N, 1, M, N, K, accumulate);
 }
 
 int matmul_nt(float *C, const float *A, const float *B, int M, int N, int K, int accumulate)
 {
-    float *bt = transposed(B, N, K);                                      /* B^T (K, N) */
-    if (!bt) return -1;
-    int rc = tiled_product(C, A, (size_t)K, 1, bt, M, N, K, accumulate);
-    free(bt);
-    return rc;
+    return blocked_product(C, A, (size_t)K, 1, B, 1, (size_t)K, M, N, K, accumulate);
 }
 
 int linear_forward(float *out, const float *x, const float *weight, const float *bias,
