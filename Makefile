@@ -11,7 +11,7 @@ ARCH    := $(shell $(CC) -march=native -E -x c /dev/null >/dev/null 2>&1 && echo
 # -fno-trapping-math: nothing here reads floating-point exception flags, so
 # the compiler may vectorise loops with float comparisons in them (the
 # softmax's exp, the row maxima); it changes no computed value.
-CFLAGS  := -std=c11 -O3 -g $(ARCH) -fno-trapping-math -Wall -Wextra -Wno-unused-parameter -fopenmp -D_DEFAULT_SOURCE \
+CFLAGS  := -std=c11 -O3 -g $(ARCH) -ffp-contract=fast -fno-trapping-math -Wall -Wextra -Wno-unused-parameter -fopenmp -D_DEFAULT_SOURCE \
            $(addprefix -I,$(wildcard chapters/*)) -Itests
 LDLIBS  := -lcjson -lm
 PYTHON  := .venv/bin/python
