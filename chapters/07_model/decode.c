@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "softmax.h"
+#include "threads.h"
 
 /* ------------------------------------------------------------------------ */
 /* Checks (given)                                                            */
@@ -94,6 +95,7 @@ int decode_greedy(Model *m, const int64_t *src, int N, int S, const DecodeOption
         for (int n = 0; n < N; n++) tgt[(size_t)n * M] = d->sos_id;
         int live = N;
         for (int t = 0; t < M && live > 0 && rc == 0; t++) {
+            threads_adapt();   /* as many threads as the machine has free cores (chapter 00) */
             if (model_forward(m, &w, src, tgt, NULL) != 0) {
                 rc = error_set(err, "decode: model_forward failed");
                 break;
@@ -183,6 +185,7 @@ int decode_beam(Model *m, const int64_t *src, int N, int S, const DecodeOptions 
         int nlive = 1, nfin = 0, t = 0;
         b.live_score[0] = 0.0;
         for (; t < M && nlive > 0; t++) {
+            threads_adapt();
             /* The decoder's input: <sos> and the t tokens of each live beam;
              * rows past the live beams repeat beam 0 (their logits are unused). */
             for (int k = 0; k < K; k++) {

@@ -15,6 +15,7 @@
 #include "schedule.h"
 #include "train_util.h"
 #include "safetensors.h"
+#include "threads.h"
 
 /* The rows of the logits one forward makes, and their width. */
 static int64_t logit_rows(const Model *m, int N, int S, int T)
@@ -83,9 +84,11 @@ int step_on(StepDevice *d, Model *m, StepWork *s, AdamState *opt, const AdamConf
             const int64_t *tgt_in, const int64_t *target, Rng *dropout_rng, StepResult *res,
             Error *err)
 {
-    if (!d)
+    if (!d) {
+        threads_adapt();   /* as many threads as the machine has free cores (chapter 00) */
         return train_step(m, s, opt, cfg, lr, max_norm, label_smoothing, src, tgt_in, target,
                           dropout_rng, res, err);
+    }
     if (d->step(d->ctx, cfg, lr, max_norm, label_smoothing, src, tgt_in, target, dropout_rng, res,
                 err) != 0)
         return -1;
@@ -98,6 +101,7 @@ int eval_batch(Model *m, StepWork *s, const int64_t *src, const int64_t *tgt_in,
 {
     float loss;
     int64_t count, correct;
+    threads_adapt();
     if (model_forward(m, &s->work, src, tgt_in, NULL) != 0)
         return error_set(err, "model_forward failed");
     if (cross_entropy(&loss, NULL, s->work.logits, target, s->rows, m->cfg.tgt_vocab,
