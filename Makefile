@@ -45,7 +45,9 @@ help:
 deps:
 	@tools/install-deps.sh build
 
-build/obj/%.o: %.c
+# Objects wait for deps (make -j would otherwise compile while cJSON is
+# still being installed) and are rebuilt when the flags here change.
+build/obj/%.o: %.c Makefile | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 

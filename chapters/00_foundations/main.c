@@ -3,6 +3,7 @@
  *
  *     build/00_foundations --demo
  *     build/00_foundations --case in.safetensors --out out.safetensors
+ *     build/00_foundations --bench FORM:MxNxK ...
  *
  * The demo multiplies two small matrices in all three forms, shows softmax
  * surviving huge and -inf inputs, and draws a few random numbers. The case
@@ -15,10 +16,18 @@
  *     softmax_backward                  output, grad_output -> grad_input
  *     rng_stream                        (metadata rng_seed, rng_stream, count)
  *                                       -> u32, uniform, normal, below10
+ *
+ * The bench mode times matmul_nn, matmul_nt or matmul_tn (FORM nn, nt, tn)
+ * on each shape given, with the threads OpenMP is given, and prints one
+ * JSON line per shape with the best of several runs in GFLOP/s (2 M N K
+ * floating-point operations per product): the C half of the matrix-product
+ * table of `make bench` (reference/bench.py).
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "casefile.h"
 #include "matmul.h"
@@ -27,7 +36,8 @@
 
 static const char USAGE[] =
     "usage: 00_foundations --demo\n"
-    "       00_foundations --case IN.safetensors --out OUT.safetensors\n";
+    "       00_foundations --case IN.safetensors --out OUT.safetensors\n"
+    "       00_foundations --bench FORM:MxNxK ...   (FORM nn, nt or tn; e.g. nt:2720x128x64)\n";
 
 static int demo(void)
 {
@@ -190,7 +200,65 @@ static int eval_case(const TensorFile *in, TensorFile *out, Error *err)
                      "matmul_tn, linear, linear_backward, softmax, softmax_backward, rng_stream)", in->path, op);
 }
 
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Times one product `spec` (FORM:MxNxK); prints its JSON line. */
+static int bench_matmul(const char *spec)
+{
+    char form[3] = {0};
+    int M, N, K, used = 0;
+    if (sscanf(spec, "%2[a-z]:%dx%dx%d%n", form, &M, &N, &K, &used) != 4 ||
+        spec[used] != '\0' || (strcmp(form, "nn") && strcmp(form, "nt") && strcmp(form, "tn")) ||
+        M < 1 || N < 1 || K < 1 || (double)M * K > 1e8 || (double)K * N > 1e8 ||
+        (double)M * N > 1e8) {
+        fprintf(stderr, "00_foundations --bench: '%s' is not FORM:MxNxK with FORM nn, nt or tn "
+                        "and each matrix at most 1e8 values\n", spec);
+        return -1;
+    }
+    int (*product)(float *, const float *, const float *, int, int, int, int) =
+        !strcmp(form, "nn") ? matmul_nn : !strcmp(form, "nt") ? matmul_nt : matmul_tn;
+    float *a = malloc((size_t)M * K * sizeof *a), *b = malloc((size_t)K * N * sizeof *b);
+    float *c = malloc((size_t)M * N * sizeof *c);
+    if (!a || !b || !c) {
+        free(a), free(b), free(c);
+        fprintf(stderr, "00_foundations --bench: out of memory for %s\n", spec);
+        return -1;
+    }
+    Rng rng;
+    rng_seed(&rng, 0, 0);
+    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = rng_uniform(&rng) - 0.5f;
+    for (size_t i = 0; i < (size_t)K * N; i++) b[i] = rng_uniform(&rng) - 0.5f;
+    /* Runs of about 20 ms; the best of 15 (a busy neighbour only slows a run). */
+    double flop = 2.0 * M * N * K, best = INFINITY;
+    int reps = (int)(4e8 / flop) + 1, rc = 0;
+    for (int run = -1; run < 15 && rc == 0; run++) {
+        double started = seconds_now();
+        for (int r = 0; r < reps && rc == 0; r++) rc = product(c, a, b, M, N, K, 0);
+        double t = (seconds_now() - started) / reps;
+        if (run >= 0 && t < best) best = t;               /* run -1 warms up */
+    }
+    if (rc == 0)
+        printf("{\"form\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"gflops\": %.2f}\n",
+               form, M, N, K, flop / best * 1e-9);
+    free(a), free(b), free(c);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "--bench") == 0) {
+        if (argc == 2) {
+            fprintf(stderr, "%s", USAGE);
+            return 2;
+        }
+        for (int i = 2; i < argc; i++)
+            if (bench_matmul(argv[i]) != 0) return 1;
+        return 0;
+    }
     return case_main(argc, argv, USAGE, demo, eval_case);
 }
