@@ -38,6 +38,21 @@ synchronisation. GPU memory is each side's own peak of device memory
 allocated: what the C program allocated, against
 torch.cuda.max_memory_allocated(); neither counts the CUDA context (the
 driver's few hundred MB per process), nor PyTorch's cached but unused blocks.
+
+Before the training steps, a table of matrix products: GFLOP/s of C's
+matmul_nn, matmul_nt and matmul_tn (build/00_foundations --bench) against
+torch.mm on the same shapes, with 1 thread and with every core: squares of
+64 to 1024 in every form, and the products the two models' linear layers
+make in the form they make them (forward nt, input gradient nn, weight
+gradient tn). Each figure is the best of several runs of about 20 ms, and the
+two sides take turns, shape list by shape list, twice, each keeping its
+best: a busy neighbour on a shared machine slows a run, never speeds one up.
+
+After the training table, the busy-neighbour rows: the same C training step
+(default threads, as a user runs it) while another process spins on one
+core, against C's own single-thread step on the idle machine measured just
+before. The program must adapt (chapter 00's threads_adapt): the ratio
+should stay at most 1.3.
 """
 
 import argparse
@@ -64,12 +79,12 @@ MODELS = {
     "reverse": dict(config=dict(kind="labeller", src_vocab=10, tgt_vocab=10, d_model=32,
                                 nhead=1, dim_feedforward=64, num_encoder_layers=1, max_len=16,
                                 final_norm=False, pad_id=-1),
-                    batch=128, src_len=16, tgt_len=0, steps=20, repeats=5),
+                    batch=128, src_len=16, tgt_len=0, steps=20, repeats=5, busy_warmup=200),
     "taylor": dict(config=dict(kind="seq2seq", src_vocab=37, tgt_vocab=30, d_model=64, nhead=8,
                                dim_feedforward=128, num_encoder_layers=2, num_decoder_layers=2,
                                max_len=85, learned_pos=True, scale_embedding=2, final_norm=True,
                                pad_id=0),
-                   batch=32, src_len=22, tgt_len=85, steps=5, repeats=5),
+                   batch=32, src_len=22, tgt_len=85, steps=5, repeats=5, busy_warmup=10),
     "base": dict(config=dict(kind="seq2seq", src_vocab=8000, tgt_vocab=8000, d_model=512,
                              nhead=8, dim_feedforward=2048, num_encoder_layers=6,
                              num_decoder_layers=6, max_len=64, learned_pos=False,
@@ -77,6 +92,18 @@ MODELS = {
                  batch=32, src_len=64, tgt_len=64, steps=5, repeats=5, gpu_only=True),
 }
 WARMUP_STEPS = 3
+MATMUL_PROGRAM = ROOT / "build" / "00_foundations"
+
+# (form, M, N, K): C (M, N) from A (M, K) and B (K, N) as the form stores
+# them. The model rows are each model's widest linear layers over its batch
+# rows (reverse: 128 x 16 = 2048 rows, d_model 32, FFN 64, in_proj 96;
+# taylor: 32 x 85 = 2720 decoder rows, d_model 64, FFN 128, in_proj 192).
+MATMUL_SHAPES = (
+    [(form, n, n, n) for n in (64, 128, 256, 512, 1024) for form in ("nn", "nt", "tn")]
+    + [("nt", 2048, 96, 32), ("nt", 2048, 64, 32), ("nn", 2048, 32, 64), ("tn", 64, 32, 2048),
+       ("nt", 2720, 192, 64), ("nt", 2720, 128, 64), ("nn", 2720, 64, 128),
+       ("tn", 128, 64, 2720), ("nt", 2720, 30, 64)])
+MATMUL_ROUNDS = 2
 
 
 def checkpoint_path(name):
@@ -158,6 +185,79 @@ def torch_worker(name, threads, device="cpu"):
     print(json.dumps(result))
 
 
+def torch_matmul_worker(threads, shapes):
+    """GFLOP/s of torch.mm on each (form, M, N, K), the best of 15 runs of
+    about 20 ms; one JSON line per shape, as build/00_foundations --bench."""
+    import torch
+
+    torch.set_num_threads(threads)
+    gen = torch.Generator().manual_seed(0)
+    for form, M, N, K in shapes:
+        a = torch.rand(K, M, generator=gen) - 0.5 if form == "tn" else torch.rand(M, K, generator=gen) - 0.5
+        b = torch.rand(N, K, generator=gen) - 0.5 if form == "nt" else torch.rand(K, N, generator=gen) - 0.5
+        a_op = a.t() if form == "tn" else a
+        b_op = b.t() if form == "nt" else b
+        c = torch.empty(M, N)
+        flop = 2.0 * M * N * K
+        reps = int(4e8 / flop) + 1
+        best = float("inf")
+        for run in range(-1, 15):
+            started = time.perf_counter()
+            for _ in range(reps):
+                torch.mm(a_op, b_op, out=c)
+            t = (time.perf_counter() - started) / reps
+            if run >= 0:
+                best = min(best, t)
+        print(json.dumps({"form": form, "M": M, "N": N, "K": K, "gflops": flop / best * 1e-9}),
+              flush=True)
+
+
+def matmul_runs(command, threads):
+    """Runs one matrix-product worker; returns {(form, M, N, K): GFLOP/s}."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    proc = subprocess.run(command, stdout=subprocess.PIPE, env=env, cwd=ROOT)
+    if proc.returncode != 0:
+        raise SystemExit(f"make bench: {' '.join(map(str, command))} failed (exit {proc.returncode})")
+    found = {}
+    for line in proc.stdout.decode().splitlines():
+        r = json.loads(line)
+        found[(r["form"], r["M"], r["N"], r["K"])] = r["gflops"]
+    missing = [s for s in MATMUL_SHAPES if s not in found]
+    if missing:
+        raise SystemExit(f"make bench: {command[0]} gave no figure for {missing[0]}")
+    return found
+
+
+def matmul_table(thread_counts):
+    if not MATMUL_PROGRAM.exists():
+        raise SystemExit(f"make bench: {MATMUL_PROGRAM.relative_to(ROOT)} is not built (run make)")
+    specs = [f"{f}:{M}x{N}x{K}" for f, M, N, K in MATMUL_SHAPES]
+    best = {}                                   # (side, threads, shape) -> GFLOP/s
+    for _ in range(MATMUL_ROUNDS):              # the sides take turns
+        for threads in thread_counts:
+            for side, command in (("c", [str(MATMUL_PROGRAM), "--bench", *specs]),
+                                  ("torch", [sys.executable, "-m", "reference.bench", "--worker",
+                                             "matmul", "--threads", str(threads)])):
+                for shape, g in matmul_runs(command, threads).items():
+                    key = (side, threads, shape)
+                    best[key] = max(best.get(key, 0.0), g)
+    print(f"make bench: matrix products, GFLOP/s (best of {MATMUL_ROUNDS} x 15 runs per side), "
+          f"C matmul_* against torch.mm")
+    cols = "".join(f" {'C ' + str(t) + 't':>8} {'torch':>8} {'ratio':>6}" for t in thread_counts)
+    header = f"{'form':<4} {'M':>5} {'N':>5} {'K':>5}{cols}"
+    print(header)
+    print("-" * len(header))
+    worst = float("inf")
+    for shape in MATMUL_SHAPES:
+        row = f"{shape[0]:<4} {shape[1]:>5} {shape[2]:>5} {shape[3]:>5}"
+        for t in thread_counts:
+            c, py = best[("c", t, shape)], best[("torch", t, shape)]
+            worst = min(worst, c / py)
+            row += f" {c:>8.1f} {py:>8.1f} {c / py:>6.2f}"
+        print(row, flush=True)
+    print(f"lowest ratio C / torch: {worst:.2f} (target >= 0.9)")
+
+
 def resident_mb(field):
     """This process's VmRSS (now) or VmHWM (peak) in MB, from /proc/self/status."""
     with open("/proc/self/status") as f:
@@ -185,14 +285,14 @@ def measure(command, threads, keys=("ms_per_step", "peak_mb")):
     return result
 
 
-def c_command(program, name, device=None):
+def c_command(program, name, device=None, warmup=WARMUP_STEPS):
     """The C program's --bench command line for MODELS[name]."""
     spec = MODELS[name]
     return ([program, "--bench", checkpoint_path(name)]
             + (["--device", device] if device else [])
             + ["--batch-size", str(spec["batch"]), "--src-len", str(spec["src_len"]),
                "--tgt-len", str(spec["tgt_len"]), "--steps", str(spec["steps"]),
-               "--repeats", str(spec["repeats"]), "--warmup", str(WARMUP_STEPS)])
+               "--repeats", str(spec["repeats"]), "--warmup", str(warmup)])
 
 
 def torch_command(name, threads, device=None):
@@ -214,24 +314,53 @@ def no_gpu_reason():
 
 
 def cpu_table(names, threads, written):
+    """The training-step table; returns {name: C's single-thread ms} for the
+    busy-neighbour rows."""
     if not PROGRAM.exists():
         raise SystemExit(f"make bench: {PROGRAM.relative_to(ROOT)} is not built (run make)")
     print(f"make bench: one training step (forward, cross-entropy, backward, Adam), "
-          f"{threads} threads, median of {MODELS[names[0]]['repeats']} runs")
-    header = (f"{'model':<9} {'C ms':>9} {'torch ms':>9} {'speed-up':>9} "
+          f"{threads} threads (and C on 1), median of {MODELS[names[0]]['repeats']} runs")
+    header = (f"{'model':<9} {'C ms':>9} {'torch ms':>9} {'speed-up':>9} {'C 1t ms':>9} "
               f"{'C peak MB':>10} {'torch peak MB':>14} {'torch base MB':>14}")
     print(header)
     print("-" * len(header))
+    single = {}
     for name in names:
         write_checkpoint(name)
         written.add(name)
         c = measure(c_command(PROGRAM, name), threads)
+        single[name] = measure(c_command(PROGRAM, name), 1)["ms_per_step"]
         t = measure(torch_command(name, threads), threads,
                     keys=("ms_per_step", "peak_mb", "rss_before_mb"))
         print(f"{name:<9} {c['ms_per_step']:>9.2f} {t['ms_per_step']:>9.2f} "
-              f"{t['ms_per_step'] / c['ms_per_step']:>8.2f}x {c['peak_mb']:>10.1f} "
-              f"{t['peak_mb']:>14.1f} "
+              f"{t['ms_per_step'] / c['ms_per_step']:>8.2f}x {single[name]:>9.2f} "
+              f"{c['peak_mb']:>10.1f} {t['peak_mb']:>14.1f} "
               f"{t['rss_before_mb']:>14.1f}", flush=True)
+    return single
+
+
+def busy_table(names, threads, single):
+    """C's step with every core asked for while another process spins on one,
+    against its own single-thread step on the idle machine."""
+    print(f"make bench: the same C step, {threads} threads asked for, beside a process "
+          f"that spins on one core")
+    header = f"{'model':<9} {'C 1t idle ms':>13} {'C busy ms':>10} {'ratio':>6}"
+    print(header)
+    print("-" * len(header))
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        for name in names:
+            # Warm-up long enough for the program to see the neighbour
+            # (threads_adapt looks every 0.2 s).
+            busy = measure(c_command(PROGRAM, name, warmup=MODELS[name]["busy_warmup"]),
+                           threads)["ms_per_step"]
+            print(f"{name:<9} {single[name]:>13.2f} {busy:>10.2f} {busy / single[name]:>6.2f}",
+                  flush=True)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    print("target: ratio <= 1.3")
 
 
 def gpu_table(names, threads, written):
@@ -258,13 +387,16 @@ def gpu_table(names, threads, written):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", choices=["torch"], help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=["torch", "matmul"], help=argparse.SUPPRESS)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                         help=argparse.SUPPRESS)           # the worker's device
     parser.add_argument("--model", choices=sorted(MODELS), help="only this model")
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="threads for both sides (default: every core)")
     args = parser.parse_args()
+    if args.worker == "matmul":
+        torch_matmul_worker(args.threads, MATMUL_SHAPES)
+        return 0
     if args.worker:
         torch_worker(args.model, args.threads, args.device)
         return 0
@@ -273,7 +405,10 @@ def main():
     cpu_names = [n for n in names if not MODELS[n].get("gpu_only")]
     written = set()                         # checkpoints this run has written
     if cpu_names:
-        cpu_table(cpu_names, args.threads, written)
+        if not args.model:
+            matmul_table(sorted({1, args.threads}))
+        single = cpu_table(cpu_names, args.threads, written)
+        busy_table(cpu_names, args.threads, single)
     else:
         print(f"make bench: no CPU rows: {', '.join(names)} runs on the GPU only")
     reason = no_gpu_reason()

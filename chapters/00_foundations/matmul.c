@@ -44,8 +44,10 @@
  *     padded with zero rows, so that the tile can always compute 6 rows.
  *   - Threads. The tiles of one block of k (row tile by panel, row tile
  *     major, so a thread reuses its sliver of A across the panels) are
- *     shared out among OpenMP threads in equal, contiguous ranges. A
- *     product below PARALLEL_MIN multiply-adds runs on the calling thread.
+ *     shared out among OpenMP threads in equal, contiguous ranges, in one
+ *     parallel region for the whole product. A product below PARALLEL_MIN
+ *     multiply-adds, or one called inside a parallel loop, runs on the
+ *     calling thread.
  *
  * Every element of C is computed by one tile call per block of k, summed
  * over k in order, and added to C block after block in order, whatever the
@@ -136,9 +138,78 @@ static void pack_b_panel(float *dst, const float *b, size_t b_k, size_t b_col, i
     }
 }
 
-/* C (M, N) (+)= A @ B through the strides above: block by block of columns
- * and of k, every tile of each block. After a failed tile (an exercise
- * stub) the rest are skipped, so the failure is reported once per thread. */
+/* One product C (M, N) (+)= A @ B through the strides above, and its
+ * packing buffer: the packed block of B, then one sliver of A per thread. */
+typedef struct {
+    float *C;
+    const float *A, *B;
+    size_t a_row, a_k, b_k, b_col;
+    int M, N, K, accumulate;
+    int pack_a;             /* copy every sliver of A (else only the last, short one) */
+    float *packed;
+    size_t b_floats, a_floats;
+} Product;
+
+/* Thread `me` of `threads`: its share of every block of the product, block
+ * by block of columns and of k. Within a block the panels of B are packed by
+ * all threads, panel p by thread p % threads; the tiles (row tile by panel,
+ * row tile major) are cut into `threads` equal, contiguous ranges. Between
+ * the packing and its use, and before the next block is packed over it, the
+ * threads wait for each other (only when there are several: called
+ * outside a parallel region, it runs alone). A failed tile (an exercise
+ * stub) skips the rest of the tiles, so the failure is reported once. */
+static int product_share(const Product *p, int me, int threads)
+{
+    float *sliver = p->packed + p->b_floats + me * p->a_floats;
+    int row_tiles = (p->M + TILE_ROWS - 1) / TILE_ROWS, failed = 0;
+    for (int j0 = 0; j0 < p->N; j0 += N_BLOCK) {
+        int nc = p->N - j0 < N_BLOCK ? p->N - j0 : N_BLOCK;
+        int panels = (nc + TILE_COLS - 1) / TILE_COLS;
+        /* The last panel always needs its zero columns when nc is not a
+         * multiple of 16: the tile reads 16. */
+        int pack_b = p->b_col != 1 || p->M >= PACK_B_MIN_ROWS || nc % TILE_COLS != 0;
+        for (int k0 = 0; k0 < p->K; k0 += K_BLOCK) {
+            int kc = p->K - k0 < K_BLOCK ? p->K - k0 : K_BLOCK;
+            /* The first block of k stores into C (unless accumulating), the
+             * later ones add to it. */
+            int add = p->accumulate || k0 > 0;
+            if (pack_b) {
+                for (int q = me; q < panels; q += threads) {
+                    int j = j0 + q * TILE_COLS;
+                    pack_b_panel(p->packed + (size_t)q * kc * TILE_COLS,
+                                 p->B + k0 * p->b_k + j * p->b_col, p->b_k, p->b_col, kc,
+                                 p->N - j < TILE_COLS ? p->N - j : TILE_COLS);
+                }
+                if (threads > 1) {
+                    #pragma omp barrier
+                }
+            }
+            long tiles = (long)row_tiles * panels;
+            int sliver_tile = -1;                            /* the row tile in sliver */
+            for (long n = tiles * me / threads; n < tiles * (me + 1) / threads && !failed; n++) {
+                int t = (int)(n / panels), q = (int)(n % panels);
+                int i = t * TILE_ROWS, rows = p->M - i < TILE_ROWS ? p->M - i : TILE_ROWS;
+                int j = j0 + q * TILE_COLS, cols = p->N - j < TILE_COLS ? p->N - j : TILE_COLS;
+                const float *a = p->A + i * p->a_row + k0 * p->a_k;
+                size_t row_step = p->a_row, k_step = p->a_k;
+                if (p->pack_a || rows < TILE_ROWS) {
+                    if (sliver_tile != t) pack_a_sliver(sliver, a, p->a_row, p->a_k, rows, kc);
+                    sliver_tile = t;
+                    a = sliver, row_step = 1, k_step = TILE_ROWS;
+                }
+                const float *b = pack_b ? p->packed + (size_t)q * kc * TILE_COLS
+                                        : p->B + k0 * p->b_k + j;
+                failed = matmul_tile(p->C + (size_t)i * p->N + j, p->N, a, row_step, k_step, b,
+                                     pack_b ? TILE_COLS : p->b_k, kc, rows, cols, add) != 0;
+            }
+            if (threads > 1) {
+                #pragma omp barrier
+            }
+        }
+    }
+    return failed;
+}
+
 static int blocked_product(float *C, const float *A, size_t a_row, size_t a_k, const float *B,
                            size_t b_k, size_t b_col, int M, int N, int K, int accumulate)
 {
@@ -146,64 +217,29 @@ static int blocked_product(float *C, const float *A, size_t a_row, size_t a_k, c
         for (int i = 0; i < M; i++) memset(C + (size_t)i * N, 0, (size_t)N * sizeof *C);
         return 0;
     }
-    int threads = (long)M * N * K >= PARALLEL_MIN ? omp_get_max_threads() : 1;
+    /* A small product, or one called from inside a parallel loop (attention
+     * runs one per head and thread), is done by the calling thread alone,
+     * without entering a parallel region at all: even a region of one
+     * thread costs a system call. */
+    int threads = (long)M * N * K >= PARALLEL_MIN && !omp_in_parallel() ? omp_get_max_threads()
+                                                                         : 1;
     int max_kc = K < K_BLOCK ? K : K_BLOCK;
     int max_panels = ((N < N_BLOCK ? N : N_BLOCK) + TILE_COLS - 1) / TILE_COLS;
-    size_t b_floats = (size_t)max_panels * max_kc * TILE_COLS;
-    size_t a_floats = (size_t)TILE_ROWS * max_kc;           /* one sliver per thread */
-    float *packed = malloc((b_floats + threads * a_floats + 1) * sizeof *packed); /* never 0 */
-    if (!packed) return -1;
-
-    int row_tiles = (M + TILE_ROWS - 1) / TILE_ROWS, failed = 0;
-    int pack_a = a_k != 1 && N >= PACK_A_MIN_COLS;
-    for (int j0 = 0; j0 < N && !failed; j0 += N_BLOCK) {
-        int nc = N - j0 < N_BLOCK ? N - j0 : N_BLOCK;
-        int panels = (nc + TILE_COLS - 1) / TILE_COLS;
-        /* The last panel always needs its zero columns when nc is not a
-         * multiple of 16: the tile reads 16. */
-        int pack_b = b_col != 1 || M >= PACK_B_MIN_ROWS || nc % TILE_COLS != 0;
-        for (int k0 = 0; k0 < K && !failed; k0 += K_BLOCK) {
-            int kc = K - k0 < K_BLOCK ? K - k0 : K_BLOCK;
-            /* The first block of k stores into C (unless accumulating), the
-             * later ones add to it. */
-            int add = accumulate || k0 > 0;
-            #pragma omp parallel num_threads(threads) reduction(|:failed)
-            {
-                float *sliver = packed + b_floats + omp_get_thread_num() * a_floats;
-                if (pack_b) {
-                    #pragma omp for schedule(static)
-                    for (int p = 0; p < panels; p++) {
-                        int j = j0 + p * TILE_COLS;
-                        pack_b_panel(packed + (size_t)p * kc * TILE_COLS,
-                                     B + k0 * b_k + j * b_col, b_k, b_col, kc,
-                                     N - j < TILE_COLS ? N - j : TILE_COLS);
-                    }   /* (the loop's barrier: every panel is packed before use) */
-                }
-                int sliver_tile = -1;                        /* the row tile in sliver */
-                #pragma omp for collapse(2) schedule(static)
-                for (int t = 0; t < row_tiles; t++)
-                    for (int p = 0; p < panels; p++) {
-                        if (failed) continue;
-                        int i = t * TILE_ROWS, rows = M - i < TILE_ROWS ? M - i : TILE_ROWS;
-                        int j = j0 + p * TILE_COLS, cols = N - j < TILE_COLS ? N - j : TILE_COLS;
-                        const float *a = A + i * a_row + k0 * a_k;
-                        size_t row_step = a_row, k_step = a_k;
-                        if (pack_a || rows < TILE_ROWS) {
-                            if (sliver_tile != t)
-                                pack_a_sliver(sliver, a, a_row, a_k, rows, kc);
-                            sliver_tile = t;
-                            a = sliver, row_step = 1, k_step = TILE_ROWS;
-                        }
-                        const float *b = pack_b ? packed + (size_t)p * kc * TILE_COLS
-                                                : B + k0 * b_k + j;
-                        failed |= matmul_tile(C + (size_t)i * N + j, N, a, row_step, k_step, b,
-                                              pack_b ? TILE_COLS : b_k, kc, rows, cols,
-                                              add) != 0;
-                    }
-            }
-        }
+    Product p = {.C = C, .A = A, .B = B, .a_row = a_row, .a_k = a_k, .b_k = b_k, .b_col = b_col,
+                 .M = M, .N = N, .K = K, .accumulate = accumulate,
+                 .pack_a = a_k != 1 && N >= PACK_A_MIN_COLS,
+                 .b_floats = (size_t)max_panels * max_kc * TILE_COLS,
+                 .a_floats = (size_t)TILE_ROWS * max_kc};
+    p.packed = malloc((p.b_floats + threads * p.a_floats + 1) * sizeof *p.packed); /* never 0 */
+    if (!p.packed) return -1;
+    int failed = 0;
+    if (threads == 1) {
+        failed = product_share(&p, 0, 1);
+    } else {
+        #pragma omp parallel num_threads(threads) reduction(|:failed)
+        failed |= product_share(&p, omp_get_thread_num(), omp_get_num_threads());
     }
-    free(packed);
+    free(p.packed);
     return failed ? -1 : 0;
 }
 

@@ -92,7 +92,8 @@ int sdpa_forward(float *out, float *scores, float *att,
         }
         /* Each row becomes a probability distribution over the keys; a row
          * that is -inf everywhere becomes zeros (the fully-masked rule). */
-        rc |= softmax_forward(ab, sb, L, S);
+        for (int i = 0; i < L; i++)
+            rc |= softmax_row(ab + (size_t)i * S, sb + (size_t)i * S, S);
         /* out_i = sum_j att[i, j] v_j: a weighted average of the values */
         rc |= matmul_nn(ob, ab, vb, L, Ev, S, 0);
     }
@@ -127,7 +128,9 @@ int sdpa_backward(float *dq, float *dk, float *dv, float *datt, float *dscores,
          * diag(p) - p p^T): dscores = att * (datt - sum_j datt[j] * att[j]).
          * Masked entries have att = 0 and so get no gradient, and neither
          * does a fully-masked row. */
-        rc |= softmax_backward(dsb, ab, dab, L, S);
+        for (int i = 0; i < L; i++)
+            rc |= softmax_row_backward(dsb + (size_t)i * S, ab + (size_t)i * S,
+                                       dab + (size_t)i * S, S);
         /* scores = scale * Q K^T + bias: the bias is a constant, and the scale
          * multiplies through. From here on dscores is d(loss)/d(Q K^T). */
         for (size_t i = 0; i < (size_t)L * S; i++) dsb[i] *= scale;
