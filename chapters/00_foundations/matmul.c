@@ -279,12 +279,20 @@ int linear_backward(float *dx, float *dweight, float *dbias, const float *dout,
     if (dx && matmul_nn(dx, dout, weight, M, K, N, 1) != 0) return -1;
     if (matmul_tn(dweight, dout, x, N, K, M, 1) != 0) return -1;
     if (dbias) {
-        /* Column sums of dout: one thread per column keeps the order fixed. */
+        /* Column sums of dout. Each column is summed by one thread, over the
+         * rows in order, so the result does not depend on the thread count;
+         * the threads share out blocks of 16 columns, and a block walks the
+         * rows so that its loads are 16 consecutive floats. */
         #pragma omp parallel for schedule(static)
-        for (int j = 0; j < N; j++) {
-            float sum = 0.0f;
-            for (int i = 0; i < M; i++) sum += dout[(size_t)i * N + j];
-            dbias[j] += sum;
+        for (int j0 = 0; j0 < N; j0 += 16) {
+            int width = N - j0 < 16 ? N - j0 : 16;
+            float sum[16] = {0};
+            for (int i = 0; i < M; i++) {
+                const float *row = dout + (size_t)i * N + j0;
+                #pragma omp simd
+                for (int c = 0; c < width; c++) sum[c] += row[c];
+            }
+            for (int c = 0; c < width; c++) dbias[j0 + c] += sum[c];
         }
     }
     return 0;
