@@ -108,24 +108,56 @@ static void test_matmul_accumulates(void **state)
     }
 }
 
-/* The same product with 1 and 2 threads is bit-identical. */
+/* The same product with 1 and 2 threads is bit-identical, in each form, on
+ * a shape that takes every path of the blocked product (packed B, packed
+ * slivers of A^T, two blocks of k, short edge tiles). */
 static void test_matmul_thread_count_independent(void **state)
 {
-    TensorFile f;
-    load_golden(&f, CHAPTER, "matmul_nt_64x96x80");
-    const float *a = golden_tensor(&f, "a", DTYPE_F32)->data;
-    const float *b = golden_tensor(&f, "b", DTYPE_F32)->data;
-    float *one = test_floats(64 * 96), *two = test_floats(64 * 96);
-    int saved = omp_get_max_threads();
-    omp_set_num_threads(1);
-    assert_int_equal(matmul_nt(one, a, b, 64, 96, 80, 0), 0);
-    omp_set_num_threads(2);
-    assert_int_equal(matmul_nt(two, a, b, 64, 96, 80, 0), 0);
-    omp_set_num_threads(saved);
-    assert_memory_equal(one, two, 64 * 96 * sizeof(float));
-    free(one);
-    free(two);
-    tensorfile_free(&f);
+    const char *names[3] = {"matmul_nt_301x260x270", "matmul_nn_301x260x270",
+                            "matmul_tn_301x260x270"};
+    int M = 301, N = 260, K = 270;
+    for (int i = 0; i < 3; i++) {
+        TensorFile f;
+        load_golden(&f, CHAPTER, names[i]);
+        const float *a = golden_tensor(&f, "a", DTYPE_F32)->data;
+        const float *b = golden_tensor(&f, "b", DTYPE_F32)->data;
+        float *c[2] = {test_floats(M * N), test_floats(M * N)};
+        int saved = omp_get_max_threads();
+        for (int t = 0; t < 2; t++) {
+            omp_set_num_threads(t + 1);
+            int rc = i == 0 ? matmul_nt(c[t], a, b, M, N, K, 0)
+                     : i == 1 ? matmul_nn(c[t], a, b, M, N, K, 0)
+                              : matmul_tn(c[t], a, b, M, N, K, 0);
+            assert_int_equal(rc, 0);
+        }
+        omp_set_num_threads(saved);
+        assert_memory_equal(c[0], c[1], (size_t)M * N * sizeof(float));
+        free(c[0]);
+        free(c[1]);
+        tensorfile_free(&f);
+    }
+}
+
+/* softmax_exp against exp in double: within 2 units in the last place of
+ * float32 over [-87, 0] (a million points, and the ends), 0 below -87 and
+ * for -inf, exactly 1 at 0. */
+static void test_softmax_exp_accuracy(void **state)
+{
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    for (int i = 0; i <= 1000000; i++) {
+        float x = -87.0f * (float)i / 1000000.0f;
+        double exact = exp((double)x);
+        float ulp = nextafterf((float)exact, INFINITY) - (float)exact;
+        double err = fabs((double)softmax_exp(x) - exact) / ulp;
+        if (err > worst) worst = err, worst_x = x;
+    }
+    printf("  softmax_exp: largest error %.3f ulp, at x = %.6g\n", worst, (double)worst_x);
+    assert_true(worst <= 2.0);
+    assert_true(softmax_exp(0.0f) == 1.0f);
+    assert_true(softmax_exp(-87.5f) == 0.0f);
+    assert_true(softmax_exp(-1e30f) == 0.0f);
+    assert_true(softmax_exp(-INFINITY) == 0.0f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -494,6 +526,8 @@ int main(void)
         GOLDEN_TEST(test_matmul_case, "matmul_nt_64x96x80"),
         GOLDEN_TEST(test_matmul_case, "matmul_nt_2x128x256"),
         GOLDEN_TEST(test_matmul_case, "matmul_nt_5x1x300"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nt_301x260x270"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nt_7x2100x9"),
         GOLDEN_TEST(test_matmul_case, "matmul_nn_1x1x1"),
         GOLDEN_TEST(test_matmul_case, "matmul_nn_3x5x4"),
         GOLDEN_TEST(test_matmul_case, "matmul_nn_7x2x9"),
@@ -502,6 +536,8 @@ int main(void)
         GOLDEN_TEST(test_matmul_case, "matmul_nn_64x96x80"),
         GOLDEN_TEST(test_matmul_case, "matmul_nn_2x128x256"),
         GOLDEN_TEST(test_matmul_case, "matmul_nn_5x1x300"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nn_301x260x270"),
+        GOLDEN_TEST(test_matmul_case, "matmul_nn_7x2100x9"),
         GOLDEN_TEST(test_matmul_case, "matmul_tn_1x1x1"),
         GOLDEN_TEST(test_matmul_case, "matmul_tn_3x5x4"),
         GOLDEN_TEST(test_matmul_case, "matmul_tn_7x2x9"),
@@ -510,6 +546,8 @@ int main(void)
         GOLDEN_TEST(test_matmul_case, "matmul_tn_64x96x80"),
         GOLDEN_TEST(test_matmul_case, "matmul_tn_2x128x256"),
         GOLDEN_TEST(test_matmul_case, "matmul_tn_5x1x300"),
+        GOLDEN_TEST(test_matmul_case, "matmul_tn_301x260x270"),
+        GOLDEN_TEST(test_matmul_case, "matmul_tn_7x2100x9"),
         cmocka_unit_test(test_matmul_accumulates),
         GOLDEN_TEST(test_linear_case, "linear_1x1x1"),
         GOLDEN_TEST(test_linear_case, "linear_5x8x3"),
@@ -522,6 +560,7 @@ int main(void)
         GOLDEN_TEST(test_linear_case, "linear_backward_7x20x9_nobias"),
         GOLDEN_TEST(test_linear_case, "linear_backward_128x32x64"),
         cmocka_unit_test(test_matmul_thread_count_independent),
+        cmocka_unit_test(test_softmax_exp_accuracy),
 
         GOLDEN_TEST(test_softmax_case, "softmax_normal_4x7"),
         GOLDEN_TEST(test_softmax_case, "softmax_normal_1x1"),
