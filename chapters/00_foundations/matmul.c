@@ -184,10 +184,13 @@ static int product_share(const Product *p, int me, int threads)
                     #pragma omp barrier
                 }
             }
+            /* This thread's tiles: numbers first .. last - 1 of row tile t,
+             * panel q, counted row tile major. */
             long tiles = (long)row_tiles * panels;
+            long first = tiles * me / threads, last = tiles * (me + 1) / threads;
+            int t = (int)(first / panels), q = (int)(first % panels);
             int sliver_tile = -1;                            /* the row tile in sliver */
-            for (long n = tiles * me / threads; n < tiles * (me + 1) / threads && !failed; n++) {
-                int t = (int)(n / panels), q = (int)(n % panels);
+            for (long n = first; n < last && !failed; n++) {
                 int i = t * TILE_ROWS, rows = p->M - i < TILE_ROWS ? p->M - i : TILE_ROWS;
                 int j = j0 + q * TILE_COLS, cols = p->N - j < TILE_COLS ? p->N - j : TILE_COLS;
                 const float *a = p->A + i * p->a_row + k0 * p->a_k;
@@ -201,6 +204,7 @@ static int product_share(const Product *p, int me, int threads)
                                         : p->B + k0 * p->b_k + j;
                 failed = matmul_tile(p->C + (size_t)i * p->N + j, p->N, a, row_step, k_step, b,
                                      pack_b ? TILE_COLS : p->b_k, kc, rows, cols, add) != 0;
+                if (++q == panels) q = 0, t++;                  /* the next tile */
             }
             if (threads > 1) {
                 #pragma omp barrier
