@@ -31,10 +31,12 @@
  *   - Packed panels of B. The tile wants each row of its 16 columns of B as
  *     16 consecutive floats. matmul_nn and matmul_tn have them in place
  *     (b_col 1); matmul_nt's B^T has them K apart. There, and whenever B is
- *     reused by many row tiles (M >= PACK_B_MIN_ROWS), a block of B is first
- *     copied into panels: panel p holds columns 16p .. 16p + 15, row after
- *     row, kc * 16 floats, zero beyond the last column of B. That copy is
- *     all matmul_nt costs over the others; B^T is never built whole.
+ *     reused by many row tiles (M >= PACK_B_MIN_ROWS; M >= PACK_B_MIN_ROWS_AT
+ *     for matmul_tn, whose A^T takes a new cache line at every k and so
+ *     pushes an unpacked B out of the first-level cache sooner), a block of
+ *     B is first copied into panels: panel p holds columns 16p .. 16p + 15,
+ *     row after row, kc * 16 floats, zero beyond the last column of B. That
+ *     copy is all matmul_nt costs over the others; B^T is never built whole.
  *   - Packed slivers of A. The tile reads 6 rows of A at once. In place they
  *     are 6 streams through memory; that is fine for A (M, K) (each row is
  *     contiguous in k) and for A^T (K, M) while few tiles use each row, but
@@ -69,7 +71,8 @@
 #define TILE_COLS 16
 #define K_BLOCK 256               /* k values per block: a panel of B is 16 KB */
 #define N_BLOCK 2048              /* columns per block: packed B is at most 2 MB */
-#define PACK_B_MIN_ROWS 256       /* pack B in place of reading it when M is this large */
+#define PACK_B_MIN_ROWS 256       /* pack B in place of reading it when M is this large, */
+#define PACK_B_MIN_ROWS_AT 96     /* or this large when A is read as A^T (matmul_tn) */
 #define PACK_A_MIN_COLS 256       /* pack the slivers of A^T when N is this large */
 #define PARALLEL_MIN (1L << 15)   /* multiply-adds below which one thread is faster */
 
@@ -167,7 +170,8 @@ static int product_share(const Product *p, int me, int threads)
         int panels = (nc + TILE_COLS - 1) / TILE_COLS;
         /* The last panel always needs its zero columns when nc is not a
          * multiple of 16: the tile reads 16. */
-        int pack_b = p->b_col != 1 || p->M >= PACK_B_MIN_ROWS || nc % TILE_COLS != 0;
+        int pack_b = p->b_col != 1 || nc % TILE_COLS != 0 ||
+                     p->M >= (p->a_k == 1 ? PACK_B_MIN_ROWS : PACK_B_MIN_ROWS_AT);
         for (int k0 = 0; k0 < p->K; k0 += K_BLOCK) {
             int kc = p->K - k0 < K_BLOCK ? p->K - k0 : K_BLOCK;
             /* The first block of k stores into C (unless accumulating), the
