@@ -88,7 +88,9 @@ static int matmul_tile(float *C, size_t ldc, const float *a, size_t a_row, size_
                        int accumulate)
 {
     /* BEGIN SOLUTION */
-    float acc[TILE_ROWS][TILE_COLS] = {{0}};
+    float acc[TILE_ROWS][TILE_COLS];          /* lives in 12 vector registers */
+    for (int r = 0; r < TILE_ROWS; r++)
+        for (int c = 0; c < TILE_COLS; c++) acc[r][c] = 0.0f;
     for (int k = 0; k < kc; k++) {
         const float *bk = b + k * b_k;                       /* b[k, 0:16] */
         for (int r = 0; r < TILE_ROWS; r++) {
