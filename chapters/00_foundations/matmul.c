@@ -75,6 +75,7 @@
 #define PACK_B_MIN_ROWS_AT 96     /* or this large when A is read as A^T (matmul_tn) */
 #define PACK_A_MIN_COLS 256       /* pack the slivers of A^T when N is this large */
 #define PARALLEL_MIN (1L << 15)   /* multiply-adds below which one thread is faster */
+#define SMALL_PACK 4096           /* floats of packing buffer kept on the stack (16 KB) */
 
 /* One tile of C: C[r, c] (+)= sum over k < kc of A[r, k] * b[k, c], for
  * r < rows (<= 6) and c < cols (<= 16); C's rows are ldc floats apart.
@@ -240,7 +241,12 @@ static int blocked_product(float *C, const float *A, size_t a_row, size_t a_k, c
                  .pack_a = a_k != 1 && N >= PACK_A_MIN_COLS,
                  .b_floats = (size_t)max_panels * max_kc * TILE_COLS,
                  .a_floats = (size_t)TILE_ROWS * max_kc};
-    p.packed = malloc((p.b_floats + threads * p.a_floats + 1) * sizeof *p.packed); /* never 0 */
+    /* The packing buffer: on the stack for a small product (attention makes
+     * thousands per step, one per head, and a malloc each would cost more
+     * than packing), from the heap for a large one. */
+    float small[SMALL_PACK];
+    size_t need = p.b_floats + threads * p.a_floats;
+    p.packed = need <= SMALL_PACK ? small : malloc(need * sizeof *p.packed);
     if (!p.packed) return -1;
     int failed = 0;
     if (threads == 1) {
@@ -249,7 +255,7 @@ static int blocked_product(float *C, const float *A, size_t a_row, size_t a_k, c
         #pragma omp parallel num_threads(threads) reduction(|:failed)
         failed |= product_share(&p, omp_get_thread_num(), omp_get_num_threads());
     }
-    free(p.packed);
+    if (p.packed != small) free(p.packed);
     return failed ? -1 : 0;
 }
 
