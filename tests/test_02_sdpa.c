@@ -39,9 +39,8 @@ typedef struct {
     SdpaCase c;
     float *bias;                  /* (B, L, S), or NULL without attn_mask */
     float *out;                   /* (B, L, Ev) */
-    float *scores, *att;          /* (B, L, S) */
+    float *att;                   /* (B, L, S) */
     float *dq, *dk, *dv;          /* (B, L, E), (B, S, E), (B, S, Ev); backward only */
-    float *datt, *dscores;        /* (B, L, S); backward only */
 } Run;
 
 static int64_t n_att(const SdpaCase *c) { return (int64_t)c->B * c->L * c->S; }
@@ -68,17 +67,14 @@ static void run_case(Run *r, const TensorFile *f)
                                         c->mask->shape, c->mask->ndim, att_shape, c->ndim), 0);
     }
     r->out = test_floats((int64_t)B * L * Ev);
-    r->scores = test_floats(n_att(c));
     r->att = test_floats(n_att(c));
-    assert_int_equal(sdpa_forward(r->out, r->scores, r->att, c->q, c->k, c->v, r->bias,
+    assert_int_equal(sdpa_forward(r->out, r->att, c->q, c->k, c->v, r->bias,
                                   B, L, S, E, Ev, c->scale, c->is_causal), 0);
     if (c->backward) {
         r->dq = test_floats((int64_t)B * L * E);
         r->dk = test_floats((int64_t)B * S * E);
         r->dv = test_floats((int64_t)B * S * Ev);
-        r->datt = test_floats(n_att(c));
-        r->dscores = test_floats(n_att(c));
-        assert_int_equal(sdpa_backward(r->dq, r->dk, r->dv, r->datt, r->dscores, c->dout,
+        assert_int_equal(sdpa_backward(r->dq, r->dk, r->dv, c->dout,
                                        c->q, c->k, c->v, r->att, B, L, S, E, Ev, c->scale), 0);
     }
 }
@@ -87,13 +83,10 @@ static void run_free(Run *r)
 {
     free(r->bias);
     free(r->out);
-    free(r->scores);
     free(r->att);
     free(r->dq);
     free(r->dk);
     free(r->dv);
-    free(r->datt);
-    free(r->dscores);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -222,10 +215,10 @@ static void test_causal_equals_tril_mask(void **state)
     for (int i = 0; i < L; i++)
         for (int j = 0; j <= i && j < S; j++) tril[(size_t)i * S + j] = 1;
     float *bias = test_floats(n_att(c)), *out = test_floats((int64_t)c->B * L * c->Ev);
-    float *scores = test_floats(n_att(c)), *att = test_floats(n_att(c));
+    float *att = test_floats(n_att(c));
     int64_t att_shape[4] = {c->batch_shape[0], c->batch_shape[1], L, S};
     assert_int_equal(sdpa_mask_bias(bias, tril, 1, (int64_t[]){L, S}, 2, att_shape, 4), 0);
-    assert_int_equal(sdpa_forward(out, scores, att, c->q, c->k, c->v, bias, c->B, L, S, c->E,
+    assert_int_equal(sdpa_forward(out, att, c->q, c->k, c->v, bias, c->B, L, S, c->E,
                                   c->Ev, c->scale, 0), 0);
     assert_memory_equal(att, r.att, n_att(c) * sizeof(float));
     assert_memory_equal(out, r.out, (size_t)c->B * L * c->Ev * sizeof(float));
@@ -233,7 +226,6 @@ static void test_causal_equals_tril_mask(void **state)
     free(tril);
     free(bias);
     free(out);
-    free(scores);
     free(att);
     run_free(&r);
     tensorfile_free(&f);
@@ -295,8 +287,8 @@ static void test_seed_example_printed_values(void **state)
     const float want_out[6] = {0.5698f, -0.1520f, 0.5379f, -0.0265f, 0.2246f, 0.5556f};
     const float want_att[9] = {0.4028f, 0.2886f, 0.3086f, 0.3538f, 0.3069f, 0.3393f,
                                0.1303f, 0.4630f, 0.4067f};
-    float out[6], scores[9], att[9];
-    assert_int_equal(sdpa_forward(out, scores, att, q, k, v, NULL, 1, 3, 3, 2, 2,
+    float out[6], att[9];
+    assert_int_equal(sdpa_forward(out, att, q, k, v, NULL, 1, 3, 3, 2, 2,
                                   sdpa_default_scale(2), 0), 0);
     assert_close("seed example output", out, want_out, 6, 1.5e-4, 0);
     assert_close("seed example attention", att, want_att, 9, 1.5e-4, 0);
@@ -332,8 +324,8 @@ static void test_backward_accumulates(void **state)
     Run r;
     run_case(&r, &f);
     const SdpaCase *c = &r.c;
-    assert_int_equal(sdpa_backward(r.dq, r.dk, r.dv, r.datt, r.dscores, c->dout, c->q, c->k,
-                                   c->v, r.att, c->B, c->L, c->S, c->E, c->Ev, c->scale), 0);
+    assert_int_equal(sdpa_backward(r.dq, r.dk, r.dv, c->dout, c->q, c->k, c->v, r.att, c->B,
+                                   c->L, c->S, c->E, c->Ev, c->scale), 0);
     const char *names[3] = {"grad_query", "grad_key", "grad_value"};
     const float *got[3] = {r.dq, r.dk, r.dv};
     for (int t = 0; t < 3; t++) {

@@ -71,9 +71,9 @@ static int compare(const char *name, const float *ours, const float *seed, int r
 static int run_example(const char *title, const float *q, const float *k, const float *v,
                        double *max_diff)
 {
-    float out[3 * 2], scores[3 * 3], att[3 * 3];
+    float out[3 * 2], att[3 * 3];
     printf("-- %s\n", title);
-    if (sdpa_forward(out, scores, att, q, k, v, NULL, 1, 3, 3, 2, 2, sdpa_default_scale(2),
+    if (sdpa_forward(out, att, q, k, v, NULL, 1, 3, 3, 2, 2, sdpa_default_scale(2),
                      0) != 0)
         return -1;
     *max_diff = 0;
@@ -108,8 +108,8 @@ static int demo(void)
                  : "the results do not reproduce the seed's printed values");
 
     /* The same example, causal: query i may only look at keys 0..i. */
-    float out[3 * 2], scores[3 * 3], att[3 * 3];
-    if (sdpa_forward(out, scores, att, SEED_Q, SEED_K, SEED_V, NULL, 1, 3, 3, 2, 2,
+    float out[3 * 2], att[3 * 3];
+    if (sdpa_forward(out, att, SEED_Q, SEED_K, SEED_V, NULL, 1, 3, 3, 2, 2,
                      sdpa_default_scale(2), 1) != 0)
         return -1;
     printf("-- the same example with is_causal (row 0 can only copy v_0)\n");

@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "error.h"
 #include "matmul.h"
@@ -60,7 +61,7 @@ int sdpa_mask_bias(float *bias, const void *mask, int is_bool, const int64_t *ma
     /* END SOLUTION */
 }
 
-int sdpa_forward(float *out, float *scores, float *att,
+int sdpa_forward(float *out, float *att,
                  const float *q, const float *k, const float *v, const float *bias,
                  int B, int L, int S, int E, int Ev, float scale, int is_causal)
 {
@@ -75,25 +76,25 @@ int sdpa_forward(float *out, float *scores, float *att,
         const float *kb = k + (size_t)b * S * E;                 /* (S, E) */
         const float *vb = v + (size_t)b * S * Ev;                /* (S, Ev) */
         const float *biasb = bias ? bias + (size_t)b * L * S : NULL; /* (L, S) */
-        float *sb = scores + (size_t)b * L * S;                  /* (L, S) */
         float *ab = att + (size_t)b * L * S;                     /* (L, S) */
         float *ob = out + (size_t)b * L * Ev;                    /* (L, Ev) */
 
-        /* scores[i, j] = q_i . k_j: how well query i matches key j */
-        rc |= matmul_nt(sb, qb, kb, L, S, E, 0);
+        /* The scores, made in att: s[i, j] = q_i . k_j, how well query i
+         * matches key j, scaled, plus the mask. */
+        rc |= matmul_nt(ab, qb, kb, L, S, E, 0);
         for (int i = 0; i < L; i++) {
-            float *row = sb + (size_t)i * S;
+            float *row = ab + (size_t)i * S;
             for (int j = 0; j < S; j++) {
                 row[j] *= scale;
                 if (biasb) row[j] += biasb[(size_t)i * S + j];
                 /* causal, top-left aligned: query i sees keys 0..i */
                 if (is_causal && j > i) row[j] = -INFINITY;
             }
+            /* The row becomes a probability distribution over the keys, in
+             * place; a row that is -inf everywhere becomes zeros (the
+             * fully-masked rule). */
+            rc |= softmax_row(row, row, S);
         }
-        /* Each row becomes a probability distribution over the keys; a row
-         * that is -inf everywhere becomes zeros (the fully-masked rule). */
-        for (int i = 0; i < L; i++)
-            rc |= softmax_row(ab + (size_t)i * S, sb + (size_t)i * S, S);
         /* out_i = sum_j att[i, j] v_j: a weighted average of the values */
         rc |= matmul_nn(ob, ab, vb, L, Ev, S, 0);
     }
@@ -101,42 +102,49 @@ int sdpa_forward(float *out, float *scores, float *att,
     /* END SOLUTION */
 }
 
-int sdpa_backward(float *dq, float *dk, float *dv, float *datt, float *dscores,
-                  const float *dout, const float *q, const float *k, const float *v,
-                  const float *att, int B, int L, int S, int E, int Ev, float scale)
+int sdpa_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                  const float *k, const float *v, const float *att, int B, int L, int S,
+                  int E, int Ev, float scale)
 {
     /* BEGIN SOLUTION */
     int rc = 0;
-    #pragma omp parallel for schedule(static) reduction(|:rc) if (B > 1)
-    for (int b = 0; b < B; b++) {
-        const float *qb = q + (size_t)b * L * E;                 /* (L, E) */
-        const float *kb = k + (size_t)b * S * E;                 /* (S, E) */
-        const float *vb = v + (size_t)b * S * Ev;                /* (S, Ev) */
-        const float *ab = att + (size_t)b * L * S;               /* (L, S) */
-        const float *dob = dout + (size_t)b * L * Ev;            /* (L, Ev) */
-        float *dqb = dq + (size_t)b * L * E;                     /* (L, E) */
-        float *dkb = dk + (size_t)b * S * E;                     /* (S, E) */
-        float *dvb = dv + (size_t)b * S * Ev;                    /* (S, Ev) */
-        float *dab = datt + (size_t)b * L * S;                   /* (L, S) */
-        float *dsb = dscores + (size_t)b * L * S;                /* (L, S) */
+    #pragma omp parallel reduction(|:rc) if (B > 1)
+    {
+        /* This thread's gradient of one batch entry's weights, then of its
+         * scores, in place: (L, S), reused for every entry it takes. */
+        float *ds = malloc(((size_t)L * S + 1) * sizeof *ds);
+        rc |= !ds;
+        #pragma omp for schedule(static)
+        for (int b = 0; b < B; b++) {
+            if (rc) continue;
+            const float *qb = q + (size_t)b * L * E;             /* (L, E) */
+            const float *kb = k + (size_t)b * S * E;             /* (S, E) */
+            const float *vb = v + (size_t)b * S * Ev;            /* (S, Ev) */
+            const float *ab = att + (size_t)b * L * S;           /* (L, S) */
+            const float *dob = dout + (size_t)b * L * Ev;        /* (L, Ev) */
+            float *dqb = dq + (size_t)b * L * E;                 /* (L, E) */
+            float *dkb = dk + (size_t)b * S * E;                 /* (S, E) */
+            float *dvb = dv + (size_t)b * S * Ev;                /* (S, Ev) */
 
-        /* out = att V, a plain matrix product, gives both of its inputs a
-         * gradient: dV += att^T dout and datt = dout V^T. */
-        rc |= matmul_tn(dvb, ab, dob, S, Ev, L, 1);
-        rc |= matmul_nt(dab, dob, vb, L, S, Ev, 0);
-        /* Through the softmax, row by row (the Jacobian of a softmax row is
-         * diag(p) - p p^T): dscores = att * (datt - sum_j datt[j] * att[j]).
-         * Masked entries have att = 0 and so get no gradient, and neither
-         * does a fully-masked row. */
-        for (int i = 0; i < L; i++)
-            rc |= softmax_row_backward(dsb + (size_t)i * S, ab + (size_t)i * S,
-                                       dab + (size_t)i * S, S);
-        /* scores = scale * Q K^T + bias: the bias is a constant, and the scale
-         * multiplies through. From here on dscores is d(loss)/d(Q K^T). */
-        for (size_t i = 0; i < (size_t)L * S; i++) dsb[i] *= scale;
-        /* dQ += dscores K and dK += dscores^T Q, the two halves of Q K^T. */
-        rc |= matmul_nn(dqb, dsb, kb, L, E, S, 1);
-        rc |= matmul_tn(dkb, dsb, qb, S, E, L, 1);
+            /* out = att V, a plain matrix product, gives both of its inputs
+             * a gradient: dV += att^T dout and datt = dout V^T. */
+            rc |= matmul_tn(dvb, ab, dob, S, Ev, L, 1);
+            rc |= matmul_nt(ds, dob, vb, L, S, Ev, 0);
+            /* Through the softmax, row by row and in place (the Jacobian of
+             * a softmax row is diag(p) - p p^T): dscores = att * (datt -
+             * sum_j datt[j] * att[j]). Masked entries have att = 0 and so
+             * get no gradient, and neither does a fully-masked row. */
+            for (int i = 0; i < L; i++)
+                rc |= softmax_row_backward(ds + (size_t)i * S, ab + (size_t)i * S,
+                                           ds + (size_t)i * S, S);
+            /* scores = scale * Q K^T + bias: the bias is a constant, and the
+             * scale multiplies through. From here on ds is d(loss)/d(Q K^T). */
+            for (size_t i = 0; i < (size_t)L * S; i++) ds[i] *= scale;
+            /* dQ += ds K and dK += ds^T Q, the two halves of Q K^T. */
+            rc |= matmul_nn(dqb, ds, kb, L, E, S, 1);
+            rc |= matmul_tn(dkb, ds, qb, S, E, L, 1);
+        }
+        free(ds);
     }
     return rc ? -1 : 0;
     /* END SOLUTION */

@@ -57,14 +57,15 @@ int sdpa_mask_bias(float *bias, const void *mask, int is_bool, const int64_t *ma
 
 /* Forward pass.
  *   out     (B, L, Ev)  the attention output
- *   scores  (B, L, S)   Q K^T * scale + bias, -inf above the diagonal if causal
- *   att     (B, L, S)   softmax(scores): the attention weights, saved for backward
+ *   att     (B, L, S)   softmax(scores): the attention weights, saved for
+ *                       backward; the scores Q K^T * scale + bias (-inf
+ *                       above the diagonal if causal) are made in it first
  *   q (B, L, E), k (B, S, E), v (B, S, Ev)
  *   bias    (B, L, S) additive mask, or NULL for none
  *   is_causal           1: query i may only attend to keys j <= i
  * Results do not depend on the number of OpenMP threads.
  * Returns 0 (the exercise stub returns -1). */
-int sdpa_forward(float *out, float *scores, float *att,
+int sdpa_forward(float *out, float *att,
                  const float *q, const float *k, const float *v, const float *bias,
                  int B, int L, int S, int E, int Ev, float scale, int is_causal);
 
@@ -73,13 +74,13 @@ int sdpa_forward(float *out, float *scores, float *att,
  * a plain gradient).
  *   dout    (B, L, Ev)  gradient of the loss with respect to out
  *   att     (B, L, S)   the weights sdpa_forward() saved
- *   datt    (B, L, S)   scratch: gradient with respect to att
- *   dscores (B, L, S)   scratch: gradient with respect to the unscaled Q K^T
- * The mask needs no gradient and no argument: a masked entry has att = 0,
- * and that alone stops its gradient.
+ * The gradients with respect to att and to the scores live one batch entry
+ * at a time, (L, S), in a scratch buffer of each thread: they never make a
+ * (B, L, S) pass through memory. The mask needs no gradient and no
+ * argument: a masked entry has att = 0, and that alone stops its gradient.
  * Returns 0 (the exercise stub returns -1). */
-int sdpa_backward(float *dq, float *dk, float *dv, float *datt, float *dscores,
-                  const float *dout, const float *q, const float *k, const float *v,
-                  const float *att, int B, int L, int S, int E, int Ev, float scale);
+int sdpa_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
+                  const float *k, const float *v, const float *att, int B, int L, int S,
+                  int E, int Ev, float scale);
 
 #endif

@@ -207,14 +207,13 @@ int sdpa_eval_case(const TensorFile *in, TensorFile *out, Error *err)
     int B = c.B, L = c.L, S = c.S, E = c.E, Ev = c.Ev;
 
     /* Every buffer, so that one loop frees whatever was not handed to `out`. */
-    enum { OUTPUT, ATT, SCORES, BIAS, DQ, DK, DV, DATT, DSCORES, N_BUFFERS };
+    enum { OUTPUT, ATT, BIAS, DQ, DK, DV, N_BUFFERS };
     Tensor t[N_BUFFERS];
     memset(t, 0, sizeof t);
     int rc = -1;
 
     if (alloc_batched(&t[OUTPUT], &c, L, Ev, err) != 0 ||      /* (B, L, Ev) */
-        alloc_batched(&t[ATT], &c, L, S, err) != 0 ||          /* (B, L, S) */
-        alloc_batched(&t[SCORES], &c, L, S, err) != 0)         /* (B, L, S) */
+        alloc_batched(&t[ATT], &c, L, S, err) != 0)            /* (B, L, S) */
         goto done;
     const float *bias = NULL;                                  /* (B, L, S) or NULL */
     if (c.mask) {
@@ -226,7 +225,7 @@ int sdpa_eval_case(const TensorFile *in, TensorFile *out, Error *err)
         }
         bias = t[BIAS].data;
     }
-    if (sdpa_forward(t[OUTPUT].data, t[SCORES].data, t[ATT].data, c.q, c.k, c.v, bias,
+    if (sdpa_forward(t[OUTPUT].data, t[ATT].data, c.q, c.k, c.v, bias,
                      B, L, S, E, Ev, c.scale, c.is_causal) != 0) {
         error_set(err, "%s: sdpa_forward failed", case_name(in));
         goto done;
@@ -235,12 +234,10 @@ int sdpa_eval_case(const TensorFile *in, TensorFile *out, Error *err)
         /* sdpa_backward adds into the gradients: tensor_alloc zeroed them. */
         if (alloc_batched(&t[DQ], &c, L, E, err) != 0 ||       /* (B, L, E) */
             alloc_batched(&t[DK], &c, S, E, err) != 0 ||       /* (B, S, E) */
-            alloc_batched(&t[DV], &c, S, Ev, err) != 0 ||      /* (B, S, Ev) */
-            alloc_batched(&t[DATT], &c, L, S, err) != 0 ||     /* (B, L, S) */
-            alloc_batched(&t[DSCORES], &c, L, S, err) != 0)    /* (B, L, S) */
+            alloc_batched(&t[DV], &c, S, Ev, err) != 0)        /* (B, S, Ev) */
             goto done;
-        if (sdpa_backward(t[DQ].data, t[DK].data, t[DV].data, t[DATT].data, t[DSCORES].data,
-                          c.dout, c.q, c.k, c.v, t[ATT].data, B, L, S, E, Ev, c.scale) != 0) {
+        if (sdpa_backward(t[DQ].data, t[DK].data, t[DV].data, c.dout, c.q, c.k, c.v,
+                          t[ATT].data, B, L, S, E, Ev, c.scale) != 0) {
             error_set(err, "%s: sdpa_backward failed", case_name(in));
             goto done;
         }

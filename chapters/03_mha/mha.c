@@ -59,25 +59,20 @@ int mha_cache_alloc(MhaCache *c, int N, int L, int S, int E, int H, int Ek, int 
     c->qh = floats(nl);
     c->kh = floats(ns);
     c->vh = floats(ns);
-    c->scores = floats(att);
     c->att = floats(att);
     c->oh = floats(nl);
     c->o = floats(nl);
-    int ok = c->q && c->k && c->v && c->qh && c->kh && c->vh && c->scores && c->att && c->oh &&
-             c->o;
+    int ok = c->q && c->k && c->v && c->qh && c->kh && c->vh && c->att && c->oh && c->o;
     if (ok && backward) {
         c->d_o = floats(nl);
         c->doh = floats(nl);
         c->dqh = floats(nl);
         c->dkh = floats(ns);
         c->dvh = floats(ns);
-        c->datt = floats(att);
-        c->dscores = floats(att);
         c->dq = floats(nl);
         c->dk = floats(ns);
         c->dv = floats(ns);
-        ok = c->d_o && c->doh && c->dqh && c->dkh && c->dvh && c->datt && c->dscores &&
-             c->dq && c->dk && c->dv;
+        ok = c->d_o && c->doh && c->dqh && c->dkh && c->dvh && c->dq && c->dk && c->dv;
     }
     if (!ok) {
         mha_cache_free(c);
@@ -89,9 +84,9 @@ int mha_cache_alloc(MhaCache *c, int N, int L, int S, int E, int H, int Ek, int 
 
 void mha_cache_free(MhaCache *c)
 {
-    float **buffers[] = {&c->q,   &c->k,   &c->v,    &c->qh,      &c->kh,  &c->vh, &c->scores,
-                         &c->att, &c->oh,  &c->o,    &c->d_o,     &c->doh, &c->dqh,
-                         &c->dkh, &c->dvh, &c->datt, &c->dscores, &c->dq,  &c->dk, &c->dv};
+    float **buffers[] = {&c->q,   &c->k,   &c->v,   &c->qh,  &c->kh,  &c->vh,
+                         &c->att, &c->oh,  &c->o,   &c->d_o, &c->doh, &c->dqh,
+                         &c->dkh, &c->dvh, &c->dq,  &c->dk,  &c->dv};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) {
         free(*buffers[i]);
         *buffers[i] = NULL;
@@ -225,7 +220,7 @@ int mha_forward(float *out, MhaCache *cache, const float *query, const float *ke
 
     /* 3. Attention in every head at once: N * H independent problems, each
      *    scaled by 1/sqrt(Dh), the head's own feature size. */
-    if (sdpa_forward(c->oh, c->scores, c->att, c->qh, c->kh, c->vh, bias, N * H, L, S, Dh, Dh,
+    if (sdpa_forward(c->oh, c->att, c->qh, c->kh, c->vh, bias, N * H, L, S, Dh, Dh,
                      sdpa_default_scale(Dh), is_causal) != 0)
         return -1;
 
@@ -268,7 +263,7 @@ int mha_backward(float *dquery, float *dkey, float *dvalue, const MhaGrads *grad
     memset(c->dqh, 0, nl * sizeof *c->dqh);
     memset(c->dkh, 0, ns * sizeof *c->dkh);
     memset(c->dvh, 0, ns * sizeof *c->dvh);
-    if (sdpa_backward(c->dqh, c->dkh, c->dvh, c->datt, c->dscores, c->doh, c->qh, c->kh, c->vh,
+    if (sdpa_backward(c->dqh, c->dkh, c->dvh, c->doh, c->qh, c->kh, c->vh,
                       c->att, N * H, L, S, Dh, Dh, sdpa_default_scale(Dh)) != 0)
         return -1;
 

@@ -96,7 +96,6 @@ typedef struct {
     /* forward activations, written by mha_forward, read by mha_backward */
     float *q, *k, *v;               /* (N, L, E), (N, S, E), (N, S, E) projected */
     float *qh, *kh, *vh;            /* (N, H, L, Dh), (N, H, S, Dh), (N, H, S, Dh) */
-    float *scores;                  /* (N, H, L, S) qh kh^T / sqrt(Dh) + bias */
     float *att;                     /* (N, H, L, S) attention weights of every head */
     float *oh;                      /* (N, H, L, Dh) attention output of every head */
     float *o;                       /* (N, L, E) heads merged: out_proj's input */
@@ -104,9 +103,13 @@ typedef struct {
     float *d_o;                     /* (N, L, E) */
     float *doh, *dqh;               /* (N, H, L, Dh) */
     float *dkh, *dvh;               /* (N, H, S, Dh) */
-    float *datt, *dscores;          /* (N, H, L, S) */
     float *dq;                      /* (N, L, E) */
     float *dk, *dv;                 /* (N, S, E) */
+    /* The GPU's attention (cuda/model.cu) keeps each head's scores and their
+     * gradients, (N, H, L, S) each; the CPU's needs none of them (chapter
+     * 02 makes the scores in att and the gradients one head at a time), and
+     * mha_cache_alloc leaves them NULL. */
+    float *scores, *datt, *dscores;
 } MhaCache;
 
 /* Allocates every buffer of the cache for these sizes (the backward scratch
