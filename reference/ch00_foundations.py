@@ -129,7 +129,7 @@ def golden_cases():
     cases = []
     # The last two reach every path of the blocked product: M >= 256 (B
     # packed), N >= 256 (A^T's slivers packed), K > 256 (two blocks of k),
-    # M % 6 and N % 16 != 0 (short edge tiles), N > 2048 (two column blocks).
+    # M % 6 and N % 16 != 0 (short edge tiles), N > 256 (several column blocks).
     shapes = [(1, 1, 1), (3, 5, 4), (7, 2, 9), (16, 16, 16), (33, 17, 65), (64, 96, 80),
               (2, 128, 256), (5, 1, 300), (301, 260, 270), (7, 2100, 9)]
     for op in ("matmul_nt", "matmul_nn", "matmul_tn"):

@@ -28,6 +28,10 @@
  *   - Blocks of k. K is cut into blocks of at most K_BLOCK (256) values, so
  *     that the 16 columns of B a tile reads (K_BLOCK * 16 floats, 16 KB)
  *     stay in the first-level cache while every row tile of C uses them.
+ *     N is cut into blocks of N_BLOCK (256) columns, so that a block of B
+ *     (256 x 256 floats, 256 KB) stays in the second-level cache of each
+ *     core that works on it (with 2048 columns, two threads streamed 2 MB
+ *     blocks from the shared cache and ran at 0.7 of PyTorch's speed).
  *   - Packed panels of B. The tile wants each row of its 16 columns of B as
  *     16 consecutive floats. matmul_nn and matmul_tn have them in place
  *     (b_col 1); matmul_nt's B^T has them K apart. There, and whenever B is
@@ -70,7 +74,7 @@
 #define TILE_ROWS 6
 #define TILE_COLS 16
 #define K_BLOCK 256               /* k values per block: a panel of B is 16 KB */
-#define N_BLOCK 2048              /* columns per block: packed B is at most 2 MB */
+#define N_BLOCK 256               /* columns per block: packed B is at most 256 KB */
 #define PACK_B_MIN_ROWS 256       /* pack B in place of reading it when M is this large, */
 #define PACK_B_MIN_ROWS_AT 96     /* or this large when A is read as A^T (matmul_tn) */
 #define PACK_A_MIN_COLS 256       /* pack the slivers of A^T when N is this large */
