@@ -103,7 +103,7 @@ MATMUL_SHAPES = (
     + [("nt", 2048, 96, 32), ("nt", 2048, 64, 32), ("nn", 2048, 32, 64), ("tn", 64, 32, 2048),
        ("nt", 2720, 192, 64), ("nt", 2720, 128, 64), ("nn", 2720, 64, 128),
        ("tn", 128, 64, 2720), ("nt", 2720, 30, 64)])
-MATMUL_ROUNDS = 2
+MATMUL_ROUNDS = 3
 # The busy-neighbour ratio compares two timings that each move by 10-30 %
 # on a shared machine: each is the best of this many runs.
 BUSY_RUNS = 3
