@@ -12,7 +12,6 @@
 #include <omp.h>
 #include <sched.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -96,7 +95,6 @@ int threads_adapt(void)
     int free_cores = (int)((double)state.cores - others + 0.5);
     int threads = free_cores < 1 ? 1 : free_cores > state.max_threads ? state.max_threads
                                                                        : free_cores;
-    if (getenv("THREADS_DEBUG")) fprintf(stderr, "others %.2f busy %.3f self %.3f dt %.3f -> %d\n", others, busy - state.busy, self - state.self, now - state.wall, threads);
     if (threads != state.threads) omp_set_num_threads(threads);
     state.threads = threads;
     state.wall = now, state.busy = busy, state.self = self;
