@@ -85,6 +85,10 @@ int threads_adapt(void)
         state.self = process_time();
         return state.threads;
     }
+    /* A team size set by someone else (a test, the program) since our last
+     * change is the new ceiling. */
+    if (omp_get_max_threads() != state.threads)
+        state.max_threads = state.threads = omp_get_max_threads();
     if (state.busy < 0.0 || state.max_threads < 2 || now - state.wall < THREADS_CHECK_SECONDS)
         return state.threads;
 

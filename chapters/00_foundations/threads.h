@@ -20,7 +20,8 @@
  * own time from getrusage) and sets the team size of the following regions
  * (omp_set_num_threads) to the cores left free, rounded to the nearest, at
  * least 1 and at most what the program started with (OMP_NUM_THREADS, or one
- * per core). Results do not depend on the number of threads (every value is
+ * per core; a later omp_set_num_threads by anyone else becomes the new
+ * ceiling). Results do not depend on the number of threads (every value is
  * summed by one thread in a fixed order), so changing it mid-run changes
  * nothing but speed.
  *
