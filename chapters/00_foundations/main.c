@@ -27,12 +27,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "casefile.h"
 #include "matmul.h"
 #include "rng.h"
 #include "softmax.h"
+#include "threads.h"
 
 static const char USAGE[] =
     "usage: 00_foundations --demo\n"
@@ -200,13 +200,6 @@ static int eval_case(const TensorFile *in, TensorFile *out, Error *err)
                      "matmul_tn, linear, linear_backward, softmax, softmax_backward, rng_stream)", in->path, op);
 }
 
-static double seconds_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Times one product `spec` (FORM:MxNxK); prints its JSON line. */
 static int bench_matmul(const char *spec)
 {
@@ -237,9 +230,9 @@ static int bench_matmul(const char *spec)
     double flop = 2.0 * M * N * K, best = INFINITY;
     int reps = (int)(4e8 / flop) + 1, rc = 0;
     for (int run = -1; run < 15 && rc == 0; run++) {
-        double started = seconds_now();
+        double started = time_now();
         for (int r = 0; r < reps && rc == 0; r++) rc = product(c, a, b, M, N, K, 0);
-        double t = (seconds_now() - started) / reps;
+        double t = (time_now() - started) / reps;
         if (run >= 0 && t < best) best = t;               /* run -1 warms up */
     }
     if (rc == 0)

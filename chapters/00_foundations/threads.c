@@ -28,10 +28,10 @@ static struct {
     cpu_set_t mask;      /* the cores this process may run on */
 } state;
 
-static double seconds(clockid_t clock)
+double time_now(void)
 {
     struct timespec t;
-    clock_gettime(clock, &t);
+    clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -71,7 +71,7 @@ static double process_time(void)
 
 int threads_adapt(void)
 {
-    double now = seconds(CLOCK_MONOTONIC);
+    double now = time_now();
     if (!state.started) {
         state.started = 1;
         state.max_threads = state.threads = omp_get_max_threads();

@@ -32,6 +32,10 @@
 
 #define THREADS_CHECK_SECONDS 0.2
 
+/* Seconds on a monotonic clock (only differences mean anything): the clock
+ * of threads_adapt, the progress line and the benches. */
+double time_now(void);
+
 /* Sets the team size from the machine's load (see above); cheap to call
  * often: between checks it reads only the clock. Returns the team size now
  * in force. */

@@ -33,9 +33,7 @@
 #include <stdio.h>
 
 #include "error.h"
-
-/* Seconds on a monotonic clock (only differences mean anything). */
-double time_now(void);
+#include "threads.h"   /* time_now() */
 
 typedef struct {
     FILE *out;
