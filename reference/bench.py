@@ -1,10 +1,11 @@
-"""`make bench`: the time of one training step, C against PyTorch, on this CPU and a GPU.
+"""`make bench`: C against PyTorch on this CPU (and a GPU): matrix products, a training step.
 
 For each model below, runs the same training step (forward, cross-entropy,
-backward, Adam update) on the same shapes, from the same starting weights (a checkpoint
-of PyTorch's initialisation, build/bench/NAME.safetensors), in two fresh
-processes, one the C program (build/08_training --bench CHECKPOINT ...) and one PyTorch (this module with
---worker), each with the same number of threads, and prints
+backward, Adam update) on the same shapes, from the same starting weights (a
+checkpoint of PyTorch's initialisation, build/bench/NAME.safetensors), in two
+fresh processes, one the C program (build/08_training --bench CHECKPOINT ...)
+and one PyTorch (this module with --worker), each with the same number of
+threads, and prints
 
     model, threads, C ms/step, PyTorch ms/step, speed-up (PyTorch / C),
     C peak memory, PyTorch peak memory, PyTorch memory before training
@@ -45,14 +46,16 @@ torch.mm on the same shapes, with 1 thread and with every core: squares of
 64 to 1024 in every form, and the products the two models' linear layers
 make in the form they make them (forward nt, input gradient nn, weight
 gradient tn). Each figure is the best of several runs of about 20 ms, and the
-two sides take turns, shape list by shape list, twice, each keeping its
-best: a busy neighbour on a shared machine slows a run, never speeds one up.
+two sides take turns, shape list by shape list, MATMUL_ROUNDS times, each
+keeping its best: a busy neighbour on a shared machine slows a run, never
+speeds one up.
 
 After the training table, the busy-neighbour rows: the same C training step
 (default threads, as a user runs it) while another process spins on one
 core, against C's own single-thread step on the idle machine measured just
-before (each the best of BUSY_RUNS runs, the training table's "C 1t" too). The program must adapt (chapter 00's threads_adapt): the ratio
-should stay at most 1.3.
+before (each the best of BUSY_RUNS runs, the training table's "C 1t" too).
+The program must adapt (chapter 00's threads_adapt): the ratio should stay
+at most 1.3.
 """
 
 import argparse
@@ -196,8 +199,9 @@ def torch_matmul_worker(threads, shapes):
     torch.set_num_threads(threads)
     gen = torch.Generator().manual_seed(0)
     for form, M, N, K in shapes:
-        a = torch.rand(K, M, generator=gen) - 0.5 if form == "tn" else torch.rand(M, K, generator=gen) - 0.5
-        b = torch.rand(N, K, generator=gen) - 0.5 if form == "nt" else torch.rand(K, N, generator=gen) - 0.5
+        # A and B stored as the C form stores them, and used through .t()
+        a = torch.rand((K, M) if form == "tn" else (M, K), generator=gen) - 0.5
+        b = torch.rand((N, K) if form == "nt" else (K, N), generator=gen) - 0.5
         a_op = a.t() if form == "tn" else a
         b_op = b.t() if form == "nt" else b
         c = torch.empty(M, N)
@@ -217,12 +221,8 @@ def torch_matmul_worker(threads, shapes):
 
 def matmul_runs(command, threads):
     """Runs one matrix-product worker; returns {(form, M, N, K): GFLOP/s}."""
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    proc = subprocess.run(command, stdout=subprocess.PIPE, env=env, cwd=ROOT)
-    if proc.returncode != 0:
-        raise SystemExit(f"make bench: {' '.join(map(str, command))} failed (exit {proc.returncode})")
     found = {}
-    for line in proc.stdout.decode().splitlines():
+    for line in worker_lines(command, threads):
         r = json.loads(line)
         found[(r["form"], r["M"], r["N"], r["K"])] = r["gflops"]
     missing = [s for s in MATMUL_SHAPES if s not in found]
@@ -270,14 +270,20 @@ def resident_mb(field):
     return float("nan")
 
 
-def measure(command, threads, keys=("ms_per_step", "peak_mb")):
-    """Runs one worker; returns its JSON line as a dict, which must hold keys."""
+def worker_lines(command, threads):
+    """Runs one worker on `threads` threads; returns its output lines."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     proc = subprocess.run(command, stdout=subprocess.PIPE, env=env, cwd=ROOT)
-    shown = " ".join(map(str, command))
     if proc.returncode != 0:
-        raise SystemExit(f"make bench: {shown} failed (exit {proc.returncode})")
-    lines = proc.stdout.decode().strip().splitlines()
+        raise SystemExit(f"make bench: {' '.join(map(str, command))} failed "
+                         f"(exit {proc.returncode})")
+    return proc.stdout.decode().strip().splitlines()
+
+
+def measure(command, threads, keys=("ms_per_step", "peak_mb")):
+    """Runs one worker; returns its JSON line as a dict, which must hold keys."""
+    lines = worker_lines(command, threads)
+    shown = " ".join(map(str, command))
     try:
         result = json.loads(lines[-1])
     except (IndexError, ValueError):
