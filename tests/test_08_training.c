@@ -1132,16 +1132,18 @@ static void test_resume_bit_identical(void **state)
     snprintf(log_a, sizeof log_a, "%s/a.csv", dir);
     snprintf(log_b, sizeof log_b, "%s/b.csv", dir);
     tiny_run(&r, 0.1f);
+    Examples train = examples_of_task(&r.train, r.cfg.kind);
+    Examples held = examples_of_task(&r.val, r.cfg.kind);
 
     fresh_start(&r, &a, &oa, &sa);
     r.o.log_path = log_a;
-    assert_int_equal(train_run(&a, &oa, &sa, &r.o, &r.train, &r.val, &val, &err), 0);
+    assert_int_equal(train_run(&a, &oa, &sa, &r.o, &train, &held, &val, &err), 0);
 
     fresh_start(&r, &b, &ob, &sb);
     r.o.log_path = log_b;
     r.o.checkpoint = ckpt;
     r.o.stop_after = 1;
-    assert_int_equal(train_run(&b, &ob, &sb, &r.o, &r.train, &r.val, &val, &err), 0);
+    assert_int_equal(train_run(&b, &ob, &sb, &r.o, &train, &held, &val, &err), 0);
     r.o.stop_after = 0;
     r.o.checkpoint = NULL;
     if (checkpoint_load(ckpt, &c, &oc, &sc, &err) != 0) {
@@ -1149,7 +1151,7 @@ static void test_resume_bit_identical(void **state)
         fail();
     }
     assert_int_equal(sc.epoch, 1);
-    assert_int_equal(train_run(&c, &oc, &sc, &r.o, &r.train, &r.val, &val, &err), 0);
+    assert_int_equal(train_run(&c, &oc, &sc, &r.o, &train, &held, &val, &err), 0);
 
     assert_int_equal(a.num_params, c.num_params);
     assert_int_equal(oa.step, oc.step);

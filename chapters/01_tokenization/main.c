@@ -33,6 +33,7 @@
 #include "sequence.h"
 #include "taylor.h"
 #include "text.h"
+#include "tokenizer.h"
 #include "vocab.h"
 #include "word_tokenizer.h"
 
@@ -55,72 +56,6 @@ static int error_prefix(Error *err, const char *what)
     char msg[ERROR_MSG_MAX];
     snprintf(msg, sizeof msg, "%s", err->msg[0] ? err->msg : "failed (see above)");
     return error_set(err, "%s: %s", what, msg);
-}
-
-/* ------------------------------------------------------------------------ */
-/* One tokenizer of any kind, for the demo and the command line              */
-/* ------------------------------------------------------------------------ */
-
-typedef enum { KIND_CHAR, KIND_WORD, KIND_BPE, KIND_TAYLOR_SOURCE, KIND_TAYLOR_TARGET } Kind;
-
-static const char *const KIND_NAMES[] = {"char", "word", "bpe", "taylor-source",
-                                         "taylor-target"};
-
-typedef struct {
-    Kind kind;
-    Vocab vocab;          /* char, word, taylor */
-    int64_t *counts;      /* word: corpus count per id */
-    Bpe bpe;              /* bpe */
-} Tokenizer;
-
-static const Vocab *tokenizer_vocab(const Tokenizer *tk)
-{
-    return tk->kind == KIND_BPE ? &tk->bpe.vocab : &tk->vocab;
-}
-
-/* Builds a tokenizer; corpus is ignored by the Taylor tokenizers. */
-static int tokenizer_build(Tokenizer *tk, Kind kind, const Text *corpus, int64_t vocab_size,
-                           int min_freq, Error *err)
-{
-    memset(tk, 0, sizeof *tk);
-    tk->kind = kind;
-    switch (kind) {
-    case KIND_CHAR: return char_vocab_build(&tk->vocab, corpus->data, corpus->len, err);
-    case KIND_WORD:
-        return word_vocab_build(&tk->vocab, &tk->counts, corpus->data, corpus->len, min_freq,
-                                err);
-    case KIND_BPE:
-        if (bpe_init(&tk->bpe, err) != 0) return -1;
-        return bpe_train(&tk->bpe, corpus->data, corpus->len, vocab_size, err);
-    case KIND_TAYLOR_SOURCE: return taylor_vocab(&tk->vocab, TAYLOR_SOURCE, err);
-    case KIND_TAYLOR_TARGET: return taylor_vocab(&tk->vocab, TAYLOR_TARGET, err);
-    }
-    return error_set(err, "unknown tokenizer kind %d", (int)kind);
-}
-
-static void tokenizer_free(Tokenizer *tk)
-{
-    vocab_free(&tk->vocab);
-    free(tk->counts);
-    bpe_free(&tk->bpe);
-}
-
-/* ids needs room for len entries. */
-static int tokenizer_encode(const Tokenizer *tk, const uint8_t *text, size_t len, int64_t *ids,
-                            int64_t *n, Error *err)
-{
-    switch (tk->kind) {
-    case KIND_CHAR: return char_encode(&tk->vocab, text, len, ids, n, err);
-    case KIND_WORD: return word_encode(&tk->vocab, text, len, ids, n, err);
-    case KIND_BPE: return bpe_encode(&tk->bpe, text, len, ids, n, err);
-    default: return taylor_encode(&tk->vocab, text, len, ids, n, err);
-    }
-}
-
-static int tokenizer_decode(const Tokenizer *tk, const int64_t *ids, int64_t n, Text *out,
-                            Error *err)
-{
-    return vocab_decode(tokenizer_vocab(tk), ids, n, tk->kind == KIND_WORD ? " " : "", out, err);
 }
 
 /* A token as a person should see it: specials bare (<eos>), other tokens in
@@ -207,7 +142,7 @@ static int demo_run(Error *err)
                                  "root)");
     printf("corpus: %s (%zu bytes)\ntext:   \"%s\"\n\n", DEFAULT_CORPUS, corpus.len, sentence);
 
-    int rc = tokenizer_build(&tk, KIND_CHAR, &corpus, 0, 0, err);
+    int rc = tokenizer_build(&tk, TOKENIZER_CHAR, &corpus, 0, 0, err);
     if (rc == 0) {
         printf("character level: %d ids (4 specials + the corpus's %d characters)\n",
                tk.vocab.size, tk.vocab.size - 4);
@@ -215,7 +150,7 @@ static int demo_run(Error *err)
     }
     tokenizer_free(&tk);
 
-    if (rc == 0) rc = tokenizer_build(&tk, KIND_WORD, &corpus, 0, 1, err);
+    if (rc == 0) rc = tokenizer_build(&tk, TOKENIZER_WORD, &corpus, 0, 1, err);
     if (rc == 0) {
         printf("\nword level, min_freq 1: %d ids; the decoding has single spaces\n",
                tk.vocab.size);
@@ -223,7 +158,7 @@ static int demo_run(Error *err)
     }
     tokenizer_free(&tk);
 
-    if (rc == 0) rc = tokenizer_build(&tk, KIND_BPE, &corpus, 500, 0, err);
+    if (rc == 0) rc = tokenizer_build(&tk, TOKENIZER_BPE, &corpus, 500, 0, err);
     if (rc == 0) {
         printf("\nbyte-level BPE, vocab size 500: %lld merges learnt; the first ten:\n ",
                (long long)tk.bpe.n_merges);
@@ -242,7 +177,7 @@ static int demo_run(Error *err)
     const char *source = "cosh(a*x)**3 + tanh(b*x)";
     static const int64_t seed_array[22] = {1, 24, 3, 20, 5, 36, 4, 6, 13, 7, 35,
                                            3, 21, 5, 36, 4, 0, 0, 0, 0, 0, 2};
-    rc = tokenizer_build(&tk, KIND_TAYLOR_SOURCE, NULL, 0, 0, err);
+    rc = tokenizer_build(&tk, TOKENIZER_TAYLOR_SOURCE, NULL, 0, 0, err);
     if (rc == 0) {
         printf("\nTaylor source (seed 002), %d ids, longest match: %s\n", tk.vocab.size, source);
         rc = demo_encode(&tk, source, err);
@@ -281,7 +216,7 @@ static int demo_run(Error *err)
 
     /* The target side: the error term is one token. */
     const char *target = "1 + b*x - b**3*x**3/3 + O(x**6)";
-    if (rc == 0) rc = tokenizer_build(&tk, KIND_TAYLOR_TARGET, NULL, 0, 0, err);
+    if (rc == 0) rc = tokenizer_build(&tk, TOKENIZER_TAYLOR_TARGET, NULL, 0, 0, err);
     if (rc == 0) {
         printf("\nTaylor target (seed 002), %d ids: %s\n", tk.vocab.size, target);
         rc = demo_encode(&tk, target, err);
@@ -351,7 +286,7 @@ static int parse_ids(const Text *text, int64_t *ids, int64_t *n, Error *err)
 }
 
 typedef struct {
-    Kind kind;
+    TokenizerKind kind;
     const char *corpus;
     long long vocab_size, min_freq;
     int decode;
@@ -361,18 +296,13 @@ typedef struct {
 
 static int parse_options(int argc, char **argv, Options *o, Error *err)
 {
-    *o = (Options){KIND_BPE, DEFAULT_CORPUS, 500, 1, 0, NULL, 0, 0, 0};
+    *o = (Options){TOKENIZER_BPE, DEFAULT_CORPUS, 500, 1, 0, NULL, 0, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has_value = i + 1 < argc;
         if (!strcmp(a, "--tokenizer") && has_value) {
-            const char *name = argv[++i];
-            int found = 0;
-            for (int k = 0; k < 5; k++)
-                if (!strcmp(name, KIND_NAMES[k])) o->kind = (Kind)k, found = 1;
-            if (!found)
-                return error_set(err, "--tokenizer: unknown tokenizer '%s' (char, word, bpe, "
-                                 "taylor-source, taylor-target)", name);
+            if (tokenizer_kind_parse(argv[++i], &o->kind, err) != 0)
+                return error_prefix(err, "--tokenizer");
         } else if (!strcmp(a, "--corpus") && has_value) {
             o->corpus = argv[++i];
             o->corpus_given = 1;
@@ -394,12 +324,12 @@ static int parse_options(int argc, char **argv, Options *o, Error *err)
         }
     }
     if (!o->input) return error_set(err, "no input: give a FILE, or - for stdin");
-    int taylor = o->kind == KIND_TAYLOR_SOURCE || o->kind == KIND_TAYLOR_TARGET;
+    int taylor = o->kind == TOKENIZER_TAYLOR_SOURCE || o->kind == TOKENIZER_TAYLOR_TARGET;
     if (o->corpus_given && taylor)
         return error_set(err, "--corpus: the Taylor tokenizers have a fixed vocabulary");
-    if (o->vocab_size_given && o->kind != KIND_BPE)
+    if (o->vocab_size_given && o->kind != TOKENIZER_BPE)
         return error_set(err, "--vocab-size applies to --tokenizer bpe only");
-    if (o->min_freq_given && o->kind != KIND_WORD)
+    if (o->min_freq_given && o->kind != TOKENIZER_WORD)
         return error_set(err, "--min-freq applies to --tokenizer word only");
     return 0;
 }
@@ -409,7 +339,7 @@ static int run_command(const Options *o, Error *err)
     Text corpus = {0}, input = {0}, out = {0};
     Tokenizer tk = {0};
     int64_t *ids = NULL, n = 0;
-    int taylor = o->kind == KIND_TAYLOR_SOURCE || o->kind == KIND_TAYLOR_TARGET;
+    int taylor = o->kind == TOKENIZER_TAYLOR_SOURCE || o->kind == TOKENIZER_TAYLOR_TARGET;
     int rc = 0;
     if (!taylor && text_read_file(o->corpus, &corpus, err) != 0) rc = -1;
     if (rc == 0 && tokenizer_build(&tk, o->kind, &corpus, o->vocab_size, (int)o->min_freq,
@@ -495,16 +425,16 @@ static int eval_learnt(const char *op, const TensorFile *in, TensorFile *out, Er
         get_bytes(in, "text", &text, &len, err) != 0)
         return -1;
     Text corpus = {(uint8_t *)corpus_data, corpus_len, 0};   /* borrowed, not freed */
-    Kind kind = !strcmp(op, "char_encode") ? KIND_CHAR
-                : !strcmp(op, "word_encode") ? KIND_WORD : KIND_BPE;
+    TokenizerKind kind = !strcmp(op, "char_encode") ? TOKENIZER_CHAR
+                : !strcmp(op, "word_encode") ? TOKENIZER_WORD : TOKENIZER_BPE;
     long long vocab_size = 0, min_freq = 1;
-    if (kind == KIND_BPE && tensorfile_meta_int(in, "vocab_size", -1, &vocab_size, err) != 0)
+    if (kind == TOKENIZER_BPE && tensorfile_meta_int(in, "vocab_size", -1, &vocab_size, err) != 0)
         return -1;
-    if (kind == KIND_WORD && tensorfile_meta_int(in, "min_freq", 1, &min_freq, err) != 0)
+    if (kind == TOKENIZER_WORD && tensorfile_meta_int(in, "min_freq", 1, &min_freq, err) != 0)
         return -1;
-    if (kind == KIND_WORD && (min_freq < 1 || min_freq > 1 << 30))
+    if (kind == TOKENIZER_WORD && (min_freq < 1 || min_freq > 1 << 30))
         return error_set(err, "%s: metadata min_freq %lld is outside 1..2^30", in->path, min_freq);
-    if (kind == KIND_BPE && (vocab_size < BPE_BASE_SIZE || vocab_size > BPE_MAX_VOCAB))
+    if (kind == TOKENIZER_BPE && (vocab_size < BPE_BASE_SIZE || vocab_size > BPE_MAX_VOCAB))
         return error_set(err, "%s: metadata vocab_size %lld is outside %d..%d", in->path,
                          vocab_size, BPE_BASE_SIZE, BPE_MAX_VOCAB);
 
@@ -528,7 +458,7 @@ static int eval_learnt(const char *op, const TensorFile *in, TensorFile *out, Er
     if (rc == 0) rc = add_bytes(out, "decoded", decoded.data, decoded.len, err);
 
     const Vocab *v = tokenizer_vocab(&tk);
-    if (rc == 0 && kind == KIND_CHAR) {
+    if (rc == 0 && kind == TOKENIZER_CHAR) {
         /* The vocabulary's characters as code points. */
         int64_t m = v->size - v->n_special;
         extra = malloc(((size_t)m + 1) * sizeof *extra);
@@ -542,7 +472,7 @@ static int eval_learnt(const char *op, const TensorFile *in, TensorFile *out, Er
             if (rc == 0) extra[k] = cp;
         }
         if (rc == 0) rc = add_i64(out, "codepoints", extra, 1, (int64_t[]){m}, err);
-    } else if (rc == 0 && kind == KIND_WORD) {
+    } else if (rc == 0 && kind == TOKENIZER_WORD) {
         /* The words, newline-joined, and the count of every id. */
         for (int id = v->n_special; rc == 0 && id < v->size; id++) {
             if (id > v->n_special) rc = text_append(&words, "\n", 1, err);
@@ -561,11 +491,11 @@ static int eval_learnt(const char *op, const TensorFile *in, TensorFile *out, Er
     return rc == 0 ? 0 : error_prefix(err, in->path);
 }
 
-static int get_side(const TensorFile *in, Kind *kind, Error *err)
+static int get_side(const TensorFile *in, TokenizerKind *kind, Error *err)
 {
     const char *side = tensorfile_meta(in, "side");
-    if (side && !strcmp(side, "source")) *kind = KIND_TAYLOR_SOURCE;
-    else if (side && !strcmp(side, "target")) *kind = KIND_TAYLOR_TARGET;
+    if (side && !strcmp(side, "source")) *kind = TOKENIZER_TAYLOR_SOURCE;
+    else if (side && !strcmp(side, "target")) *kind = TOKENIZER_TAYLOR_TARGET;
     else return error_set(err, "%s: metadata side must be 'source' or 'target'", in->path);
     return 0;
 }
@@ -574,7 +504,7 @@ static int get_side(const TensorFile *in, Kind *kind, Error *err)
 static int eval_taylor(const char *op, const TensorFile *in, TensorFile *out, Error *err)
 {
     int is_batch = !strcmp(op, "batch");
-    Kind kind = !strcmp(op, "taylor_source") ? KIND_TAYLOR_SOURCE : KIND_TAYLOR_TARGET;
+    TokenizerKind kind = !strcmp(op, "taylor_source") ? TOKENIZER_TAYLOR_SOURCE : TOKENIZER_TAYLOR_TARGET;
     if (is_batch && get_side(in, &kind, err) != 0) return -1;
     const uint8_t *text;
     size_t len;

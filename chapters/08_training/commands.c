@@ -30,71 +30,6 @@
 /* Options                                                                   */
 /* ------------------------------------------------------------------------ */
 
-typedef enum { OPT_INT, OPT_DOUBLE, OPT_STRING, OPT_FLAG } OptType;
-
-typedef struct {
-    const char *name;       /* "--epochs" */
-    OptType type;
-    void *value;            /* int *, double *, const char **, int * */
-    const char *help;
-} Option;
-
-static int parse_int(const char *name, const char *text, int *out, Error *err)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (end == text || *end || errno || v < -2147483647L || v > 2147483647L)
-        return error_set(err, "%s: '%s' is not an integer", name, text);
-    *out = (int)v;
-    return 0;
-}
-
-static int parse_double(const char *name, const char *text, double *out, Error *err)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (end == text || *end || errno || !isfinite(v))
-        return error_set(err, "%s: '%s' is not a finite number", name, text);
-    *out = v;
-    return 0;
-}
-
-/* Reads argv[first..argc) against the table. */
-static int parse_options(const Option *opts, int n, int argc, char **argv, int first, Error *err)
-{
-    for (int i = first; i < argc; i++) {
-        const Option *o = NULL;
-        for (int k = 0; k < n; k++)
-            if (strcmp(argv[i], opts[k].name) == 0) o = &opts[k];
-        if (!o) return error_set(err, "unknown option '%s' (--help lists them)", argv[i]);
-        if (o->type == OPT_FLAG) {
-            *(int *)o->value = 1;
-            continue;
-        }
-        if (i + 1 >= argc) return error_set(err, "%s needs a value", o->name);
-        const char *text = argv[++i];
-        switch (o->type) {
-        case OPT_INT:    if (parse_int(o->name, text, o->value, err) != 0) return -1; break;
-        case OPT_DOUBLE: if (parse_double(o->name, text, o->value, err) != 0) return -1; break;
-        case OPT_STRING: *(const char **)o->value = text; break;
-        case OPT_FLAG:   break;
-        }
-    }
-    return 0;
-}
-
-static void print_options(FILE *out, const Option *opts, int n)
-{
-    for (int k = 0; k < n; k++) {
-        char left[48];
-        snprintf(left, sizeof left, "%s%s", opts[k].name,
-                 opts[k].type == OPT_FLAG ? "" : opts[k].type == OPT_STRING ? " S" : " N");
-        fprintf(out, "  %-22s %s\n", left, opts[k].help);
-    }
-}
-
 /* ------------------------------------------------------------------------ */
 /* A training run                                                            */
 /* ------------------------------------------------------------------------ */
@@ -201,8 +136,8 @@ static int check_args(const TrainArgs *a, SeqTask *task, ModelKind *kind, Schedu
 /* --device: "cpu" leaves d zeroed (train_run then uses the CPU); "cuda"
  * opens the GPU, which only the CUDA build of this program has. N, S, T:
  * the training batch's shape. */
-static int open_device(const char *name, StepDevice *d, const Model *m, const AdamState *opt,
-                       int N, int S, int T, Error *err)
+int command_open_device(const char *name, StepDevice *d, const Model *m, const AdamState *opt,
+                         int N, int S, int T, Error *err)
 {
     memset(d, 0, sizeof *d);
     if (strcmp(name, "cuda") != 0) return 0;
@@ -211,7 +146,7 @@ static int open_device(const char *name, StepDevice *d, const Model *m, const Ad
 #else
     (void)m, (void)opt, (void)N, (void)S, (void)T;
     return error_set(err, "--device cuda: this program is built without CUDA; "
-                          "build/cuda/08_training has it (make cuda)");
+                          "build/cuda/ has the CUDA build (make cuda)");
 #endif
 }
 
@@ -356,24 +291,6 @@ done:
     return rc;
 }
 
-/* mkdir -p */
-static int make_dir(const char *dir, Error *err)
-{
-    char path[4096];
-    size_t n = strlen(dir);
-    if (n == 0 || n >= sizeof path) return error_set(err, "--plot-data: bad folder name '%s'", dir);
-    memcpy(path, dir, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (path[i] != '/' && path[i] != '\0') continue;
-        char keep = path[i];
-        path[i] = '\0';
-        if (mkdir(path, 0777) != 0 && errno != EEXIST)
-            return error_set(err, "%s: cannot create the folder: %s", path, strerror(errno));
-        path[i] = keep;
-    }
-    return 0;
-}
-
 static int run_training(const TrainArgs *a, Error *err)
 {
     SeqTask task;
@@ -448,16 +365,17 @@ static int run_training(const TrainArgs *a, Error *err)
            a->per_epoch ? "epochs, stepped per epoch" : "steps");
 
     int seq2seq = kind == MODEL_SEQ2SEQ;
-    if (open_device(a->device, &device, &m, &opt, a->batch_size, a->seq_len,
+    if (command_open_device(a->device, &device, &m, &opt, a->batch_size, a->seq_len,
                     seq2seq ? a->seq_len + 1 : 0, err) != 0)
         goto done;
     o.device = device.ctx ? &device : NULL;
     if (o.device) printf("training on the GPU (--device cuda)\n");
 
     double started = time_now();
-    if (train_run(&m, &opt, &state, &o, &train, &test, &val, err) != 0) goto done;
+    Examples train_ex = examples_of_task(&train, kind), test_ex = examples_of_task(&test, kind);
+    if (train_run(&m, &opt, &state, &o, &train_ex, &test_ex, &val, err) != 0) goto done;
     double seconds = time_now() - started;
-    if (evaluate(&m, NULL, &test, a->batch_size, &val, err) != 0) goto done;
+    if (evaluate(&m, NULL, &test_ex, a->batch_size, &val, err) != 0) goto done;
     double accuracy = 100.0 * val.correct / (val.count ? val.count : 1);
     printf("\nheld-out: %" PRId64 " sequences, loss %.4f, token accuracy %.2f %% "
            "(training took %.1f s)\n", test.n, val.loss, accuracy, seconds);
@@ -610,7 +528,7 @@ static int run_bench(const char *path, const char *device_name, int N, int S, in
     for (int64_t i = 0; i < (int64_t)N * out_len; i++)
         target[i] = low + rng_below(&rng, (uint32_t)(m.cfg.tgt_vocab - low));
     if (adam_state_alloc(&opt, m.num_params, err) != 0) goto done;
-    if (open_device(device_name, &device, &m, &opt, N, S, T, err) != 0) goto done;
+    if (command_open_device(device_name, &device, &m, &opt, N, S, T, err) != 0) goto done;
     if (!device.ctx && step_work_alloc(&s, &m, N, S, T, 1, err) != 0) goto done;
     AdamConfig cfg = adam_default_config(0);
     for (int r = -1; r < repeats; r++) {

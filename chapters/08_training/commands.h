@@ -12,8 +12,20 @@
 #ifndef COMMANDS_H
 #define COMMANDS_H
 
+#include "error.h"
+#include "model.h"
+#include "optim.h"
+#include "trainer.h"
+
 int command_train(int argc, char **argv);
 int command_train_demo(const char *plot_dir);
 int command_bench(int argc, char **argv);
+
+/* --device NAME for a training run: "cpu" leaves d zeroed (train_run then
+ * uses the CPU); "cuda" opens the GPU, which only the CUDA build of the
+ * programs has (this file compiled with WITH_CUDA). N, S, T: the training
+ * batch's shape. */
+int command_open_device(const char *name, StepDevice *d, const Model *m, const AdamState *opt,
+                        int N, int S, int T, Error *err);
 
 #endif

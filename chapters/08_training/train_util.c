@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
@@ -305,4 +306,83 @@ int csv_log_close(CsvLog *log, Error *err)
     free(log->path);
     memset(log, 0, sizeof *log);
     return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Command-line options                                                      */
+/* ------------------------------------------------------------------------ */
+
+static int parse_int(const char *name, const char *text, int *out, Error *err)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end || errno || v < -2147483647L || v > 2147483647L)
+        return error_set(err, "%s: '%s' is not an integer", name, text);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_double(const char *name, const char *text, double *out, Error *err)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end || errno || !isfinite(v))
+        return error_set(err, "%s: '%s' is not a finite number", name, text);
+    *out = v;
+    return 0;
+}
+
+/* Reads argv[first..argc) against the table. */
+int parse_options(const Option *opts, int n, int argc, char **argv, int first, Error *err)
+{
+    for (int i = first; i < argc; i++) {
+        const Option *o = NULL;
+        for (int k = 0; k < n; k++)
+            if (strcmp(argv[i], opts[k].name) == 0) o = &opts[k];
+        if (!o) return error_set(err, "unknown option '%s' (--help lists them)", argv[i]);
+        if (o->type == OPT_FLAG) {
+            *(int *)o->value = 1;
+            continue;
+        }
+        if (i + 1 >= argc) return error_set(err, "%s needs a value", o->name);
+        const char *text = argv[++i];
+        switch (o->type) {
+        case OPT_INT:    if (parse_int(o->name, text, o->value, err) != 0) return -1; break;
+        case OPT_DOUBLE: if (parse_double(o->name, text, o->value, err) != 0) return -1; break;
+        case OPT_STRING: *(const char **)o->value = text; break;
+        case OPT_FLAG:   break;
+        }
+    }
+    return 0;
+}
+
+void print_options(FILE *out, const Option *opts, int n)
+{
+    for (int k = 0; k < n; k++) {
+        char left[48];
+        snprintf(left, sizeof left, "%s%s", opts[k].name,
+                 opts[k].type == OPT_FLAG ? "" : opts[k].type == OPT_STRING ? " S" : " N");
+        fprintf(out, "  %-22s %s\n", left, opts[k].help);
+    }
+}
+
+
+/* mkdir -p */
+int make_dir(const char *dir, Error *err)
+{
+    char path[4096];
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof path) return error_set(err, "bad folder name '%s'", dir);
+    memcpy(path, dir, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (path[i] != '/' && path[i] != '\0') continue;
+        char keep = path[i];
+        path[i] = '\0';
+        if (mkdir(path, 0777) != 0 && errno != EEXIST)
+            return error_set(err, "%s: cannot create the folder: %s", path, strerror(errno));
+        path[i] = keep;
+    }
+    return 0;
 }

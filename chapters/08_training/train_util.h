@@ -91,4 +91,29 @@ int csv_log_row(CsvLog *log, int64_t step, int64_t epoch, double lr, double trai
 /* Closes the file; a write error that surfaces only now is reported. */
 int csv_log_close(CsvLog *log, Error *err);
 
+/* ------------------------------------------------------------------------ */
+/* Command-line options (the programs of chapters 08 and 09)                 */
+/* ------------------------------------------------------------------------ */
+
+typedef enum { OPT_INT, OPT_DOUBLE, OPT_STRING, OPT_FLAG } OptType;
+
+/* One option of a table: "--epochs" and where its value goes. */
+typedef struct {
+    const char *name;       /* "--epochs" */
+    OptType type;
+    void *value;            /* int *, double *, const char **, int * */
+    const char *help;
+} Option;
+
+/* Reads argv[first..argc) against the table of n options: an unknown
+ * option, a missing value or a value of the wrong type is an error naming
+ * the option. */
+int parse_options(const Option *opts, int n, int argc, char **argv, int first, Error *err);
+
+/* One line per option: its name, "N" or "S" for its value, its help. */
+void print_options(FILE *out, const Option *opts, int n);
+
+/* mkdir -p dir. */
+int make_dir(const char *dir, Error *err);
+
 #endif

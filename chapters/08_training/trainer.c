@@ -219,18 +219,45 @@ double train_lr(const TrainOptions *o, const Model *m, int64_t step, int64_t epo
     return 0.0;
 }
 
-/* The buffers of one batch in the form the model's kind needs. */
+static int fill_task(const void *data, const int64_t *idx, int N, int64_t *src,
+                     int64_t *tgt_in, int64_t *target, Error *err)
+{
+    return batch_seq2seq(src, tgt_in, target, data, idx, N, err);
+}
+
+static int fill_task_labeller(const void *data, const int64_t *idx, int N, int64_t *src,
+                              int64_t *tgt_in, int64_t *target, Error *err)
+{
+    (void)tgt_in;
+    return batch_encoder(src, target, data, idx, N, err);
+}
+
+Examples examples_of_task(const SeqDataset *ds, ModelKind kind)
+{
+    Examples e = {0};
+    int seq2seq = kind == MODEL_SEQ2SEQ;
+    e.n = ds->n;
+    e.S = ds->seq_len;
+    e.T = seq2seq ? ds->seq_len + 1 : 0;
+    e.src_vocab = e.tgt_vocab = ds->num_categories + (seq2seq ? SEQ2SEQ_FIRST : 0);
+    e.longest = e.T > e.S ? e.T : e.S;
+    e.data = ds;
+    e.fill = seq2seq ? fill_task : fill_task_labeller;
+    return e;
+}
+
+/* The buffers of one batch. */
 typedef struct {
     int N, S, T;                /* T: decoder length (seq2seq), else 0 */
     int64_t *src, *tgt_in, *target;
 } Batch;
 
-static int batch_alloc(Batch *b, const Model *m, int N, int seq_len, Error *err)
+static int batch_alloc(Batch *b, const Examples *ex, int N, Error *err)
 {
     memset(b, 0, sizeof *b);
     b->N = N;
-    b->S = seq_len;
-    b->T = m->cfg.kind == MODEL_SEQ2SEQ ? seq_len + 1 : 0;
+    b->S = ex->S;
+    b->T = ex->T;
     int out_len = b->T ? b->T : b->S;
     b->src = malloc((size_t)N * b->S * sizeof *b->src);
     b->target = malloc((size_t)N * out_len * sizeof *b->target);
@@ -249,31 +276,31 @@ static void batch_free(Batch *b)
     memset(b, 0, sizeof *b);
 }
 
-/* Fills b with the examples idx[0..b->N) of ds. */
-static int batch_fill(Batch *b, const SeqDataset *ds, const int64_t *idx, Error *err)
+/* Fills b with the examples idx[0..b->N) of ex. */
+static int batch_fill(Batch *b, const Examples *ex, const int64_t *idx, Error *err)
 {
-    if (b->T) return batch_seq2seq(b->src, b->tgt_in, b->target, ds, idx, b->N, err);
-    return batch_encoder(b->src, b->target, ds, idx, b->N, err);
+    return ex->fill(ex->data, idx, b->N, b->src, b->tgt_in, b->target, err);
 }
 
-static int check_task_fits(const Model *m, const SeqDataset *ds, Error *err)
+static int check_task_fits(const Model *m, const Examples *ex, Error *err)
 {
     int seq2seq = m->cfg.kind == MODEL_SEQ2SEQ;
-    int vocab = ds->num_categories + (seq2seq ? SEQ2SEQ_FIRST : 0);
-    int longest = ds->seq_len + (seq2seq ? 1 : 0);
     if (m->cfg.kind == MODEL_CLASSIFIER)
         return error_set(err, "the sequence tasks train a labeller or a seq2seq model, "
                               "not a classifier");
-    if (m->cfg.src_vocab != vocab || m->cfg.tgt_vocab != vocab)
-        return error_set(err, "the model's vocabularies (%d, %d) do not fit the task's %d ids",
-                         m->cfg.src_vocab, m->cfg.tgt_vocab, vocab);
-    if (m->cfg.max_len < longest)
+    if (seq2seq != (ex->T > 0))
+        return error_set(err, "a %s model needs %s examples", seq2seq ? "seq2seq" : "labeller",
+                         seq2seq ? "source-target" : "labelled");
+    if (m->cfg.src_vocab != ex->src_vocab || m->cfg.tgt_vocab != ex->tgt_vocab)
+        return error_set(err, "the model's vocabularies (%d, %d) do not fit the task's (%d, %d)",
+                         m->cfg.src_vocab, m->cfg.tgt_vocab, ex->src_vocab, ex->tgt_vocab);
+    if (m->cfg.max_len < ex->longest)
         return error_set(err, "the model's max_len %d is shorter than the task's sequences (%d)",
-                         m->cfg.max_len, longest);
+                         m->cfg.max_len, ex->longest);
     return 0;
 }
 
-int evaluate(Model *m, StepDevice *device, const SeqDataset *ds, int batch_size,
+int evaluate(Model *m, StepDevice *device, const Examples *ds, int batch_size,
              StepResult *res, Error *err)
 {
     int64_t full = ds->n / batch_size, rest = ds->n % batch_size;
@@ -290,7 +317,7 @@ int evaluate(Model *m, StepDevice *device, const SeqDataset *ds, int batch_size,
         StepWork s = {0};
         Batch b;
         if (count == 0) continue;
-        if (batch_alloc(&b, m, N, ds->seq_len, err) != 0) goto done;
+        if (batch_alloc(&b, ds, N, err) != 0) goto done;
         if (!device && step_work_alloc(&s, m, N, b.S, b.T, 0, err) != 0) {
             batch_free(&b);
             goto done;
@@ -315,7 +342,7 @@ done:
 }
 
 int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o,
-              const SeqDataset *train, const SeqDataset *val, StepResult *res_val, Error *err)
+              const Examples *train, const Examples *val, StepResult *res_val, Error *err)
 {
     Batcher batcher = {0};
     StepWork s = {0};
@@ -334,7 +361,7 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
                   o->batch_size, train->n);
         goto done;
     }
-    if (batch_alloc(&b, m, o->batch_size, train->seq_len, err) != 0) goto done;
+    if (batch_alloc(&b, train, o->batch_size, err) != 0) goto done;
     if (!o->device && step_work_alloc(&s, m, b.N, b.S, b.T, 1, err) != 0) goto done;
     /* A resumed run keeps the log's rows up to its checkpoint. */
     int resumed = state->epoch > 0;

@@ -145,6 +145,28 @@ typedef struct {
                                    and at the end) */
 } TrainOptions;
 
+/* What train_run and evaluate read: n examples of fixed shape, cut into
+ * batches by fill. One interface for every dataset: the synthetic tasks of
+ * data.h (examples_of_task) and chapter 09's pairs read from a file.
+ *   S          source ids per example
+ *   T          decoder positions per example (seq2seq), 0 for the labeller
+ *   src_vocab, tgt_vocab   the ids the examples use: a model must have these
+ *   longest    the most positions either side takes (a model's max_len must reach it)
+ *   fill       writes examples idx[0..N) as src (N, S), tgt_in (N, T) and
+ *              target (N, T) seq2seq or (N, S) labeller (tgt_in unused) */
+typedef struct {
+    int64_t n;
+    int S, T;
+    int src_vocab, tgt_vocab, longest;
+    const void *data;
+    int (*fill)(const void *data, const int64_t *idx, int N, int64_t *src, int64_t *tgt_in,
+                int64_t *target, Error *err);
+} Examples;
+
+/* The examples of a synthetic task for a model of this kind: batch_seq2seq
+ * (seq2seq) or batch_encoder (labeller) on ds, which must outlive them. */
+Examples examples_of_task(const SeqDataset *ds, ModelKind kind);
+
 /* The learning rate of optimizer step `step` (0-based) in epoch `epoch`
  * (0-based) of a run of total_steps steps. */
 double train_lr(const TrainOptions *o, const Model *m, int64_t step, int64_t epoch,
@@ -152,14 +174,13 @@ double train_lr(const TrainOptions *o, const Model *m, int64_t step, int64_t epo
 
 /* Trains m on `train` from where state and opt stand (epoch 0 and a fresh
  * optimizer, or what checkpoint_load read) to o->epochs, validating on
- * `val` after every epoch (res_val: the last validation). The model's kind
- * picks the batch form: labeller -> batch_encoder, seq2seq -> batch_seq2seq. */
+ * `val` after every epoch (res_val: the last validation). */
 int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o,
-              const SeqDataset *train, const SeqDataset *val, StepResult *res_val, Error *err);
+              const Examples *train, const Examples *val, StepResult *res_val, Error *err);
 
 /* Loss and token accuracy of m over a whole dataset (evaluation mode), on
  * the CPU, or on device (NULL: the CPU) with its copy of the parameters. */
-int evaluate(Model *m, StepDevice *device, const SeqDataset *ds, int batch_size,
+int evaluate(Model *m, StepDevice *device, const Examples *ds, int batch_size,
              StepResult *res, Error *err);
 
 #endif

@@ -1,0 +1,225 @@
+/*
+ * pairs.c - see pairs.h.
+ */
+#include "pairs.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sequence.h"
+#include "text.h"
+#include "vocab.h"
+
+/* Calls fn(src, src_len, tgt, tgt_len, line) for every line of the text of
+ * path, after checking its form. */
+typedef int (*PairFn)(void *ctx, const uint8_t *src, size_t src_len, const uint8_t *tgt,
+                      size_t tgt_len, int64_t line, Error *err);
+
+static int for_each_pair(const char *path, const Text *text, PairFn fn, void *ctx, Error *err)
+{
+    size_t pos = 0;
+    int64_t line = 0;
+    if (text->len == 0) return error_set(err, "%s: the file is empty", path);
+    while (pos < text->len) {
+        const uint8_t *start = text->data + pos;
+        const uint8_t *nl = memchr(start, '\n', text->len - pos);
+        size_t len = nl ? (size_t)(nl - start) : text->len - pos;
+        pos += len + (nl ? 1 : 0);
+        line++;
+        if (len > 0 && start[len - 1] == '\r') len--;       /* a file written on Windows */
+        if (len == 0) return error_set(err, "%s:%" PRId64 ": empty line", path, line);
+        const uint8_t *bar = memchr(start, '|', len);
+        if (!bar)
+            return error_set(err, "%s:%" PRId64 ": no '|' between source and target", path, line);
+        size_t src_len = (size_t)(bar - start), tgt_len = len - src_len - 1;
+        if (memchr(bar + 1, '|', tgt_len))
+            return error_set(err, "%s:%" PRId64 ": more than one '|'", path, line);
+        if (fn(ctx, start, src_len, bar + 1, tgt_len, line, err) != 0) return -1;
+    }
+    return 0;
+}
+
+static int alloc_pairs(PairDataset *ds, int64_t n, int S, int T, Error *err)
+{
+    ds->n = n;
+    ds->S = S;
+    ds->T = T;
+    ds->src = malloc((size_t)(n ? n : 1) * S * sizeof *ds->src);
+    ds->tgt = malloc((size_t)(n ? n : 1) * (T + 1) * sizeof *ds->tgt);
+    ds->line = malloc((size_t)(n ? n : 1) * sizeof *ds->line);
+    if (!ds->src || !ds->tgt || !ds->line) {
+        pairs_free(ds);
+        return error_set(err, "out of memory for %" PRId64 " pairs", n);
+    }
+    return 0;
+}
+
+typedef struct {
+    const char *path;
+    const Tokenizer *src_tok, *tgt_tok;
+    int max_src, max_tgt;
+    PairDataset *ds;            /* rows are appended; NULL: only count */
+    int64_t kept, skipped;
+    int64_t *ids;               /* scratch: one side's ids */
+    size_t cap;
+} ReadCtx;
+
+/* Tokenizes one side into c->ids; *n its number of tokens. */
+static int encode_side(ReadCtx *c, const Tokenizer *tk, const uint8_t *text, size_t len,
+                       int64_t line, const char *side, int64_t *n, Error *err)
+{
+    if (len + 1 > c->cap) {
+        int64_t *grown = realloc(c->ids, (len + 1) * sizeof *grown);
+        if (!grown) return error_set(err, "out of memory for a line of %zu bytes", len);
+        c->ids = grown;
+        c->cap = len + 1;
+    }
+    if (tokenizer_encode(tk, text, len, c->ids, n, err) != 0) {
+        char msg[ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return error_set(err, "%s:%" PRId64 ": %s: %s", c->path, line, side, msg);
+    }
+    return 0;
+}
+
+static int read_pair(void *ctx, const uint8_t *src, size_t src_len, const uint8_t *tgt,
+                     size_t tgt_len, int64_t line, Error *err)
+{
+    ReadCtx *c = ctx;
+    int64_t ns, nt;
+    if (encode_side(c, c->src_tok, src, src_len, line, "source", &ns, err) != 0) return -1;
+    if (ns > c->max_src) {
+        c->skipped++;
+        return 0;
+    }
+    PairDataset *ds = c->ds;
+    if (ds && seq_bracket(ds->src + c->kept * ds->S, c->ids, ns, ds->S, err) != 0) return -1;
+    if (encode_side(c, c->tgt_tok, tgt, tgt_len, line, "target", &nt, err) != 0) return -1;
+    if (nt > c->max_tgt) {
+        c->skipped++;
+        return 0;
+    }
+    if (ds) {
+        if (seq_bracket(ds->tgt + c->kept * (ds->T + 1), c->ids, nt, ds->T + 1, err) != 0)
+            return -1;
+        ds->line[c->kept] = line;
+    }
+    c->kept++;
+    return 0;
+}
+
+int pairs_read(PairDataset *ds, const char *path, const Tokenizer *src_tok,
+               const Tokenizer *tgt_tok, int max_src, int max_tgt, int64_t *skipped, Error *err)
+{
+    Text text = {0};
+    ReadCtx c = {path, src_tok, tgt_tok, max_src, max_tgt, NULL, 0, 0, NULL, 0};
+    int rc = -1;
+    memset(ds, 0, sizeof *ds);
+    if (max_src < 1 || max_tgt < 1 || max_src > 1 << 20 || max_tgt > 1 << 20)
+        return error_set(err, "%s: the token limits %d and %d must lie in 1..%d", path, max_src,
+                         max_tgt, 1 << 20);
+    if (text_read_file(path, &text, err) != 0) return -1;
+    /* Two passes: count the pairs that stay, then fill exactly that many rows. */
+    if (for_each_pair(path, &text, read_pair, &c, err) != 0) goto done;
+    if (c.kept == 0) {
+        error_set(err, "%s: none of its %" PRId64 " pairs has at most %d source and %d target "
+                  "tokens", path, c.skipped, max_src, max_tgt);
+        goto done;
+    }
+    if (alloc_pairs(ds, c.kept, max_src + 2, max_tgt + 1, err) != 0) goto done;
+    c.ds = ds;
+    c.kept = c.skipped = 0;
+    if (for_each_pair(path, &text, read_pair, &c, err) != 0) {
+        pairs_free(ds);
+        goto done;
+    }
+    if (skipped) *skipped = c.skipped;
+    rc = 0;
+done:
+    free(c.ids);
+    text_free(&text);
+    return rc;
+}
+
+int pairs_slice(const PairDataset *all, int64_t first, int64_t count, PairDataset *part,
+                Error *err)
+{
+    memset(part, 0, sizeof *part);
+    if (first < 0 || count < 1 || first > all->n - count)
+        return error_set(err, "pairs %" PRId64 "..%" PRId64 " are not all among the %" PRId64
+                         " pairs", first, first + count - 1, all->n);
+    if (alloc_pairs(part, count, all->S, all->T, err) != 0) return -1;
+    memcpy(part->src, all->src + first * all->S, (size_t)count * all->S * sizeof *part->src);
+    memcpy(part->tgt, all->tgt + first * (all->T + 1),
+           (size_t)count * (all->T + 1) * sizeof *part->tgt);
+    memcpy(part->line, all->line + first, (size_t)count * sizeof *part->line);
+    return 0;
+}
+
+void pairs_free(PairDataset *ds)
+{
+    free(ds->src);
+    free(ds->tgt);
+    free(ds->line);
+    memset(ds, 0, sizeof *ds);
+}
+
+/* Teacher forcing: tgt_in and target are the target row without its last
+ * and without its first id. */
+static int fill_pairs(const void *data, const int64_t *idx, int N, int64_t *src,
+                      int64_t *tgt_in, int64_t *target, Error *err)
+{
+    const PairDataset *ds = data;
+    const int S = ds->S, T = ds->T;
+    for (int b = 0; b < N; b++) {
+        if (idx[b] < 0 || idx[b] >= ds->n)
+            return error_set(err, "batch row %d: pair %" PRId64 " is outside the dataset", b,
+                             idx[b]);
+        const int64_t *row = ds->tgt + idx[b] * (T + 1);
+        memcpy(src + (int64_t)b * S, ds->src + idx[b] * S, (size_t)S * sizeof *src);
+        memcpy(tgt_in + (int64_t)b * T, row, (size_t)T * sizeof *tgt_in);
+        memcpy(target + (int64_t)b * T, row + 1, (size_t)T * sizeof *target);
+    }
+    return 0;
+}
+
+Examples pairs_examples(const PairDataset *ds, int src_vocab, int tgt_vocab)
+{
+    Examples e = {0};
+    e.n = ds->n;
+    e.S = ds->S;
+    e.T = ds->T;
+    e.src_vocab = src_vocab;
+    e.tgt_vocab = tgt_vocab;
+    e.longest = ds->S > ds->T ? ds->S : ds->T;
+    e.data = ds;
+    e.fill = fill_pairs;
+    return e;
+}
+
+typedef struct {
+    int side;
+    Text *out;
+} SideCtx;
+
+static int append_side(void *ctx, const uint8_t *src, size_t src_len, const uint8_t *tgt,
+                       size_t tgt_len, int64_t line, Error *err)
+{
+    SideCtx *c = ctx;
+    (void)line;
+    if (text_append(c->out, c->side ? tgt : src, c->side ? tgt_len : src_len, err) != 0)
+        return -1;
+    return text_append(c->out, "\n", 1, err);
+}
+
+int pairs_read_side(const char *path, int side, Text *out, Error *err)
+{
+    Text text = {0};
+    SideCtx c = {side, out};
+    if (text_read_file(path, &text, err) != 0) return -1;
+    int rc = for_each_pair(path, &text, append_side, &c, err);
+    text_free(&text);
+    return rc;
+}
