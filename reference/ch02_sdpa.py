@@ -4,11 +4,18 @@ exactly as torch.nn.functional.scaled_dot_product_attention computes it.
 Case tensors (see chapters/02_sdpa/README.md):
     sdpa            query (..., L, E), key (..., S, E), value (..., S, Ev),
                     attn_mask (optional: bool, True = may attend, or float, added;
-                    broadcastable to (..., L, S))
-                    -> output (..., L, Ev), attn_weights (..., L, S)
+                    broadcastable to (..., L, S)),
+                    dropout_mask (bool (..., L, S), True = kept; with dropout_p > 0)
+                    -> output (..., L, Ev), attn_weights (..., L, S) (before dropout)
     sdpa_backward   the same plus grad_output (..., L, Ev)
                     -> output, attn_weights, grad_query, grad_key, grad_value
-Options (metadata): is_causal "true"/"false"; scale (absent: 1/sqrt(E)).
+Options (metadata): is_causal "true"/"false"; scale (absent: 1/sqrt(E));
+dropout_p (absent: 0).
+
+With dropout the output comes from torch's own math kernel of
+F.scaled_dot_product_attention, aten._scaled_dot_product_attention_math,
+which takes the dropout mask as an argument (PyTorch's tests use it the same
+way): out = (softmax(scores) * mask / (1 - p)) @ value.
 
 The expected output and gradients come from F.scaled_dot_product_attention and
 autograd in float64. F.scaled_dot_product_attention does not return its
@@ -18,6 +25,7 @@ against the output torch gave.
 
 import math
 import random
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -45,8 +53,9 @@ SDPA_TOL = 2.5e-6
 SDPA_BACKWARD_TOL = 1e-5
 
 
-def tolerance(q, k, scale, backward):
-    growth = max(1.0, (q @ k.transpose(-2, -1) * scale).abs().max().item() / 4)
+def tolerance(q, k, scale, backward, dropout_p=0.0):
+    """Dropout scales the kept weights, and so their errors, by 1 / (1 - p)."""
+    growth = max(1.0, (q @ k.transpose(-2, -1) * scale).abs().max().item() / 4) / (1 - dropout_p)
     tol = float(f"{(SDPA_BACKWARD_TOL if backward else SDPA_TOL) * growth:.2g}")
     return dict(atol=tol, rtol=tol)
 
@@ -71,22 +80,44 @@ def attention_weights(q, k, attn_mask, is_causal, scale):
     return torch.nan_to_num(weights, nan=0.0)   # a row of all -inf: 0/0 -> 0
 
 
+def sdpa_with_dropout_mask(q, k, v, attn_mask, is_causal, scale, dropout_p, dropout_mask):
+    """F.scaled_dot_product_attention's math kernel with a given dropout mask.
+    The kernel adds attn_mask as it is, so a boolean mask becomes the additive
+    one first (F.scaled_dot_product_attention does that before calling it)."""
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        attn_mask = torch.zeros(attn_mask.shape, dtype=q.dtype).masked_fill(~attn_mask,
+                                                                             -math.inf)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Dropout mask should only be used for testing")
+        out, _ = torch.ops.aten._scaled_dot_product_attention_math(
+            q, k, v, attn_mask, dropout_p, is_causal, dropout_mask=dropout_mask, scale=scale)
+    return out
+
+
 def sdpa_case(name, seed, q, k, v, attn_mask=None, is_causal=False, scale=None,
-              grad_output=None):
+              grad_output=None, dropout_p=0.0, dropout_mask=None):
     """One case from float64 inputs already rounded to float32 values. With
-    grad_output it is an sdpa_backward case."""
+    grad_output it is an sdpa_backward case; with dropout_p > 0 dropout_mask
+    (True = kept) drops attention weights."""
     backward = grad_output is not None
     q, k, v = (t.detach().clone().requires_grad_(backward) for t in (q, k, v))
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-                                         scale=scale)
+    if dropout_p > 0:
+        out = sdpa_with_dropout_mask(q, k, v, attn_mask, is_causal, scale, dropout_p,
+                                     dropout_mask)
+    else:
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
+                                             scale=scale)
     used_scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
     weights = attention_weights(q.detach(), k.detach(), attn_mask, is_causal, used_scale)
-    gap = (weights @ v.detach() - out.detach()).abs().max().item()
+    kept = weights * dropout_mask / (1 - dropout_p) if dropout_p > 0 else weights
+    gap = (kept @ v.detach() - out.detach()).abs().max().item()
     assert gap < 1e-10, f"{name}: weights @ value differs from torch's output by {gap}"
 
     tensors = {"query": q, "key": k, "value": v}
     if attn_mask is not None:
         tensors["attn_mask"] = attn_mask
+    if dropout_p > 0:
+        tensors["dropout_mask"] = dropout_mask
     outputs = ["output", "attn_weights"]
     if backward:
         grads = torch.autograd.grad(out, (q, k, v), grad_output)
@@ -97,8 +128,10 @@ def sdpa_case(name, seed, q, k, v, attn_mask=None, is_causal=False, scale=None,
     options = {"is_causal": is_causal}
     if scale is not None:
         options["scale"] = float(scale)
+    if dropout_p > 0:
+        options["dropout_p"] = float(dropout_p)
     op = "sdpa_backward" if backward else "sdpa"
-    tol = tolerance(q.detach(), k.detach(), used_scale, backward)
+    tol = tolerance(q.detach(), k.detach(), used_scale, backward, dropout_p)
     return Case(name, tensors, case_meta(op, seed, outputs=outputs, **options, **tol))
 
 
@@ -129,9 +162,10 @@ def float_mask(g, shape, p_inf=0.0):
 
 
 def make(name, seed, batch, L, S, E, Ev, mask=None, mask_shape=None, is_causal=False,
-         scale=None, backward=False, spread=1.0, edit_mask=None):
+         scale=None, backward=False, spread=1.0, edit_mask=None, dropout=0.0):
     """Draws one case. mask: None, "bool" or "float"; mask_shape defaults to the
-    full attention shape; edit_mask(mask) may change the drawn mask."""
+    full attention shape; edit_mask(mask) may change the drawn mask; dropout:
+    p of a dropout mask on the attention weights, drawn last."""
     g = generator(seed)
     q, k, v = qkv(g, batch, L, S, E, Ev, spread)
     attn_mask = None
@@ -141,7 +175,8 @@ def make(name, seed, batch, L, S, E, Ev, mask=None, mask_shape=None, is_causal=F
         if edit_mask is not None:
             attn_mask = edit_mask(attn_mask)
     grad_output = f32(randn(g, *batch, L, Ev)) if backward else None
-    return sdpa_case(name, seed, q, k, v, attn_mask, is_causal, scale, grad_output)
+    keep = bool_mask(g, (*batch, L, S), keep=1 - dropout) if dropout > 0 else None
+    return sdpa_case(name, seed, q, k, v, attn_mask, is_causal, scale, grad_output, dropout, keep)
 
 
 def seed_example(name, backward=False):
@@ -203,11 +238,16 @@ GOLDEN = {
     # this case guards against, inf or NaN, fails at any tolerance.
     "large_logits": dict(batch=(2, 2), L=6, S=8, E=8, Ev=8, spread=8.0),
     "longer": dict(batch=(2, 4), L=40, S=40, E=32, Ev=32, is_causal=True),
+    # dropout on the attention weights, with the mask in the case
+    "dropout_p10": dict(batch=(2, 3), L=6, S=7, E=8, Ev=5, dropout=0.1),
+    "dropout_p50_causal": dict(batch=(2, 2), L=7, S=7, E=8, Ev=6, is_causal=True, dropout=0.5),
+    "dropout_p30_bool_mask": dict(batch=(2, 2), L=6, S=5, E=8, Ev=4, mask="bool", dropout=0.3),
 }
 BACKWARD = ["basic", "l_ne_s", "e_ne_ev", "bool_mask", "additive_mask", "causal_square",
             "causal_l_lt_s", "causal_l_gt_s", "custom_scale", "batch_heads", "rank2", "rank3",
             "single_query", "fully_masked_bool", "fully_masked_additive", "mask_n11s",
-            "mask_1hl1", "large_logits", "longer"]
+            "mask_1hl1", "large_logits", "longer", "dropout_p10", "dropout_p50_causal",
+            "dropout_p30_bool_mask"]
 
 
 def golden_cases():
@@ -239,6 +279,8 @@ def random_case(op, seed):
     mask_rank = draw.randint(2 if rank == 4 else 1, rank)    # see "mask_s" above
     mask_shape = tuple(n if draw.random() < 0.6 else 1 for n in att_shape[-mask_rank:])
     scale = draw.choice([None, None, round(draw.uniform(0.05, 1.5), 4)])
+    dropout = draw.choice([0.0, 0.0, 0.0, round(draw.uniform(0.05, 0.5), 2)])
     return make(op, seed, batch, L, S, E, Ev,
                 mask=kind if kind in ("bool", "float") else None, mask_shape=mask_shape,
-                is_causal=kind == "causal", scale=scale, backward=op == "sdpa_backward")
+                is_causal=kind == "causal", scale=scale, backward=op == "sdpa_backward",
+                dropout=dropout)

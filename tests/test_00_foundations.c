@@ -232,6 +232,21 @@ static void test_rng_case(void **state)
 
 /* 100 000 draws: the moments of uniform and normal are where they belong
  * (bounds are about 5 standard errors wide). */
+/* rng_advance(k) leaves the generator exactly where k draws leave it. */
+static void test_rng_advance(void **state)
+{
+    const uint64_t steps[] = {0, 1, 2, 7, 64, 1000, 123457};
+    for (size_t s = 0; s < sizeof steps / sizeof steps[0]; s++) {
+        Rng a, b;
+        rng_seed(&a, 99, 3);
+        rng_seed(&b, 99, 3);
+        for (uint64_t i = 0; i < steps[s]; i++) rng_u32(&a);
+        rng_advance(&b, steps[s]);
+        assert_true(a.state == b.state && a.inc == b.inc);
+        assert_int_equal(rng_u32(&a), rng_u32(&b));
+    }
+}
+
 static void test_rng_statistics(void **state)
 {
     Rng rng;
@@ -578,6 +593,7 @@ int main(void)
 
         GOLDEN_TEST(test_rng_case, "rng_seed42"),
         GOLDEN_TEST(test_rng_case, "rng_seed7_stream3"),
+        cmocka_unit_test(test_rng_advance),
         cmocka_unit_test(test_rng_statistics),
 
         cmocka_unit_test(test_read_pytorch_file),

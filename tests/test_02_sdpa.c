@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
+#include "rng.h"
 #include "sdpa.h"
 #include "sdpa_case.h"
 
@@ -68,14 +69,14 @@ static void run_case(Run *r, const TensorFile *f)
     }
     r->out = test_floats((int64_t)B * L * Ev);
     r->att = test_floats(n_att(c));
-    assert_int_equal(sdpa_forward(r->out, r->att, c->q, c->k, c->v, r->bias,
-                                  B, L, S, E, Ev, c->scale, c->is_causal), 0);
+    assert_int_equal(sdpa_forward(r->out, r->att, c->q, c->k, c->v, r->bias, c->drop,
+                                  c->dropout_p, B, L, S, E, Ev, c->scale, c->is_causal), 0);
     if (c->backward) {
         r->dq = test_floats((int64_t)B * L * E);
         r->dk = test_floats((int64_t)B * S * E);
         r->dv = test_floats((int64_t)B * S * Ev);
-        assert_int_equal(sdpa_backward(r->dq, r->dk, r->dv, c->dout,
-                                       c->q, c->k, c->v, r->att, B, L, S, E, Ev, c->scale), 0);
+        assert_int_equal(sdpa_backward(r->dq, r->dk, r->dv, c->dout, c->q, c->k, c->v, r->att,
+                                       c->drop, c->dropout_p, B, L, S, E, Ev, c->scale), 0);
     }
 }
 
@@ -169,6 +170,48 @@ static void test_fully_masked_additive_rows_are_zero(void **state)
     check_fully_masked("fully_masked_additive_backward", (int[]){0, 3}, 2);
 }
 
+/* Dropout on the attention weights keeps every weight's expectation: with
+ * all values 1, a row's output is sum_j att[j] keep[j] / (1 - p), whose mean
+ * is sum_j att[j] = 1. Over 2048 rows of 32 keys with p = 0.3 the mean is
+ * within 0.015 of 1 (the standard error is about 0.003), about p of the
+ * weights are dropped, and with every weight kept the output is exactly
+ * the one without dropout, times 1 / (1 - p). */
+static void test_dropout_keeps_expectation(void **state)
+{
+    enum { B = 64, L = 32, S = 32, E = 8 };
+    const float p = 0.3f;
+    float *q = test_floats(B * L * E), *k = test_floats(B * S * E), *v = test_floats(B * S);
+    float *out = test_floats(B * L), *plain = test_floats(B * L), *att = test_floats(B * L * S);
+    uint8_t *keep = malloc(B * L * S), *all = malloc(B * L * S);
+    Rng rng;
+    rng_seed(&rng, 7, 0);
+    for (int i = 0; i < B * L * E; i++) q[i] = rng_uniform(&rng) - 0.5f;
+    for (int i = 0; i < B * S * E; i++) k[i] = rng_uniform(&rng) - 0.5f;
+    for (int i = 0; i < B * S; i++) v[i] = 1.0f;
+    int64_t dropped = 0;
+    for (int i = 0; i < B * L * S; i++) {
+        keep[i] = rng_uniform(&rng) >= p;
+        all[i] = 1;
+        dropped += !keep[i];
+    }
+    float scale = sdpa_default_scale(E);
+    assert_int_equal(sdpa_forward(out, att, q, k, v, NULL, keep, p, B, L, S, E, 1, scale, 0), 0);
+    double mean = 0;
+    for (int i = 0; i < B * L; i++) mean += out[i] / (B * L);
+    assert_int_equal(sdpa_forward(plain, att, q, k, v, NULL, NULL, 0.0f, B, L, S, E, 1, scale,
+                                  0), 0);
+    assert_int_equal(sdpa_forward(out, att, q, k, v, NULL, all, p, B, L, S, E, 1, scale, 0), 0);
+    double worst = 0;
+    for (int i = 0; i < B * L; i++) worst = fmax(worst, fabs(out[i] - plain[i] / (1.0 - p)));
+    print_message("  p %.1f: %.4f of the weights dropped, mean output %.4f (1 expected); all "
+                  "kept: within %.2g of the plain output / (1 - p)\n", (double)p,
+                  (double)dropped / (B * L * S), mean, worst);
+    assert_true(fabs(mean - 1.0) < 0.015);
+    assert_true(fabs((double)dropped / (B * L * S) - p) < 0.01);
+    assert_true(worst < 1e-5);
+    free(q), free(k), free(v), free(out), free(plain), free(att), free(keep), free(all);
+}
+
 /* is_causal is top-left aligned: query i sees keys 0..i, whether L < S or
  * L > S; every row still sums to 1 (row 0 always sees key 0). */
 static void test_causal_alignment(void **state)
@@ -218,7 +261,7 @@ static void test_causal_equals_tril_mask(void **state)
     float *att = test_floats(n_att(c));
     int64_t att_shape[4] = {c->batch_shape[0], c->batch_shape[1], L, S};
     assert_int_equal(sdpa_mask_bias(bias, tril, 1, (int64_t[]){L, S}, 2, att_shape, 4), 0);
-    assert_int_equal(sdpa_forward(out, att, c->q, c->k, c->v, bias, c->B, L, S, c->E,
+    assert_int_equal(sdpa_forward(out, att, c->q, c->k, c->v, bias, NULL, 0.0f, c->B, L, S, c->E,
                                   c->Ev, c->scale, 0), 0);
     assert_memory_equal(att, r.att, n_att(c) * sizeof(float));
     assert_memory_equal(out, r.out, (size_t)c->B * L * c->Ev * sizeof(float));
@@ -288,7 +331,7 @@ static void test_seed_example_printed_values(void **state)
     const float want_att[9] = {0.4028f, 0.2886f, 0.3086f, 0.3538f, 0.3069f, 0.3393f,
                                0.1303f, 0.4630f, 0.4067f};
     float out[6], att[9];
-    assert_int_equal(sdpa_forward(out, att, q, k, v, NULL, 1, 3, 3, 2, 2,
+    assert_int_equal(sdpa_forward(out, att, q, k, v, NULL, NULL, 0.0f, 1, 3, 3, 2, 2,
                                   sdpa_default_scale(2), 0), 0);
     assert_close("seed example output", out, want_out, 6, 1.5e-4, 0);
     assert_close("seed example attention", att, want_att, 9, 1.5e-4, 0);
@@ -324,7 +367,7 @@ static void test_backward_accumulates(void **state)
     Run r;
     run_case(&r, &f);
     const SdpaCase *c = &r.c;
-    assert_int_equal(sdpa_backward(r.dq, r.dk, r.dv, c->dout, c->q, c->k, c->v, r.att, c->B,
+    assert_int_equal(sdpa_backward(r.dq, r.dk, r.dv, c->dout, c->q, c->k, c->v, r.att, NULL, 0.0f, c->B,
                                    c->L, c->S, c->E, c->Ev, c->scale), 0);
     const char *names[3] = {"grad_query", "grad_key", "grad_value"};
     const float *got[3] = {r.dq, r.dk, r.dv};
@@ -410,7 +453,13 @@ static const BadCase BAD[] = {
     {"scale_not_a_number", NULL, DTYPE_F32, 0, {0}, "scale", "abc", "expected a number"},
     {"scale_inf", NULL, DTYPE_F32, 0, {0}, "scale", "inf", "finite"},
     {"scale_nan", NULL, DTYPE_F32, 0, {0}, "scale", "nan", "finite"},
-    {"dropout", NULL, DTYPE_F32, 0, {0}, "dropout_p", "0.1", "only 0 is supported"},
+    {"dropout_without_mask", NULL, DTYPE_F32, 0, {0}, "dropout_p", "0.1",
+     "has no 'dropout_mask'"},
+    {"dropout_p_one", NULL, DTYPE_F32, 0, {0}, "dropout_p", "1", "must lie in [0, 1)"},
+    {"dropout_mask_shape", "dropout_mask", DTYPE_BOOL, 4, {2, 3, 4, 5}, "dropout_p", "0.1",
+     "must be the attention shape"},
+    {"dropout_mask_without_p", "dropout_mask", DTYPE_BOOL, 4, {2, 3, 4, 6}, NULL, NULL,
+     "dropout_p is 0"},
     {"enable_gqa", NULL, DTYPE_F32, 0, {0}, "enable_gqa", "true", "grouped-query"},
     {"grad_output_shape", "grad_output", DTYPE_F32, 4, {2, 3, 4, 6}, NULL, NULL,
      "expected (2, 3, 4, 7)"},
@@ -567,9 +616,16 @@ int main(void)
         GOLDEN_TEST(test_sdpa_case, "large_logits_backward"),
         GOLDEN_TEST(test_sdpa_case, "longer"),
         GOLDEN_TEST(test_sdpa_case, "longer_backward"),
+        GOLDEN_TEST(test_sdpa_case, "dropout_p10"),
+        GOLDEN_TEST(test_sdpa_case, "dropout_p10_backward"),
+        GOLDEN_TEST(test_sdpa_case, "dropout_p50_causal"),
+        GOLDEN_TEST(test_sdpa_case, "dropout_p50_causal_backward"),
+        GOLDEN_TEST(test_sdpa_case, "dropout_p30_bool_mask"),
+        GOLDEN_TEST(test_sdpa_case, "dropout_p30_bool_mask_backward"),
 
         cmocka_unit_test(test_fully_masked_bool_rows_are_zero),
         cmocka_unit_test(test_fully_masked_additive_rows_are_zero),
+        cmocka_unit_test(test_dropout_keeps_expectation),
         cmocka_unit_test(test_causal_alignment),
         cmocka_unit_test(test_causal_equals_tril_mask),
         cmocka_unit_test(test_mask_broadcast),

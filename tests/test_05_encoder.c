@@ -132,6 +132,29 @@ static void test_dropout_mask_case(void **state)
 }
 
 /* The mask dropout_mask() draws equals the one reference/rng.py draws. */
+/* A mask large enough to be drawn by several threads, in blocks that jump
+ * ahead in the stream, is exactly the serial one (element i takes the i-th
+ * number), with one thread or two, and leaves the generator where n serial
+ * draws leave it. */
+static void test_dropout_mask_is_the_serial_stream(void **state)
+{
+    enum { N = 300007 };
+    uint8_t *serial = malloc(N), *mask = malloc(N);
+    Rng a, b;
+    rng_seed(&a, 11, 4);
+    for (int i = 0; i < N; i++) serial[i] = rng_uniform(&a) >= 0.3f;
+    int saved = omp_get_max_threads();
+    for (int threads = 1; threads <= 2; threads++) {
+        omp_set_num_threads(threads);
+        rng_seed(&b, 11, 4);
+        assert_int_equal(dropout_mask(mask, N, 0.3f, &b), 0);
+        assert_memory_equal(mask, serial, N);
+        assert_true(a.state == b.state);
+    }
+    omp_set_num_threads(saved);
+    free(serial), free(mask);
+}
+
 static void test_dropout_rng_case(void **state)
 {
     TensorFile f;
@@ -1006,6 +1029,7 @@ int main(void)
         GOLDEN_TEST(test_dropout_rng_case, "dropout_rng_p10_8x32_seed42"),
         GOLDEN_TEST(test_dropout_rng_case, "dropout_rng_p50_1000_seed7"),
         GOLDEN_TEST(test_dropout_rng_case, "dropout_rng_p100_3x4x5_seed1"),
+        cmocka_unit_test(test_dropout_mask_is_the_serial_stream),
         cmocka_unit_test(test_dropout_statistics),
         cmocka_unit_test(test_dropout_deterministic),
         cmocka_unit_test(test_dropout_p0_and_p1),

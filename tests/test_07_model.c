@@ -323,6 +323,48 @@ static void test_longer_than_max_len(void **state)
     model_free(&m);
 }
 
+/* A work allocated for long sequences and reshaped to shorter ones gives
+ * bit for bit the logits and gradients of a work allocated for the short
+ * ones, in training mode (dropout drawn from the same stream) and after a
+ * reshape back to the long lengths. */
+static void test_work_reshape(void **state)
+{
+    enum { N = 3, S = 5, T = 4 };
+    Model m;
+    ModelWork big, exact;
+    Rng init, drop_a, drop_b;
+    Error err;
+    rng_seed(&init, 8, 0);
+    assert_int_equal(model_init(&m, &SEQ2SEQ, &init, &err), 0);
+    int64_t src[N * S] = {3, 4, 5, 0, 0, 6, 7, 8, 4, 0, 5, 5, 6, 7, 8};
+    int64_t tgt[N * T] = {1, 3, 4, 0, 1, 5, 6, 7, 1, 8, 0, 0};
+    float *dlogits = malloc(N * T * 9 * sizeof *dlogits);
+    float *grads = malloc(m.num_params * sizeof *grads);
+    for (int i = 0; i < N * T * 9; i++) dlogits[i] = (float)((i * 7) % 11) / 11.0f - 0.5f;
+    assert_int_equal(model_work_alloc(&big, &m, N, 7, 7, 1, &err), 0);
+    assert_int_equal(model_work_alloc(&exact, &m, N, S, T, 1, &err), 0);
+    assert_int_equal(model_work_reshape(&big, &m, 8, T, &err), -1);   /* longer: refused */
+    assert_int_equal(model_work_reshape(&big, &m, S, T, &err), 0);
+    rng_seed(&drop_a, 9, 1);
+    rng_seed(&drop_b, 9, 1);
+    model_zero_grad(&m);
+    assert_int_equal(model_forward(&m, &exact, src, tgt, &drop_a), 0);
+    assert_int_equal(model_backward(&m, &exact, dlogits), 0);
+    memcpy(grads, m.grads, m.num_params * sizeof *grads);
+    model_zero_grad(&m);
+    assert_int_equal(model_forward(&m, &big, src, tgt, &drop_b), 0);
+    assert_int_equal(model_backward(&m, &big, dlogits), 0);
+    assert_int_equal(big.rows, N * T);
+    assert_memory_equal(big.logits, exact.logits, N * T * 9 * sizeof(float));
+    assert_memory_equal(m.grads, grads, m.num_params * sizeof *grads);
+    assert_int_equal(model_work_reshape(&big, &m, 7, 7, &err), 0);
+    assert_int_equal(big.rows, N * 7);
+    model_work_free(&big);
+    model_work_free(&exact);
+    free(dlogits), free(grads);
+    model_free(&m);
+}
+
 static void test_ids_out_of_range(void **state)
 {
     Error err;
@@ -649,6 +691,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_not_a_model),
         cmocka_unit_test(test_config_check),
         cmocka_unit_test(test_longer_than_max_len),
+        cmocka_unit_test(test_work_reshape),
         cmocka_unit_test(test_ids_out_of_range),
         cmocka_unit_test(test_beam_width_one_is_greedy),
         cmocka_unit_test(test_greedy_score_is_teacher_forced),

@@ -24,6 +24,10 @@ typedef struct {
 
 void rng_seed(Rng *rng, uint64_t seed, uint64_t stream);
 uint32_t rng_u32(Rng *rng);
+/* Skips delta numbers of the stream in O(log delta) steps: afterwards the
+ * stream goes on exactly as after delta calls of rng_u32. So several threads
+ * can each draw their own block of one stream. */
+void rng_advance(Rng *rng, uint64_t delta);
 /* Uniform in [0, 1), 24 random bits (every float32 of the form k / 2^24). */
 float rng_uniform(Rng *rng);
 /* Standard normal by the Box-Muller transform (uses two uniforms per call). */

@@ -73,7 +73,7 @@ static int run_example(const char *title, const float *q, const float *k, const 
 {
     float out[3 * 2], att[3 * 3];
     printf("-- %s\n", title);
-    if (sdpa_forward(out, att, q, k, v, NULL, 1, 3, 3, 2, 2, sdpa_default_scale(2),
+    if (sdpa_forward(out, att, q, k, v, NULL, NULL, 0.0f, 1, 3, 3, 2, 2, sdpa_default_scale(2),
                      0) != 0)
         return -1;
     *max_diff = 0;
@@ -109,7 +109,7 @@ static int demo(void)
 
     /* The same example, causal: query i may only look at keys 0..i. */
     float out[3 * 2], att[3 * 3];
-    if (sdpa_forward(out, att, SEED_Q, SEED_K, SEED_V, NULL, 1, 3, 3, 2, 2,
+    if (sdpa_forward(out, att, SEED_Q, SEED_K, SEED_V, NULL, NULL, 0.0f, 1, 3, 3, 2, 2,
                      sdpa_default_scale(2), 1) != 0)
         return -1;
     printf("-- the same example with is_causal (row 0 can only copy v_0)\n");

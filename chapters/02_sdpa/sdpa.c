@@ -61,8 +61,17 @@ int sdpa_mask_bias(float *bias, const void *mask, int is_bool, const int64_t *ma
     /* END SOLUTION */
 }
 
+/* w = att * keep / (1 - p), n values: the weights that dropout keeps,
+ * scaled up so that their expectation is att. */
+static void dropped_weights(float *w, const float *att, const uint8_t *keep, float p, size_t n)
+{
+    const float scale = 1.0f / (1.0f - p);
+    for (size_t i = 0; i < n; i++) w[i] = keep[i] ? att[i] * scale : 0.0f;
+}
+
 int sdpa_forward(float *out, float *att,
                  const float *q, const float *k, const float *v, const float *bias,
+                 const uint8_t *drop, float dropout_p,
                  int B, int L, int S, int E, int Ev, float scale, int is_causal)
 {
     /* BEGIN SOLUTION */
@@ -70,49 +79,65 @@ int sdpa_forward(float *out, float *att,
     /* With one batch entry there is nothing to share out here; the threads
      * are left to the matmuls inside (an inner parallel loop only runs in
      * parallel when the outer one does not). */
-    #pragma omp parallel for schedule(static) reduction(|:rc) if (B > 1)
-    for (int b = 0; b < B; b++) {
-        const float *qb = q + (size_t)b * L * E;                 /* (L, E) */
-        const float *kb = k + (size_t)b * S * E;                 /* (S, E) */
-        const float *vb = v + (size_t)b * S * Ev;                /* (S, Ev) */
-        const float *biasb = bias ? bias + (size_t)b * L * S : NULL; /* (L, S) */
-        float *ab = att + (size_t)b * L * S;                     /* (L, S) */
-        float *ob = out + (size_t)b * L * Ev;                    /* (L, Ev) */
-
-        /* The scores, made in att: s[i, j] = q_i . k_j, how well query i
-         * matches key j, scaled, plus the mask. */
-        rc |= matmul_nt(ab, qb, kb, L, S, E, 0);
-        for (int i = 0; i < L; i++) {
-            float *row = ab + (size_t)i * S;
-            for (int j = 0; j < S; j++) {
-                row[j] *= scale;
-                if (biasb) row[j] += biasb[(size_t)i * S + j];
-                /* causal, top-left aligned: query i sees keys 0..i */
-                if (is_causal && j > i) row[j] = -INFINITY;
+    #pragma omp parallel reduction(|:rc) if (B > 1)
+    {
+        /* With dropout, this thread's (L, S) buffer of the kept weights. */
+        float *w = drop ? malloc(((size_t)L * S + 1) * sizeof *w) : NULL;
+        rc |= drop && !w;
+        #pragma omp for schedule(static)
+        for (int b = 0; b < B; b++) {
+            if (rc) continue;
+            const float *qb = q + (size_t)b * L * E;                 /* (L, E) */
+            const float *kb = k + (size_t)b * S * E;                 /* (S, E) */
+            const float *vb = v + (size_t)b * S * Ev;                /* (S, Ev) */
+            const float *biasb = bias ? bias + (size_t)b * L * S : NULL; /* (L, S) */
+            float *ab = att + (size_t)b * L * S;                     /* (L, S) */
+            float *ob = out + (size_t)b * L * Ev;                    /* (L, Ev) */
+            /* The scores, made in att: s[i, j] = q_i . k_j, how well query i
+             * matches key j, scaled, plus the mask. */
+            rc |= matmul_nt(ab, qb, kb, L, S, E, 0);
+            for (int i = 0; i < L; i++) {
+                float *row = ab + (size_t)i * S;
+                for (int j = 0; j < S; j++) {
+                    row[j] *= scale;
+                    if (biasb) row[j] += biasb[(size_t)i * S + j];
+                    /* causal, top-left aligned: query i sees keys 0..i */
+                    if (is_causal && j > i) row[j] = -INFINITY;
+                }
+                /* The row becomes a probability distribution over the keys,
+                 * in place; a row that is -inf everywhere becomes zeros (the
+                 * fully-masked rule). */
+                rc |= softmax_row(row, row, S);
             }
-            /* The row becomes a probability distribution over the keys, in
-             * place; a row that is -inf everywhere becomes zeros (the
-             * fully-masked rule). */
-            rc |= softmax_row(row, row, S);
+            /* out_i = sum_j att[i, j] v_j: a weighted average of the values,
+             * or, in training with dropout, of the weights dropout keeps. */
+            const float *used = ab;
+            if (drop) {
+                dropped_weights(w, ab, drop + (size_t)b * L * S, dropout_p, (size_t)L * S);
+                used = w;
+            }
+            rc |= matmul_nn(ob, used, vb, L, Ev, S, 0);
         }
-        /* out_i = sum_j att[i, j] v_j: a weighted average of the values */
-        rc |= matmul_nn(ob, ab, vb, L, Ev, S, 0);
+        free(w);
     }
     return rc ? -1 : 0;
     /* END SOLUTION */
 }
 
 int sdpa_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                  const float *k, const float *v, const float *att, int B, int L, int S,
-                  int E, int Ev, float scale)
+                  const float *k, const float *v, const float *att, const uint8_t *drop,
+                  float dropout_p, int B, int L, int S, int E, int Ev, float scale)
 {
     /* BEGIN SOLUTION */
     int rc = 0;
     #pragma omp parallel reduction(|:rc) if (B > 1)
     {
         /* This thread's gradient of one batch entry's weights, then of its
-         * scores, in place: (L, S), reused for every entry it takes. */
-        float *ds = malloc(((size_t)L * S + 1) * sizeof *ds);
+         * scores, in place: (L, S), reused for every entry it takes; with
+         * dropout a second (L, S) for the kept weights. */
+        size_t n = (size_t)L * S;
+        float *ds = malloc(((drop ? 2 : 1) * n + 1) * sizeof *ds);
+        float *w = ds + n;
         rc |= !ds;
         #pragma omp for schedule(static)
         for (int b = 0; b < B; b++) {
@@ -122,14 +147,22 @@ int sdpa_backward(float *dq, float *dk, float *dv, const float *dout, const floa
             const float *vb = v + (size_t)b * S * Ev;            /* (S, Ev) */
             const float *ab = att + (size_t)b * L * S;           /* (L, S) */
             const float *dob = dout + (size_t)b * L * Ev;        /* (L, Ev) */
+            const uint8_t *keep = drop ? drop + (size_t)b * n : NULL;
             float *dqb = dq + (size_t)b * L * E;                 /* (L, E) */
             float *dkb = dk + (size_t)b * S * E;                 /* (S, E) */
             float *dvb = dv + (size_t)b * S * Ev;                /* (S, Ev) */
-
-            /* out = att V, a plain matrix product, gives both of its inputs
-             * a gradient: dV += att^T dout and datt = dout V^T. */
-            rc |= matmul_tn(dvb, ab, dob, S, Ev, L, 1);
+            /* out = w V, a plain matrix product (w = att, or the weights
+             * dropout kept), gives both of its inputs a gradient:
+             * dV += w^T dout and dw = dout V^T. */
+            if (keep) dropped_weights(w, ab, keep, dropout_p, n);
+            rc |= matmul_tn(dvb, keep ? w : ab, dob, S, Ev, L, 1);
             rc |= matmul_nt(ds, dob, vb, L, S, Ev, 0);
+            /* Dropout passes the gradient of the weights it kept, scaled
+             * the same way, and none of those it dropped. */
+            if (keep) {
+                const float up = 1.0f / (1.0f - dropout_p);
+                for (size_t i = 0; i < n; i++) ds[i] = keep[i] ? ds[i] * up : 0.0f;
+            }
             /* Through the softmax, row by row and in place (the Jacobian of
              * a softmax row is diag(p) - p p^T): dscores = att * (datt -
              * sum_j datt[j] * att[j]). Masked entries have att = 0 and so
@@ -139,7 +172,7 @@ int sdpa_backward(float *dq, float *dk, float *dv, const float *dout, const floa
                                            ds + (size_t)i * S, S);
             /* scores = scale * Q K^T + bias: the bias is a constant, and the
              * scale multiplies through. From here on ds is d(loss)/d(Q K^T). */
-            for (size_t i = 0; i < (size_t)L * S; i++) ds[i] *= scale;
+            for (size_t i = 0; i < n; i++) ds[i] *= scale;
             /* dQ += ds K and dK += ds^T Q, the two halves of Q K^T. */
             rc |= matmul_nn(dqb, ds, kb, L, E, S, 1);
             rc |= matmul_tn(dkb, ds, qb, S, E, L, 1);

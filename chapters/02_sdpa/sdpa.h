@@ -1,6 +1,6 @@
 /*
  * sdpa.h - scaled dot-product attention, forward and backward, with the
- * semantics of PyTorch's F.scaled_dot_product_attention (dropout_p = 0).
+ * semantics of PyTorch's F.scaled_dot_product_attention.
  *
  *     scores = Q K^T * scale + mask        (B, L, S)   what the softmax sees
  *     att    = softmax(scores)             (B, L, S)   over the keys, row by row
@@ -28,10 +28,20 @@
  * of zero and an output row of zero, and passes no gradient back: the rule of
  * softmax_forward() in chapter 00, and what torch 2.15 returns.
  *
- * Not here: dropout on the attention weights (dropout_p must be 0),
- * grouped-query attention (enable_gqa; K and V have as many heads as Q), and
- * broadcasting of Q, K, V over batch dimensions (their leading dimensions must
- * be equal). The case-file reader and its checks are in sdpa_case.h.
+ * Dropout on the attention weights (training only). F.scaled_dot_product_
+ * attention(dropout_p=p) and nn.MultiheadAttention(dropout=p) drop each
+ * weight with probability p after the softmax and scale the kept ones by
+ * 1 / (1 - p), so each weight keeps its expectation:
+ *     out = (att * keep / (1 - p)) V          keep (B, L, S): 1 kept, 0 dropped
+ * The mask is an argument (drawn by the caller, chapter 05's dropout_mask),
+ * so a case file can hand over the mask PyTorch drew, and the backward
+ * sees the same one. att stays the softmax before dropout: the backward
+ * needs it, and it is what an attention map should show.
+ *
+ * Not here: grouped-query attention (enable_gqa; K and V have as many heads
+ * as Q), and broadcasting of Q, K, V over batch dimensions (their leading
+ * dimensions must be equal). The case-file reader and its checks are in
+ * sdpa_case.h.
  *
  * Read next: sdpa.c, then sdpa_case.c (how a case file becomes these calls).
  */
@@ -62,25 +72,29 @@ int sdpa_mask_bias(float *bias, const void *mask, int is_bool, const int64_t *ma
  *                       above the diagonal if causal) are made in it first
  *   q (B, L, E), k (B, S, E), v (B, S, Ev)
  *   bias    (B, L, S) additive mask, or NULL for none
+ *   drop    (B, L, S) dropout's keep mask (1 kept), or NULL: no dropout
+ *   dropout_p           the probability it was drawn with, in [0, 1)
  *   is_causal           1: query i may only attend to keys j <= i
  * Results do not depend on the number of OpenMP threads.
  * Returns 0 (the exercise stub returns -1). */
 int sdpa_forward(float *out, float *att,
                  const float *q, const float *k, const float *v, const float *bias,
-                 int B, int L, int S, int E, int Ev, float scale, int is_causal);
+                 const uint8_t *drop, float dropout_p, int B, int L, int S, int E, int Ev,
+                 float scale, int is_causal);
 
 /* Backward pass. ADDS the gradients into dq (B, L, E), dk (B, S, E) and
  * dv (B, S, Ev), as every backward in this project does (zero them first for
  * a plain gradient).
  *   dout    (B, L, Ev)  gradient of the loss with respect to out
  *   att     (B, L, S)   the weights sdpa_forward() saved
+ *   drop, dropout_p     the dropout mask and p of that forward (NULL, 0: none)
  * The gradients with respect to att and to the scores live one batch entry
  * at a time, (L, S), in a scratch buffer of each thread: they never make a
  * (B, L, S) pass through memory. The mask needs no gradient and no
  * argument: a masked entry has att = 0, and that alone stops its gradient.
  * Returns 0 (the exercise stub returns -1). */
 int sdpa_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                  const float *k, const float *v, const float *att, int B, int L, int S,
-                  int E, int Ev, float scale);
+                  const float *k, const float *v, const float *att, const uint8_t *drop,
+                  float dropout_p, int B, int L, int S, int E, int Ev, float scale);
 
 #endif

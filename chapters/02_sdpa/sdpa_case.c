@@ -78,10 +78,10 @@ static int read_options(const TensorFile *in, SdpaCase *c, Error *err)
 
     double dropout_p;
     if (tensorfile_meta_double(in, "dropout_p", 0.0, &dropout_p, err) != 0) return -1;
-    if (dropout_p != 0.0)
-        return error_set(err, "%s: metadata 'dropout_p' is '%s'; this chapter has no dropout "
-                         "on the attention weights, only 0 is supported", case_name(in),
-                         tensorfile_meta(in, "dropout_p"));
+    if (!(dropout_p >= 0.0 && dropout_p < 1.0))
+        return error_set(err, "%s: metadata 'dropout_p' is '%s'; it must lie in [0, 1)",
+                         case_name(in), tensorfile_meta(in, "dropout_p"));
+    c->dropout_p = (float)dropout_p;
     int gqa;
     if (tensorfile_meta_bool(in, "enable_gqa", 0, &gqa, err) != 0) return -1;
     if (gqa)
@@ -168,6 +168,31 @@ int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err)
                              "causal pattern into attn_mask instead)", case_name(in));
     }
 
+    /* dropout_mask: BOOL (true = kept), exactly the attention shape, given
+     * exactly when dropout_p > 0 (the mask PyTorch's dropout drew). */
+    const Tensor *drop = tensorfile_find(in, "dropout_mask");
+    if (c->dropout_p > 0.0f && !drop)
+        return error_set(err, "%s: dropout_p is %g but the case has no 'dropout_mask' (the "
+                         "dropout is not random here: the case gives its mask)", case_name(in),
+                         (double)c->dropout_p);
+    if (drop && c->dropout_p == 0.0f)
+        return error_set(err, "%s: a 'dropout_mask' is given but dropout_p is 0",
+                         case_name(in));
+    if (drop) {
+        const Tensor *t;
+        int same;
+        if (tensorfile_get(in, "dropout_mask", DTYPE_BOOL, n, &t, err) != 0) return -1;
+        same = t->shape[n - 2] == c->L && t->shape[n - 1] == c->S;
+        for (int d = 0; d < n - 2; d++) same = same && t->shape[d] == c->batch_shape[d];
+        if (!same) {
+            char dbuf[128];
+            return error_set(err, "%s: tensor 'dropout_mask' has shape %s; it must be the "
+                             "attention shape (..., L %d, S %d)", case_name(in),
+                             tensor_shape_str(t, dbuf, sizeof dbuf), c->L, c->S);
+        }
+        c->drop = t->data;
+    }
+
     /* grad_output: exactly the shape of the output. */
     if (c->backward) {
         const Tensor *dout;
@@ -225,7 +250,7 @@ int sdpa_eval_case(const TensorFile *in, TensorFile *out, Error *err)
         }
         bias = t[BIAS].data;
     }
-    if (sdpa_forward(t[OUTPUT].data, t[ATT].data, c.q, c.k, c.v, bias,
+    if (sdpa_forward(t[OUTPUT].data, t[ATT].data, c.q, c.k, c.v, bias, c.drop, c.dropout_p,
                      B, L, S, E, Ev, c.scale, c.is_causal) != 0) {
         error_set(err, "%s: sdpa_forward failed", case_name(in));
         goto done;
@@ -237,7 +262,7 @@ int sdpa_eval_case(const TensorFile *in, TensorFile *out, Error *err)
             alloc_batched(&t[DV], &c, S, Ev, err) != 0)        /* (B, S, Ev) */
             goto done;
         if (sdpa_backward(t[DQ].data, t[DK].data, t[DV].data, c.dout, c.q, c.k, c.v,
-                          t[ATT].data, B, L, S, E, Ev, c.scale) != 0) {
+                          t[ATT].data, c.drop, c.dropout_p, B, L, S, E, Ev, c.scale) != 0) {
             error_set(err, "%s: sdpa_backward failed", case_name(in));
             goto done;
         }

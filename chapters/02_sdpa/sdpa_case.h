@@ -5,13 +5,17 @@
  *     query (..., L, E)   key (..., S, E)   value (..., S, Ev)   all F32
  *     attn_mask           optional: BOOL (true = may attend) or F32 (added),
  *                         broadcastable to the attention shape (..., L, S)
+ *     dropout_mask (..., L, S)  BOOL, true = kept: the mask of dropout on the
+ *                         attention weights, exactly when dropout_p > 0
  *     grad_output (..., L, Ev)               op sdpa_backward only
  * and in its metadata the op ("sdpa" or "sdpa_backward"), is_causal ("true" or
- * "false", default false) and scale (a number; absent means 1/sqrt(E)).
+ * "false", default false), scale (a number; absent means 1/sqrt(E)) and
+ * dropout_p (in [0, 1), default 0).
  * The leading "..." are batch dimensions, none or several, the same for
  * query, key and value (usually (N, h)).
  *
- * It writes output (..., L, Ev) and attn_weights (..., L, S), and for
+ * It writes output (..., L, Ev) and attn_weights (..., L, S) (the softmax,
+ * before dropout), and for
  * sdpa_backward also grad_query, grad_key and grad_value, shaped like the
  * inputs.
  *
@@ -19,8 +23,8 @@
  * naming the file and the problem, never a crash: a missing tensor, another
  * dtype, ranks or sizes that disagree, a mask that does not broadcast,
  * attn_mask together with is_causal (which F.scaled_dot_product_attention
- * refuses as well), a scale that is not a finite number, dropout_p other than
- * 0, enable_gqa, or an empty dimension.
+ * refuses as well), a scale that is not a finite number, dropout_p outside
+ * [0, 1) or without its mask, enable_gqa, or an empty dimension.
  */
 #ifndef SDPA_CASE_H
 #define SDPA_CASE_H
@@ -39,6 +43,8 @@ typedef struct {
     int B, L, S, E, Ev;                    /* B: product of batch_shape */
     float scale;                           /* from the case, or 1/sqrt(E) */
     int is_causal;
+    const uint8_t *drop;                   /* dropout_mask (B, L, S), or NULL */
+    float dropout_p;
 } SdpaCase;
 
 /* Reads and checks the inputs and options of `in` (see above). */

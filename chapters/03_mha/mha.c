@@ -220,8 +220,8 @@ int mha_forward(float *out, MhaCache *cache, const float *query, const float *ke
 
     /* 3. Attention in every head at once: N * H independent problems, each
      *    scaled by 1/sqrt(Dh), the head's own feature size. */
-    if (sdpa_forward(c->oh, c->att, c->qh, c->kh, c->vh, bias, N * H, L, S, Dh, Dh,
-                     sdpa_default_scale(Dh), is_causal) != 0)
+    if (sdpa_forward(c->oh, c->att, c->qh, c->kh, c->vh, bias, c->drop, c->dropout_p, N * H, L,
+                     S, Dh, Dh, sdpa_default_scale(Dh), is_causal) != 0)
         return -1;
 
     /* 4. Concatenate the heads' outputs: (N, H, L, Dh) -> (N, L, E). */
@@ -263,8 +263,8 @@ int mha_backward(float *dquery, float *dkey, float *dvalue, const MhaGrads *grad
     memset(c->dqh, 0, nl * sizeof *c->dqh);
     memset(c->dkh, 0, ns * sizeof *c->dkh);
     memset(c->dvh, 0, ns * sizeof *c->dvh);
-    if (sdpa_backward(c->dqh, c->dkh, c->dvh, c->doh, c->qh, c->kh, c->vh,
-                      c->att, N * H, L, S, Dh, Dh, sdpa_default_scale(Dh)) != 0)
+    if (sdpa_backward(c->dqh, c->dkh, c->dvh, c->doh, c->qh, c->kh, c->vh, c->att, c->drop,
+                      c->dropout_p, N * H, L, S, Dh, Dh, sdpa_default_scale(Dh)) != 0)
         return -1;
 
     /* 2. The split was a copy too: merge the heads' gradients back into

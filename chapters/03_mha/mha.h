@@ -55,7 +55,11 @@
  * the same gradient buffer as dquery, dkey and dvalue: the backward adds all
  * three paths into it, which is the gradient of the shared input.
  *
- * Not here: dropout on the attention weights, add_bias_kv, add_zero_attn,
+ * Dropout on the attention weights (nn.MultiheadAttention(dropout=p) in
+ * training mode): set cache->drop to a keep mask (N, H, L, S) and
+ * cache->dropout_p to p before mha_forward; chapter 02 applies it.
+ *
+ * Not here: add_bias_kv, add_zero_attn,
  * static_k/static_v, batch_first=False (transpose the inputs instead).
  *
  * Read next: mha.c, then mha_case.c (how a case file becomes these calls).
@@ -63,6 +67,8 @@
  */
 #ifndef MHA_H
 #define MHA_H
+
+#include <stdint.h>
 
 #include "error.h"
 
@@ -110,6 +116,12 @@ typedef struct {
      * 02 makes the scores in att and the gradients one head at a time), and
      * mha_cache_alloc leaves them NULL. */
     float *scores, *datt, *dscores;
+    /* Dropout on the attention weights (chapter 02): the keep mask of the
+     * next forward, (N, H, L, S), or NULL for none, and its p. The caller
+     * owns the mask and sets both (an encoder or decoder layer in training
+     * mode); the backward uses the same. */
+    const uint8_t *drop;
+    float dropout_p;
 } MhaCache;
 
 /* Allocates every buffer of the cache for these sizes (the backward scratch

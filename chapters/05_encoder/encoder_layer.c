@@ -70,7 +70,8 @@ int encoder_layer_cache_alloc(EncoderLayerCache *c, int N, int S, int D, int H, 
         c->mask1 = calloc((size_t)nsd, 1);
         c->mask_ffn = calloc((size_t)nsf, 1);
         c->mask2 = calloc((size_t)nsd, 1);
-        ok = c->mask1 && c->mask_ffn && c->mask2;
+        c->mask_attn = calloc((size_t)N * H * S * S, 1);
+        ok = c->mask1 && c->mask_ffn && c->mask2 && c->mask_attn;
     }
     if (ok && backward) {
         c->d_a = floats(nsd);
@@ -97,6 +98,7 @@ void encoder_layer_cache_free(EncoderLayerCache *c)
     free(c->mask1);
     free(c->mask_ffn);
     free(c->mask2);
+    free(c->mask_attn);
     memset(c, 0, sizeof *c);
 }
 
@@ -110,16 +112,22 @@ int encoder_layer_forward(float *out, EncoderLayerCache *c, const float *src,
     /* BEGIN SOLUTION */
     int rows = c->N * c->S, n = rows * c->D;
     float drop = c->dropout;
-    /* Training with p > 0 draws the three masks, in a fixed order; otherwise
-     * every dropout is the identity (mask NULL). */
+    /* Training with p > 0 draws the four masks, in a fixed order (the
+     * attention weights' last); otherwise every dropout is the identity
+     * (mask NULL). */
     const uint8_t *m1 = NULL, *mf = NULL, *m2 = NULL;
     c->masks_drawn = 0;
+    c->attn.drop = NULL;
+    c->attn.dropout_p = 0.0f;
     if (rng && drop > 0.0f) {
         if (dropout_mask(c->mask1, n, drop, rng) != 0 ||
             dropout_mask(c->mask_ffn, rows * c->F, drop, rng) != 0 ||
-            dropout_mask(c->mask2, n, drop, rng) != 0)
+            dropout_mask(c->mask2, n, drop, rng) != 0 ||
+            dropout_mask(c->mask_attn, c->N * c->H * c->S * c->S, drop, rng) != 0)
             return -1;
         m1 = c->mask1, mf = c->mask_ffn, m2 = c->mask2;
+        c->attn.drop = c->mask_attn;
+        c->attn.dropout_p = drop;
         c->masks_drawn = 1;
     }
 

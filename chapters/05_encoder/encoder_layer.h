@@ -33,13 +33,10 @@
  * unchanged, which is why deep pre-norm stacks train without warm-up, and
  * why such a stack usually ends in a final LayerNorm (EncoderParams.norm_*).
  *
- * Dropout sits in three places, all with the same p: dropout1 on the
+ * Dropout sits in four places, all with the same p, as in PyTorch's layer:
+ * on the attention weights (inside self_attn, chapter 02), dropout1 on the
  * attention output, the FFN's inner dropout (after ReLU), and dropout2 on
- * the FFN's output, each before its residual addition. PyTorch's layer also
- * hands p to its nn.MultiheadAttention, which drops attention weights; the
- * attention of chapter 03 has no dropout, so with p > 0 in training this
- * layer does not drop attention weights (with p = 0, or in evaluation, the
- * two agree).
+ * the FFN's output, each of the last three before its residual addition.
  *
  * Masks: self-attention takes the additive bias (N, H, S, S) that
  * mha_mask_bias() builds from nn.TransformerEncoderLayer's two masks,
@@ -116,6 +113,8 @@ typedef struct {
     uint8_t *mask1, *mask_ffn, *mask2;/* (N, S, D), (N, S, F), (N, S, D) dropout masks,
                                          allocated when dropout > 0; valid after a
                                          training forward */
+    uint8_t *mask_attn;               /* (N, H, S, S) dropout on the attention weights,
+                                         the same p, allocated with the others */
     int masks_drawn;                  /* 1 after a forward that drew the masks */
     /* backward scratch (NULL unless allocated with backward = 1) */
     float *d_a, *d_b, *d_c;           /* (N, S, D) */

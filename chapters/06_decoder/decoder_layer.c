@@ -34,6 +34,8 @@ void decoder_layer_cache_free(DecoderLayerCache *c)
     free(c->hidden);
     free(c->tmp);
     free(c->ffn_mask);
+    free(c->sa_mask);
+    free(c->ca_mask);
     free(c->dx);
     free(c->dsub);
     free(c->dnorm);
@@ -82,6 +84,8 @@ int decoder_layer_cache_alloc(DecoderLayerCache *c, int N, int T, int S, int D, 
     alloc_floats(&c->hidden, nf, &ok);
     alloc_floats(&c->tmp, nd, &ok);
     if (dropout > 0 && !(c->ffn_mask = calloc(nf, 1))) ok = 0;
+    if (dropout > 0 && !(c->sa_mask = calloc((size_t)N * H * T * T, 1))) ok = 0;
+    if (dropout > 0 && !(c->ca_mask = calloc((size_t)N * H * T * S, 1))) ok = 0;
     if (backward) {
         alloc_floats(&c->dx, nd, &ok);
         alloc_floats(&c->dsub, nd, &ok);
@@ -122,15 +126,21 @@ int decoder_layer_forward(float *out, DecoderLayerCache *c, const float *tgt,
     /* BEGIN SOLUTION */
     int N = c->N, T = c->T, D = c->D, F = c->F, R = N * T, n = N * T * D;
     float pdrop = c->dropout;
-    /* Training with dropout: the masks in PyTorch's order (dropout1, 2, the
-     * FFN's hidden layer, dropout3). Otherwise every mask is NULL: identity. */
+    /* Training with dropout: the masks of dropout1, 2, the FFN's hidden
+     * layer and dropout3, then those of the two attentions' weights.
+     * Otherwise every mask is NULL: identity. */
     c->masks_drawn = rng != NULL && pdrop > 0.0f;
     if (c->masks_drawn &&
         (dropout_mask(c->mask[0], n, pdrop, rng) != 0 ||
          dropout_mask(c->mask[1], n, pdrop, rng) != 0 ||
          dropout_mask(c->ffn_mask, R * F, pdrop, rng) != 0 ||
-         dropout_mask(c->mask[2], n, pdrop, rng) != 0))
+         dropout_mask(c->mask[2], n, pdrop, rng) != 0 ||
+         dropout_mask(c->sa_mask, N * c->H * T * T, pdrop, rng) != 0 ||
+         dropout_mask(c->ca_mask, N * c->H * T * c->S, pdrop, rng) != 0))
         return -1;
+    c->sa.drop = c->masks_drawn ? c->sa_mask : NULL;
+    c->ca.drop = c->masks_drawn ? c->ca_mask : NULL;
+    c->sa.dropout_p = c->ca.dropout_p = c->masks_drawn ? pdrop : 0.0f;
 
     for (int k = 0; k < 3; k++) {
         const float *x = stream_before(c, k, tgt);

@@ -23,9 +23,8 @@
  *
  * In training each sub-layer output passes through dropout before the
  * addition (PyTorch's dropout1..3) and the FFN's hidden layer through a
- * fourth (PyTorch's dropout). PyTorch also drops attention weights inside
- * both attentions; chapter 03 has no dropout there, so neither has this
- * layer: with p > 0 it matches PyTorch in distribution except for that.
+ * fourth (PyTorch's dropout), and both attentions drop attention weights
+ * (chapter 02), all with the same p, as PyTorch's layer does.
  *
  * Masks are the additive biases of chapter 03 (mha_mask_bias): sa_bias
  * (N, H, T, T) from tgt_mask and tgt_key_padding_mask, ca_bias (N, H, T, S)
@@ -93,6 +92,8 @@ typedef struct {
     float *tmp;                     /* (N, T, D) a sub-layer's output */
     uint8_t *mask[3];               /* (N, T, D) dropout1..3 masks, when dropout > 0 */
     uint8_t *ffn_mask;              /* (N, T, F) the FFN's mask, when dropout > 0 */
+    uint8_t *sa_mask, *ca_mask;     /* (N, H, T, T), (N, H, T, S) the attention weights'
+                                       masks, when dropout > 0 */
     int masks_drawn;                /* 1 after a forward drew the masks */
     /* backward scratch, NULL unless allocated */
     float *dx, *dsub, *dnorm;       /* (N, T, D) */

@@ -572,6 +572,7 @@ int model_work_alloc(ModelWork *w, const Model *m, int N, int S, int T, int back
         (int64_t)N * (S > T ? S : T) * (D > V ? D : V) > INT_MAX / 2)
         return error_set(err, "model: batch %d of %d positions is too large", N, S > T ? S : T);
     w->N = N, w->S = S, w->T = T, w->backward = backward;
+    w->S_cap = S, w->T_cap = T;
     w->rows = seq2seq ? (int64_t)N * T : c->kind == MODEL_LABELLER ? (int64_t)N * S : N;
     size_t nsd = (size_t)N * S * D, ntd = (size_t)N * T * D;
     int ok = 1;
@@ -612,6 +613,35 @@ int model_work_alloc(ModelWork *w, const Model *m, int N, int S, int T, int back
                                         backward, err) != 0)) {
         model_work_free(w);
         return -1;
+    }
+    return 0;
+}
+
+static void mha_cache_reshape(MhaCache *c, int L, int S)
+{
+    c->L = L;
+    c->S = S;
+}
+
+int model_work_reshape(ModelWork *w, const Model *m, int S, int T, Error *err)
+{
+    int seq2seq = m->cfg.kind == MODEL_SEQ2SEQ;
+    if (S < 1 || S > w->S_cap || (seq2seq ? T < 1 || T > w->T_cap : T != 0))
+        return error_set(err, "model: lengths %d and %d do not fit a work made for %d and %d",
+                         S, T, w->S_cap, w->T_cap);
+    w->S = S, w->T = T;
+    w->rows = seq2seq ? (int64_t)w->N * T : m->cfg.kind == MODEL_LABELLER ? (int64_t)w->N * S
+                                                                           : w->N;
+    w->enc.S = S;
+    for (int k = 0; k < w->enc.num_layers; k++) {
+        w->enc.layers[k].S = S;
+        mha_cache_reshape(&w->enc.layers[k].attn, S, S);
+    }
+    for (int l = 0; seq2seq && l < w->dec.L; l++) {
+        DecoderLayerCache *c = &w->dec.layers[l];
+        c->T = T, c->S = S;
+        mha_cache_reshape(&c->sa, T, T);
+        mha_cache_reshape(&c->ca, T, S);
     }
     return 0;
 }

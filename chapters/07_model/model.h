@@ -152,6 +152,7 @@ int model_load(Model *m, const char *path, Error *err);
 /* The activations of one batch shape, kept for the backward. */
 typedef struct {
     int N, S, T;                    /* T = 0 unless seq2seq */
+    int S_cap, T_cap;               /* the lengths it was allocated for */
     int backward;
     int64_t rows;                   /* logits rows: N * T, N * S or N */
     float *logits;                  /* (rows, Vt) the forward's result */
@@ -185,6 +186,14 @@ typedef struct {
 int model_work_alloc(ModelWork *w, const Model *m, int N, int S, int T, int backward,
                      Error *err);
 void model_work_free(ModelWork *w);
+
+/* Makes w serve batches of N sequences of a shorter source length S (and
+ * target length T) inside the same buffers: 1 <= S <= the allocated S, and
+ * likewise T for seq2seq (0 otherwise). Every cache's sizes follow; the
+ * buffers keep their place, each now used for fewer positions. A batch of
+ * short sequences then costs what its longest sequence needs, not what the
+ * longest sequence of the dataset needs. */
+int model_work_reshape(ModelWork *w, const Model *m, int S, int T, Error *err);
 
 /* Forward pass: w->logits from src (N, S) and, for seq2seq, tgt (N, T),
  * both id arrays that must stay alive until the backward. rng: training

@@ -282,6 +282,106 @@ static int batch_fill(Batch *b, const Examples *ex, const int64_t *idx, Error *e
     return ex->fill(ex->data, idx, b->N, b->src, b->tgt_in, b->target, err);
 }
 
+/* The positions a row of n ids needs: up to its last id that is not pad. */
+static int used_length(const int64_t *row, int n, int64_t pad)
+{
+    while (n > 0 && row[n - 1] == pad) n--;
+    return n;
+}
+
+/* Cuts the batch to its longest source and its longest target (the padding
+ * beyond them changes nothing: pad keys are masked, pad targets ignored),
+ * compacting the rows in place, and makes the work fit: *S and *T receive
+ * the new lengths. */
+static int trim_batch(Batch *b, StepWork *s, const Model *m, int *S, int *T, Error *err)
+{
+    const int64_t pad = m->cfg.pad_id;
+    int S2 = 1, T2 = b->T ? 1 : 0;
+    for (int r = 0; r < b->N; r++) {
+        int ls = used_length(b->src + (int64_t)r * b->S, b->S, pad);
+        if (ls > S2) S2 = ls;
+        if (b->T) {
+            int lt = used_length(b->target + (int64_t)r * b->T, b->T, pad);
+            int li = used_length(b->tgt_in + (int64_t)r * b->T, b->T, pad);
+            if (lt > T2) T2 = lt;
+            if (li > T2) T2 = li;
+        }
+    }
+    /* Row r moves from r * S to r * S2 <= r * S: front to back is safe. */
+    for (int r = 0; r < b->N; r++) {
+        memmove(b->src + (int64_t)r * S2, b->src + (int64_t)r * b->S, (size_t)S2 * sizeof *b->src);
+        if (b->T) {
+            memmove(b->tgt_in + (int64_t)r * T2, b->tgt_in + (int64_t)r * b->T,
+                    (size_t)T2 * sizeof *b->tgt_in);
+            memmove(b->target + (int64_t)r * T2, b->target + (int64_t)r * b->T,
+                    (size_t)T2 * sizeof *b->target);
+        }
+    }
+    if (!b->T && m->cfg.kind == MODEL_LABELLER)   /* the labeller's target is (N, S) */
+        for (int r = 0; r < b->N; r++)
+            memmove(b->target + (int64_t)r * S2, b->target + (int64_t)r * b->S,
+                    (size_t)S2 * sizeof *b->target);
+    *S = S2;
+    *T = T2;
+    if (model_work_reshape(&s->work, m, S2, T2, err) != 0) return -1;
+    s->rows = s->work.rows;
+    return 0;
+}
+
+/* Length bucketing: the shuffled order is cut into runs of `run` batches;
+ * each run is sorted by length (ties keep their shuffled order), cut into
+ * batches, and its batches are visited in a random order. Batches then hold
+ * examples of similar length and carry little padding, and every example
+ * is still visited once per epoch. */
+typedef struct {
+    int64_t index;
+    int length;
+    int64_t rank;
+} ByLength;
+
+static int by_length(const void *a, const void *b)
+{
+    const ByLength *x = a, *y = b;
+    if (x->length != y->length) return x->length < y->length ? -1 : 1;
+    return (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+static int bucket_order(Batcher *bt, const Examples *ex, int run, Rng *rng, Error *err)
+{
+    int64_t per_run = (int64_t)run * bt->batch_size;
+    int64_t full = batcher_num_batches(bt) * bt->batch_size;   /* drop_last: the rest unused */
+    ByLength *tmp = malloc((size_t)per_run * sizeof *tmp);
+    int64_t *order = malloc((size_t)per_run * sizeof *order);
+    if (!tmp || !order) {
+        free(tmp), free(order);
+        return error_set(err, "out of memory for length bucketing");
+    }
+    for (int64_t start = 0; start < full; start += per_run) {
+        int64_t n = full - start < per_run ? full - start : per_run;
+        int64_t batches = n / bt->batch_size;
+        for (int64_t i = 0; i < n; i++) {
+            tmp[i].index = bt->order[start + i];
+            tmp[i].length = ex->length(ex->data, tmp[i].index);
+            tmp[i].rank = i;
+        }
+        qsort(tmp, (size_t)n, sizeof *tmp, by_length);
+        /* The batches of the run in a random order (Fisher-Yates on them). */
+        for (int64_t k = 0; k < batches; k++) order[k] = k;
+        for (int64_t k = batches - 1; k > 0; k--) {
+            int64_t j = rng_below(rng, (uint32_t)(k + 1)), t = order[k];
+            order[k] = order[j];
+            order[j] = t;
+        }
+        for (int64_t k = 0; k < batches; k++)
+            for (int i = 0; i < bt->batch_size; i++)
+                bt->order[start + k * bt->batch_size + i] =
+                    tmp[order[k] * bt->batch_size + i].index;
+    }
+    free(tmp);
+    free(order);
+    return 0;
+}
+
 static int check_task_fits(const Model *m, const Examples *ex, Error *err)
 {
     int seq2seq = m->cfg.kind == MODEL_SEQ2SEQ;
@@ -323,7 +423,9 @@ int evaluate(Model *m, StepDevice *device, const Examples *ds, int batch_size,
             goto done;
         }
         for (int64_t k = first; k < first + count; k++) {
+            int S2, T2;
             if (batch_fill(&b, ds, idx + k * batch_size, err) != 0 ||
+                (!device && m->cfg.pad_id >= 0 && trim_batch(&b, &s, m, &S2, &T2, err) != 0) ||
                 (device ? device->eval(device->ctx, N, b.src, b.tgt_in, b.target, res, err)
                         : eval_batch(m, &s, b.src, b.tgt_in, b.target, res, err)) != 0) {
                 step_work_free(&s);
@@ -368,27 +470,33 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
     if (o->log_path && csv_log_open(&log, o->log_path, resumed ? opt->step : -1, err) != 0)
         goto done;
     int64_t total = per_epoch * o->epochs;
-    int64_t tokens_per_step = (int64_t)b.N * (b.S + b.T);
+    int trim = !o->device && m->cfg.pad_id >= 0;
     progress_init(&progress, stdout, opt->step, total > opt->step ? total : opt->step + 1,
                   per_epoch / 4 > 0 ? per_epoch / 4 : 1);
 
     for (int64_t epoch = state->epoch; epoch < o->epochs; epoch++) {
         double loss_sum = 0.0;
         batcher_shuffle(&batcher, &state->data_rng);
+        if (o->bucket > 0 && train->length &&
+            bucket_order(&batcher, train, o->bucket, &state->data_rng, err) != 0)
+            goto done;
         for (int64_t k = 0; k < per_epoch; k++) {
             const int64_t *idx;
             int count;
             StepResult r;
             double lr = train_lr(o, m, opt->step, epoch, per_epoch);
             batcher_batch(&batcher, k, &idx, &count);
+            int S = b.S, T = b.T;
             if (batch_fill(&b, train, idx, err) != 0) goto done;
+            if (trim && trim_batch(&b, &s, m, &S, &T, err) != 0) goto done;
             if (step_on(o->device, m, &s, opt, &o->adam, (float)lr, o->max_norm,
                         o->label_smoothing, b.src, b.tgt_in, b.target,
                         m->cfg.dropout > 0 ? &state->dropout_rng : NULL, &r, err) != 0)
                 goto done;
             loss_sum += r.loss;
             if (!o->quiet)
-                progress_update(&progress, opt->step, epoch, r.loss, lr, tokens_per_step);
+                progress_update(&progress, opt->step, epoch, r.loss, lr,
+                                (int64_t)b.N * (S + T));
             /* The last step of an epoch is logged with the validation. */
             if (k == per_epoch - 1 &&
                 evaluate(m, o->device, val, o->batch_size, res_val, err) != 0)

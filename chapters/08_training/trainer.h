@@ -143,6 +143,9 @@ typedef struct {
     StepDevice *device;         /* NULL: train on this CPU; else on this device (the
                                    model and opt are synced back before each checkpoint
                                    and at the end) */
+    int bucket;                 /* > 0 (and Examples.length): every epoch's shuffled order
+                                   is cut into runs of `bucket` batches, each run sorted by
+                                   length and its batches visited in random order */
 } TrainOptions;
 
 /* What train_run and evaluate read: n examples of fixed shape, cut into
@@ -153,7 +156,9 @@ typedef struct {
  *   src_vocab, tgt_vocab   the ids the examples use: a model must have these
  *   longest    the most positions either side takes (a model's max_len must reach it)
  *   fill       writes examples idx[0..N) as src (N, S), tgt_in (N, T) and
- *              target (N, T) seq2seq or (N, S) labeller (tgt_in unused) */
+ *              target (N, T) seq2seq or (N, S) labeller (tgt_in unused)
+ *   length     the tokens of example i (both sides), for length bucketing
+ *              (TrainOptions.bucket); NULL where every example is as long */
 typedef struct {
     int64_t n;
     int S, T;
@@ -161,6 +166,7 @@ typedef struct {
     const void *data;
     int (*fill)(const void *data, const int64_t *idx, int N, int64_t *src, int64_t *tgt_in,
                 int64_t *target, Error *err);
+    int (*length)(const void *data, int64_t i);
 } Examples;
 
 /* The examples of a synthetic task for a model of this kind: batch_seq2seq
@@ -174,7 +180,12 @@ double train_lr(const TrainOptions *o, const Model *m, int64_t step, int64_t epo
 
 /* Trains m on `train` from where state and opt stand (epoch 0 and a fresh
  * optimizer, or what checkpoint_load read) to o->epochs, validating on
- * `val` after every epoch (res_val: the last validation). */
+ * `val` after every epoch (res_val: the last validation).
+ *
+ * Padding costs time and changes nothing: with a pad_id, each batch on the
+ * CPU is cut to its longest sequence on either side (model_work_reshape),
+ * which with length bucketing (o->bucket) is close to every sequence's own
+ * length. */
 int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o,
               const Examples *train, const Examples *val, StepResult *res_val, Error *err);
 

@@ -42,7 +42,7 @@ static const char USAGE[] =
  * chapter's training recipe (see the README for what differs). */
 typedef struct {
     TaskData data;
-    int epochs, batch_size, warmup, seed, eval_every, beam;
+    int epochs, batch_size, warmup, seed, eval_every, beam, bucket;
     int d_model, heads, layers, ffn;
     double lr, clip, label_smoothing, dropout, length_penalty, target_loss;
     const char *schedule, *checkpoint, *resume, *out, *log, *device;
@@ -59,6 +59,7 @@ static Args defaults(void)
     a.schedule = "cosine";
     a.warmup = 1000;
     a.eval_every = 5;
+    a.bucket = 50;
     a.beam = 1;
     a.length_penalty = 1.0;
     a.d_model = 64;
@@ -85,6 +86,8 @@ static Args defaults(void)
     DATA_OPTIONS(a),                                                                      \
     {"--epochs", OPT_INT, &(a).epochs, "epochs (default 100)"},                           \
     {"--batch-size", OPT_INT, &(a).batch_size, "pairs per step (default 32)"},            \
+    {"--bucket", OPT_INT, &(a).bucket,                                                    \
+     "sort runs of this many batches by length (default 50; 0: plain shuffling)"},        \
     {"--lr", OPT_DOUBLE, &(a).lr, "peak learning rate of Adam (default 1e-3)"},           \
     {"--schedule", OPT_STRING, &(a).schedule, "cosine, noam or constant (default cosine)"}, \
     {"--warmup", OPT_INT, &(a).warmup, "warm-up steps (default 1000)"},                   \
@@ -223,13 +226,15 @@ static int run_train(const Args *a, Error *err)
     else if (strcmp(a->schedule, "noam") == 0) o.schedule = SCHEDULE_NOAM;
     else if (strcmp(a->schedule, "constant") == 0) o.schedule = SCHEDULE_CONSTANT;
     else return error_set(err, "--schedule: '%s' is not cosine, noam or constant", a->schedule);
-    if (a->epochs < 1 || a->batch_size < 1 || a->eval_every < 1 || a->warmup < 0 || a->seed < 0)
+    if (a->epochs < 1 || a->batch_size < 1 || a->eval_every < 1 || a->warmup < 0 ||
+        a->seed < 0 || a->bucket < 0)
         return error_set(err, "--epochs, --batch-size and --eval-every need at least 1, "
-                              "--warmup and --seed at least 0");
+                              "--warmup, --bucket and --seed at least 0");
     if (!(a->lr >= 0) || !(a->clip >= 0) || !(a->label_smoothing >= 0 && a->label_smoothing <= 1))
         return error_set(err, "--lr and --clip must not be negative, --label-smoothing lies "
                               "in [0, 1]");
     o.warmup = a->warmup;
+    o.bucket = a->bucket;
     o.max_norm = (float)a->clip;
     o.label_smoothing = (float)a->label_smoothing;
     o.checkpoint = a->checkpoint;

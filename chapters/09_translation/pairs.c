@@ -185,6 +185,17 @@ static int fill_pairs(const void *data, const int64_t *idx, int N, int64_t *src,
     return 0;
 }
 
+/* The ids of pair i before the padding, both sides. */
+static int pair_length(const void *data, int64_t i)
+{
+    const PairDataset *ds = data;
+    const int64_t *src = ds->src + i * ds->S, *tgt = ds->tgt + i * (ds->T + 1);
+    int n = 0;
+    for (int s = 0; s < ds->S; s++) n += src[s] != TOKEN_PAD;
+    for (int t = 0; t <= ds->T; t++) n += tgt[t] != TOKEN_PAD;
+    return n;
+}
+
 Examples pairs_examples(const PairDataset *ds, int src_vocab, int tgt_vocab)
 {
     Examples e = {0};
@@ -196,6 +207,7 @@ Examples pairs_examples(const PairDataset *ds, int src_vocab, int tgt_vocab)
     e.longest = ds->S > ds->T ? ds->S : ds->T;
     e.data = ds;
     e.fill = fill_pairs;
+    e.length = pair_length;
     return e;
 }
 
