@@ -60,26 +60,28 @@ typedef struct {
     const char *path;
     const Tokenizer *src_tok, *tgt_tok;
     int max_src, max_tgt;
-    PairDataset *ds;            /* rows are appended; NULL: only count */
+    PairDataset *ds;            /* rows are written here; NULL: only count */
     int64_t kept, skipped;
-    int64_t *ids;               /* scratch: one side's ids */
-    size_t cap;
+    int64_t *ids[2];            /* scratch: the ids of each side */
+    size_t cap[2];
 } ReadCtx;
 
-/* Tokenizes one side into c->ids; *n its number of tokens. */
-static int encode_side(ReadCtx *c, const Tokenizer *tk, const uint8_t *text, size_t len,
-                       int64_t line, const char *side, int64_t *n, Error *err)
+/* Tokenizes one side (0 source, 1 target) into c->ids[side]; *n its number
+ * of tokens. */
+static int encode_side(ReadCtx *c, int side, const uint8_t *text, size_t len, int64_t line,
+                       int64_t *n, Error *err)
 {
-    if (len + 1 > c->cap) {
-        int64_t *grown = realloc(c->ids, (len + 1) * sizeof *grown);
+    if (len + 1 > c->cap[side]) {
+        int64_t *grown = realloc(c->ids[side], (len + 1) * sizeof *grown);
         if (!grown) return error_set(err, "out of memory for a line of %zu bytes", len);
-        c->ids = grown;
-        c->cap = len + 1;
+        c->ids[side] = grown;
+        c->cap[side] = len + 1;
     }
-    if (tokenizer_encode(tk, text, len, c->ids, n, err) != 0) {
+    if (tokenizer_encode(side ? c->tgt_tok : c->src_tok, text, len, c->ids[side], n, err) != 0) {
         char msg[ERROR_MSG_MAX];
         snprintf(msg, sizeof msg, "%s", err->msg);
-        return error_set(err, "%s:%" PRId64 ": %s: %s", c->path, line, side, msg);
+        return error_set(err, "%s:%" PRId64 ": %s: %s", c->path, line,
+                         side ? "target" : "source", msg);
     }
     return 0;
 }
@@ -89,20 +91,17 @@ static int read_pair(void *ctx, const uint8_t *src, size_t src_len, const uint8_
 {
     ReadCtx *c = ctx;
     int64_t ns, nt;
-    if (encode_side(c, c->src_tok, src, src_len, line, "source", &ns, err) != 0) return -1;
-    if (ns > c->max_src) {
+    if (encode_side(c, 0, src, src_len, line, &ns, err) != 0 ||
+        encode_side(c, 1, tgt, tgt_len, line, &nt, err) != 0)
+        return -1;
+    if (ns > c->max_src || nt > c->max_tgt) {
         c->skipped++;
         return 0;
     }
     PairDataset *ds = c->ds;
-    if (ds && seq_bracket(ds->src + c->kept * ds->S, c->ids, ns, ds->S, err) != 0) return -1;
-    if (encode_side(c, c->tgt_tok, tgt, tgt_len, line, "target", &nt, err) != 0) return -1;
-    if (nt > c->max_tgt) {
-        c->skipped++;
-        return 0;
-    }
     if (ds) {
-        if (seq_bracket(ds->tgt + c->kept * (ds->T + 1), c->ids, nt, ds->T + 1, err) != 0)
+        if (seq_bracket(ds->src + c->kept * ds->S, c->ids[0], ns, ds->S, err) != 0 ||
+            seq_bracket(ds->tgt + c->kept * (ds->T + 1), c->ids[1], nt, ds->T + 1, err) != 0)
             return -1;
         ds->line[c->kept] = line;
     }
@@ -114,7 +113,7 @@ int pairs_read(PairDataset *ds, const char *path, const Tokenizer *src_tok,
                const Tokenizer *tgt_tok, int max_src, int max_tgt, int64_t *skipped, Error *err)
 {
     Text text = {0};
-    ReadCtx c = {path, src_tok, tgt_tok, max_src, max_tgt, NULL, 0, 0, NULL, 0};
+    ReadCtx c = {path, src_tok, tgt_tok, max_src, max_tgt, NULL, 0, 0, {NULL, NULL}, {0, 0}};
     int rc = -1;
     memset(ds, 0, sizeof *ds);
     if (max_src < 1 || max_tgt < 1 || max_src > 1 << 20 || max_tgt > 1 << 20)
@@ -138,7 +137,8 @@ int pairs_read(PairDataset *ds, const char *path, const Tokenizer *src_tok,
     if (skipped) *skipped = c.skipped;
     rc = 0;
 done:
-    free(c.ids);
+    free(c.ids[0]);
+    free(c.ids[1]);
     text_free(&text);
     return rc;
 }

@@ -1,0 +1,182 @@
+/*
+ * test_09_translation.c - chapter 09: the pair reader and the Taylor task's
+ * split against the reference (golden/09_translation/taylor_split, made by
+ * reference/ch09_translation.py from the same file), the reader's refusals,
+ * exact match, and decoding with a cache against decoding without one.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode.h"
+#include "helpers.h"
+#include "model.h"
+#include "pairs.h"
+#include "rng.h"
+#include "taylor.h"
+#include "translate.h"
+
+#define CHAPTER "09_translation"
+
+/* The seed's split, read by task_load with the defaults: the counts, and the
+ * ids and file lines of the first and last pair of each split, exactly as
+ * the reference reads them. */
+static void test_taylor_split(void **state)
+{
+    TensorFile f;
+    Task t;
+    Error err;
+    load_golden(&f, CHAPTER, "taylor_split");
+    TaskData d = task_defaults();
+    if (task_load(&t, &d, &err) != 0) fail_msg("%s", err.msg);
+    const int64_t *counts = golden_tensor(&f, "counts", DTYPE_I64)->data;
+    const PairDataset *parts[3] = {&t.train, &t.val, &t.test};
+    const char *names[3] = {"train", "val", "test"};
+    for (int p = 0; p < 3; p++) {
+        assert_int_equal(parts[p]->n, counts[p]);
+        assert_int_equal(parts[p]->S, 22);
+        assert_int_equal(parts[p]->T, 84);
+        for (int last = 0; last < 2; last++) {
+            char key[64];
+            int64_t i = last ? parts[p]->n - 1 : 0;
+            const char *which = last ? "last" : "first";
+            snprintf(key, sizeof key, "%s_%s_src", names[p], which);
+            assert_memory_equal(parts[p]->src + i * 22, golden_tensor(&f, key, DTYPE_I64)->data,
+                                22 * sizeof(int64_t));
+            snprintf(key, sizeof key, "%s_%s_tgt", names[p], which);
+            assert_memory_equal(parts[p]->tgt + i * 85, golden_tensor(&f, key, DTYPE_I64)->data,
+                                85 * sizeof(int64_t));
+            snprintf(key, sizeof key, "%s_%s_line", names[p], which);
+            assert_int_equal(parts[p]->line[i],
+                             *(const int64_t *)golden_tensor(&f, key, DTYPE_I64)->data);
+        }
+    }
+    assert_int_equal(t.skipped, counts[3]);
+    assert_int_equal(tokenizer_vocab(&t.src_tok)->size, 37);
+    assert_int_equal(tokenizer_vocab(&t.tgt_tok)->size, 30);
+    print_message("  %lld train, %lld validate, %lld test, %lld skipped: as the reference\n",
+                  (long long)t.train.n, (long long)t.val.n, (long long)t.test.n,
+                  (long long)t.skipped);
+    task_free(&t);
+    tensorfile_free(&f);
+}
+
+/* Writes text to a temporary file; path receives its name. */
+static void write_temp(char *path, size_t size, const char *text)
+{
+    snprintf(path, size, "/tmp/test09XXXXXX");
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *out = fdopen(fd, "w");
+    fputs(text, out);
+    fclose(out);
+}
+
+static int read_text(const char *text, int max_src, int max_tgt, PairDataset *ds,
+                     int64_t *skipped, Error *err)
+{
+    char path[64];
+    Tokenizer src, tgt;
+    write_temp(path, sizeof path, text);
+    assert_int_equal(tokenizer_build(&src, TOKENIZER_TAYLOR_SOURCE, NULL, 0, 0, err), 0);
+    assert_int_equal(tokenizer_build(&tgt, TOKENIZER_TAYLOR_TARGET, NULL, 0, 0, err), 0);
+    int rc = pairs_read(ds, path, &src, &tgt, max_src, max_tgt, skipped, err);
+    tokenizer_free(&src);
+    tokenizer_free(&tgt);
+    remove(path);
+    return rc;
+}
+
+/* Limits skip pairs in file order; the last line needs no newline; a CRLF
+ * line reads as the same pair. */
+static void test_pairs_limits_and_layout(void **state)
+{
+    PairDataset ds;
+    int64_t skipped;
+    Error err;
+    assert_int_equal(read_text("sin(x)|x-x**3/6+O(x**6)\r\nexp(a*x)|1+a*x+O(x**6)\n"
+                               "cos(x)**2|1-x**2+x**4/3+O(x**6)", 6, 9, &ds, &skipped, &err), 0);
+    /* sin(x): 4 tokens, 9 target tokens; exp(a*x): 6 and 7; cos(x)**2: 6 and 13 */
+    assert_int_equal(ds.n, 2);
+    assert_int_equal(skipped, 1);
+    assert_int_equal(ds.S, 8);
+    assert_int_equal(ds.T, 10);
+    assert_int_equal(ds.line[0], 1);
+    assert_int_equal(ds.line[1], 2);
+    /* <sos> sin ( x ) <eos> <pad> <pad> <pad> */
+    const int64_t row0[8] = {1, 32, 3, 36, 4, 2, 0, 0};     /* sin 32, ( 3, x 36, ) 4 */
+    assert_memory_equal(ds.src, row0, sizeof row0);
+    assert_int_equal(ds.tgt[0], 1);
+    assert_int_equal(ds.tgt[10], 2);                  /* <eos> after 9 tokens, then <pad> */
+    /* teacher forcing: tgt_in is the row without its last id, target without its first */
+    Examples ex = pairs_examples(&ds, 37, 30);
+    int64_t idx[1] = {1}, src[8], tgt_in[10], target[10];
+    assert_int_equal(ex.fill(ex.data, idx, 1, src, tgt_in, target, &err), 0);
+    assert_memory_equal(tgt_in, ds.tgt + 11, 10 * sizeof(int64_t));
+    assert_memory_equal(target, ds.tgt + 12, 10 * sizeof(int64_t));
+    pairs_free(&ds);
+}
+
+/* Bad files: one line naming the file and the line, and nothing allocated. */
+static void test_pairs_refusals(void **state)
+{
+    const struct {
+        const char *text, *message;
+    } bad[] = {
+        {"sin(x)|x+O(x**6)\nsin(x)\n", ":2: no '|'"},
+        {"sin(x)|x|x\n", ":1: more than one '|'"},
+        {"sin(x)|x+O(x**6)\n\nsin(x)|x\n", ":2: empty line"},
+        {"sin(y)|x\n", ":1: source:"},
+        {"sin(x)|y\n", ":1: target:"},
+        {"", "the file is empty"},
+        {"sinh(x)**3*cosh(x)**3+sin(x)|x\n", "none of its 1 pairs"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        PairDataset ds;
+        Error err;
+        assert_int_equal(read_text(bad[i].text, 6, 20, &ds, NULL, &err), -1);
+        print_message("  %s\n", err.msg);
+        assert_non_null(strstr(err.msg, bad[i].message));
+        assert_null(ds.src);
+    }
+}
+
+/* Exact means every token and then <eos>; a miss is named by the first
+ * token where the translation departs. */
+static void test_exact_and_misses(void **state)
+{
+    Vocab v;
+    Error err;
+    assert_int_equal(taylor_vocab(&v, TAYLOR_TARGET, &err), 0);
+    /* target row: <sos> 1 + x <eos> <pad>; ids of "1" 11, "+" 7, "x" 29, "-" 8 */
+    const int64_t tgt[6] = {1, 11, 7, 29, 2, 0};
+    const int64_t right[5] = {11, 7, 29, 2, 0}, digit[5] = {12, 7, 29, 2, 0};
+    const int64_t op[5] = {11, 8, 29, 2, 0}, shorter[5] = {11, 7, 2, 0, 0};
+    const int64_t longer[5] = {11, 7, 29, 7, 29}, var[5] = {11, 7, 21, 2, 0};
+    assert_true(is_exact(right, 5, tgt));
+    assert_false(is_exact(digit, 5, tgt));
+    assert_false(is_exact(longer, 5, tgt));
+    assert_int_equal(miss_kind(digit, 5, tgt, &v), MISS_DIGIT);
+    assert_int_equal(miss_kind(op, 5, tgt, &v), MISS_OPERATOR);
+    assert_int_equal(miss_kind(shorter, 5, tgt, &v), MISS_TOO_SHORT);
+    assert_int_equal(miss_kind(longer, 5, tgt, &v), MISS_TOO_LONG);
+    assert_int_equal(miss_kind(var, 5, tgt, &v), MISS_VARIABLE);
+    vocab_free(&v);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_taylor_split),
+        cmocka_unit_test(test_pairs_limits_and_layout),
+        cmocka_unit_test(test_pairs_refusals),
+        cmocka_unit_test(test_exact_and_misses),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
