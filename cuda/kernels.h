@@ -75,13 +75,16 @@ int cuda_softmax_backward(float *dx, const float *y, const float *dy, int rows, 
 
 /* sdpa_forward / sdpa_backward, step by step (scores, softmax, att V as
  * separate kernels). bias (B, L, S) is the additive mask sdpa_mask_bias()
- * makes on the CPU, or NULL. The backward ADDS into dq, dk, dv. */
+ * makes on the CPU, or NULL. drop (B, L, S) is dropout's keep mask on the
+ * device (1 kept), drawn with probability dropout_p, or NULL for none; att
+ * stays the softmax before dropout. The backward ADDS into dq, dk, dv. */
 int cuda_sdpa_forward(float *out, float *scores, float *att, const float *q, const float *k,
-                      const float *v, const float *bias, int B, int L, int S, int E, int Ev,
-                      float scale, int is_causal);
+                      const float *v, const float *bias, const uint8_t *drop, float dropout_p,
+                      int B, int L, int S, int E, int Ev, float scale, int is_causal);
 int cuda_sdpa_backward(float *dq, float *dk, float *dv, float *datt, float *dscores,
                        const float *dout, const float *q, const float *k, const float *v,
-                       const float *att, int B, int L, int S, int E, int Ev, float scale);
+                       const float *att, const uint8_t *drop, float dropout_p, int B, int L,
+                       int S, int E, int Ev, float scale);
 
 /* The fused forward in the flash-attention style: one pass over the keys
  * with the online softmax, never storing the (B, L, S) weights. Writes out

@@ -133,9 +133,11 @@ static int gpu_mha_forward(float *out, MhaCache *c, const float *query, const fl
         gpu_split_heads(c->kh, c->k, N, S, H, Dh) != 0 ||
         gpu_split_heads(c->vh, c->v, N, S, H, Dh) != 0)
         return -1;
-    /* 3. attention in every head at once */
-    if (cuda_sdpa_forward(c->oh, c->scores, c->att, c->qh, c->kh, c->vh, bias, N * H, L, S, Dh,
-                          Dh, sdpa_default_scale(Dh), is_causal) != 0)
+    /* 3. attention in every head at once, with the dropout mask the layer
+     *    set in c->drop (NULL: none) */
+    if (cuda_sdpa_forward(c->oh, c->scores, c->att, c->qh, c->kh, c->vh, bias, c->drop,
+                          c->dropout_p, N * H, L, S, Dh, Dh, sdpa_default_scale(Dh),
+                          is_causal) != 0)
         return -1;
     /* 4. merge the heads, 5. the output projection */
     if (gpu_merge_heads(c->o, c->oh, N, L, H, Dh) != 0) return -1;
@@ -163,7 +165,8 @@ static int gpu_mha_backward(float *dquery, float *dkey, float *dvalue, const Mha
     /* 3. attention; the backward adds, so zero first */
     if (zero(c->dqh, nl) != 0 || zero(c->dkh, ns) != 0 || zero(c->dvh, ns) != 0 ||
         cuda_sdpa_backward(c->dqh, c->dkh, c->dvh, c->datt, c->dscores, c->doh, c->qh, c->kh,
-                           c->vh, c->att, N * H, L, S, Dh, Dh, sdpa_default_scale(Dh)) != 0)
+                           c->vh, c->att, c->drop, c->dropout_p, N * H, L, S, Dh, Dh,
+                           sdpa_default_scale(Dh)) != 0)
         return -1;
     /* 2. merge the heads' gradients */
     if (gpu_merge_heads(c->dq, c->dqh, N, L, H, Dh) != 0 ||
@@ -191,6 +194,8 @@ static int gpu_encoder_layer_forward(float *out, EncoderLayerCache *c, const flo
     const uint8_t *m1 = c->masks_drawn ? c->mask1 : NULL;
     const uint8_t *mf = c->masks_drawn ? c->mask_ffn : NULL;
     const uint8_t *m2 = c->masks_drawn ? c->mask2 : NULL;
+    c->attn.drop = c->masks_drawn ? c->mask_attn : NULL;
+    c->attn.dropout_p = c->masks_drawn ? drop : 0.0f;
 
     /* Sub-layer 1: self-attention over src (post-norm) or norm1(src) (pre-norm). */
     const float *attn_in = src;
@@ -357,6 +362,9 @@ static int gpu_decoder_layer_forward(float *out, DecoderLayerCache *c, const flo
 {
     int N = c->N, T = c->T, D = c->D, F = c->F, R = N * T, n = N * T * D;
     float pdrop = c->dropout;
+    c->sa.drop = c->masks_drawn ? c->sa_mask : NULL;
+    c->ca.drop = c->masks_drawn ? c->ca_mask : NULL;
+    c->sa.dropout_p = c->ca.dropout_p = c->masks_drawn ? pdrop : 0.0f;
     for (int k = 0; k < 3; k++) {
         const float *x = stream_before(c, k, tgt);
         if (c->norm_first) {
@@ -670,15 +678,18 @@ static int draw_mask(GpuWork *gw, uint8_t *mask, size_t n, float p, Rng *rng)
 }
 
 /* Every dropout mask of one training forward, in the order model_forward
- * draws them on the CPU: the source front end, each encoder layer's three
- * (dropout1, the FFN's, dropout2), the target front end, each decoder
- * layer's four (dropout1, dropout2, the FFN's, dropout3). */
+ * draws them on the CPU: the source front end, each encoder layer's four
+ * (dropout1, the FFN's, dropout2, the attention weights'), the target front
+ * end, each decoder layer's six (dropout1, dropout2, the FFN's, dropout3,
+ * the self-attention weights', the cross-attention weights'). */
 static int draw_masks(GpuWork *gw, const ModelConfig *c, Rng *rng)
 {
     ModelWork *w = &gw->w;
     int N = w->N, S = w->S, T = w->T;
     size_t nsd = (size_t)N * S * c->d_model, nsf = (size_t)N * S * c->dim_feedforward;
     size_t ntd = (size_t)N * T * c->d_model, ntf = (size_t)N * T * c->dim_feedforward;
+    size_t nss = (size_t)N * c->nhead * S * S, ntt = (size_t)N * c->nhead * T * T;
+    size_t nts = (size_t)N * c->nhead * T * S;
     float p = c->dropout;
     int drawn = rng != NULL && p > 0.0f;
     w->dropped = drawn;
@@ -690,7 +701,8 @@ static int draw_masks(GpuWork *gw, const ModelConfig *c, Rng *rng)
         EncoderLayerCache *e = &w->enc.layers[k];
         if (draw_mask(gw, e->mask1, nsd, p, rng) != 0 ||
             draw_mask(gw, e->mask_ffn, nsf, p, rng) != 0 ||
-            draw_mask(gw, e->mask2, nsd, p, rng) != 0)
+            draw_mask(gw, e->mask2, nsd, p, rng) != 0 ||
+            draw_mask(gw, e->mask_attn, nss, p, rng) != 0)
             return -1;
     }
     if (c->kind != MODEL_SEQ2SEQ) return 0;
@@ -700,7 +712,9 @@ static int draw_masks(GpuWork *gw, const ModelConfig *c, Rng *rng)
         if (draw_mask(gw, d->mask[0], ntd, p, rng) != 0 ||
             draw_mask(gw, d->mask[1], ntd, p, rng) != 0 ||
             draw_mask(gw, d->ffn_mask, ntf, p, rng) != 0 ||
-            draw_mask(gw, d->mask[2], ntd, p, rng) != 0)
+            draw_mask(gw, d->mask[2], ntd, p, rng) != 0 ||
+            draw_mask(gw, d->sa_mask, ntt, p, rng) != 0 ||
+            draw_mask(gw, d->ca_mask, nts, p, rng) != 0)
             return -1;
     }
     return 0;
@@ -948,6 +962,7 @@ static void layout_encoder_layer(Arena *a, EncoderLayerCache *c, const ModelConf
     if (m->dropout > 0) {
         c->mask1 = take<uint8_t>(a, nsd), c->mask_ffn = take<uint8_t>(a, nsf);
         c->mask2 = take<uint8_t>(a, nsd);
+        c->mask_attn = take<uint8_t>(a, (size_t)N * c->H * S * S);
     }
     if (!backward) return;
     c->d_a = take<float>(a, nsd), c->d_b = take<float>(a, nsd), c->d_c = take<float>(a, nsd);
@@ -972,6 +987,8 @@ static void layout_decoder_layer(Arena *a, DecoderLayerCache *c, const ModelConf
     if (m->dropout > 0) {
         for (int k = 0; k < 3; k++) c->mask[k] = take<uint8_t>(a, ntd);
         c->ffn_mask = take<uint8_t>(a, ntf);
+        c->sa_mask = take<uint8_t>(a, (size_t)N * c->H * T * T);
+        c->ca_mask = take<uint8_t>(a, (size_t)N * c->H * T * S);
     }
     if (!backward) return;
     c->dx = take<float>(a, ntd), c->dsub = take<float>(a, ntd), c->dnorm = take<float>(a, ntd);
@@ -1045,10 +1062,12 @@ extern "C" int gpu_work_alloc(GpuWork *gw, const GpuModel *g, int N, int S, int 
     w->dec.L = seq2seq ? c->num_decoder_layers : 0;
     w->dec.layers = (DecoderLayerCache *)calloc((size_t)(w->dec.L > 0 ? w->dec.L : 1),
                                                 sizeof *w->dec.layers);
-    /* the largest mask: an FFN's (N, len, F) or a layer's (N, len, D) */
-    int len = S > T ? S : T;
-    int width = c->dim_feedforward > c->d_model ? c->dim_feedforward : c->d_model;
-    if (c->dropout > 0) gw->host_mask = (uint8_t *)malloc((size_t)N * len * width);
+    /* the largest mask: an FFN's (N, len, F), a layer's (N, len, D) or the
+     * attention weights' (N, H, len, len) */
+    size_t len = S > T ? S : T;
+    size_t width = c->dim_feedforward > c->d_model ? c->dim_feedforward : c->d_model;
+    if (width < c->nhead * len) width = c->nhead * len;
+    if (c->dropout > 0) gw->host_mask = (uint8_t *)malloc(N * len * width);
     if (!w->enc.layers || !w->dec.layers || (c->dropout > 0 && !gw->host_mask)) {
         gpu_work_free(gw);
         return error_set(err, "GPU work: out of host memory");

@@ -9,6 +9,9 @@
  *     att    = softmax(scores)             (B, L, S)
  *     out    = att V                       (B, L, Ev)
  *
+ * and in training, dropout on the weights with a given keep mask (B, L, S):
+ * out = (att * keep / (1 - p)) V, att still the softmax before dropout.
+ *
  * 1. The plain version does exactly what sdpa.c does, one step per kernel:
  *    a batched matmul for Q K^T (matmul.cu), a small kernel for the scale
  *    and the masks, the softmax (softmax.cu), a batched matmul for att V.
@@ -44,7 +47,8 @@
  *
  * The backward here is the plain one, from the stored weights; a fused
  * flash backward (recomputing the weights tile by tile from lse) is not
- * written yet.
+ * written yet. Nor is dropout in the flash forward: training uses the plain
+ * version.
  *
  * Read next: layernorm.cu.
  */
@@ -75,9 +79,25 @@ __global__ void scale_kernel(float *x, long long n, float scale)
     if (idx < n) x[idx] *= scale;
 }
 
+/* y = x * keep / (1 - p), n values (up = 1 / (1 - p)); y may be x. The
+ * weights dropout keeps, and in the backward the gradient it passes. */
+__global__ void sdpa_dropout_kernel(float *y, const float *x, const uint8_t *keep, long long n,
+                                    float up)
+{
+    long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx < n) y[idx] = keep[idx] ? x[idx] * up : 0.0f;
+}
+
+static int sdpa_dropout(float *y, const float *x, const uint8_t *keep, long long n, float p)
+{
+    sdpa_dropout_kernel<<<blocks_for(n, 256), 256>>>(y, x, keep, n, 1.0f / (1.0f - p));
+    return LAUNCH_CHECK(sdpa_dropout_kernel);
+}
+
 extern "C" int cuda_sdpa_forward(float *out, float *scores, float *att, const float *q,
-                                 const float *k, const float *v, const float *bias, int B,
-                                 int L, int S, int E, int Ev, float scale, int is_causal)
+                                 const float *k, const float *v, const float *bias,
+                                 const uint8_t *drop, float dropout_p, int B, int L, int S,
+                                 int E, int Ev, float scale, int is_causal)
 {
     long long n = (long long)B * L * S;
     if (n == 0) return 0;
@@ -87,20 +107,36 @@ extern "C" int cuda_sdpa_forward(float *out, float *scores, float *att, const fl
     if (LAUNCH_CHECK(sdpa_scale_mask_kernel) != 0) return -1;
     /* each row a distribution over the keys; all -inf gives zeros */
     if (cuda_softmax_forward(att, scores, B * L, S) != 0) return -1;
-    /* out_i = sum_j att[i, j] v_j */
-    return cuda_matmul_nn_batched(out, att, v, B, L, Ev, S, 0);
+    /* out_i = sum_j att[i, j] v_j, or with dropout the same over the kept
+     * weights, made in scores (the softmax is done with it) */
+    const float *used = att;
+    if (drop) {
+        if (sdpa_dropout(scores, att, drop, n, dropout_p) != 0) return -1;
+        used = scores;
+    }
+    return cuda_matmul_nn_batched(out, used, v, B, L, Ev, S, 0);
 }
 
 extern "C" int cuda_sdpa_backward(float *dq, float *dk, float *dv, float *datt, float *dscores,
                                   const float *dout, const float *q, const float *k,
-                                  const float *v, const float *att, int B, int L, int S, int E,
-                                  int Ev, float scale)
+                                  const float *v, const float *att, const uint8_t *drop,
+                                  float dropout_p, int B, int L, int S, int E, int Ev,
+                                  float scale)
 {
     long long n = (long long)B * L * S;
     if (n == 0) return 0;
-    /* out = att V: dV += att^T dout, datt = dout V^T */
-    if (cuda_matmul_tn_batched(dv, att, dout, B, S, Ev, L, 1) != 0) return -1;
+    /* out = w V (w = att, or the kept weights, made again in dscores, which
+     * is free until the softmax backward): dV += w^T dout, dw = dout V^T
+     * (in datt) */
+    const float *w = att;
+    if (drop) {
+        if (sdpa_dropout(dscores, att, drop, n, dropout_p) != 0) return -1;
+        w = dscores;
+    }
+    if (cuda_matmul_tn_batched(dv, w, dout, B, S, Ev, L, 1) != 0) return -1;
     if (cuda_matmul_nt_batched(datt, dout, v, B, L, S, Ev, 0) != 0) return -1;
+    /* dropout passes the gradient of the kept weights, scaled the same way */
+    if (drop && sdpa_dropout(datt, datt, drop, n, dropout_p) != 0) return -1;
     /* through the softmax, row by row; masked entries (att = 0) get nothing */
     if (cuda_softmax_backward(dscores, att, datt, B * L, S) != 0) return -1;
     /* scores = scale * Q K^T + bias: from here on d(loss)/d(Q K^T) */

@@ -56,6 +56,11 @@ core, against C's own single-thread step on the idle machine measured just
 before (each the best of BUSY_RUNS runs, the training table's "C 1t" too).
 The program must adapt (chapter 00's threads_adapt): the ratio should stay
 at most 1.3.
+
+Last, decoding: greedy decoding of 32 Taylor test sources to the full 84
+tokens by the shipped models/taylor.safetensors, with chapter 07's
+key/value cache and without it (the decoder re-run over the whole prefix at
+every step), in ms per sequence.
 """
 
 import argparse
@@ -395,6 +400,26 @@ def gpu_table(names, threads, written):
               f"{t['gpu_mb']:>12.1f}", flush=True)
 
 
+DECODE_PROGRAM = ROOT / "build" / "09_translation"
+SHIPPED_TAYLOR = ROOT / "models" / "taylor.safetensors"
+DECODE_SEQUENCES = 32
+
+
+def decode_table(threads):
+    """Greedy decoding of 84-token Taylor targets in C, with the key/value
+    cache and without it (the decoder re-run over the whole prefix)."""
+    if not SHIPPED_TAYLOR.exists():
+        print(f"make bench: no decoding row: {SHIPPED_TAYLOR.relative_to(ROOT)} is missing")
+        return
+    r = measure([DECODE_PROGRAM, "--bench-decode", SHIPPED_TAYLOR, str(DECODE_SEQUENCES)],
+                threads, keys=("ms_per_sequence_cache", "ms_per_sequence_no_cache"))
+    print(f"make bench: greedy decoding of {r['sequences']} Taylor test sources to "
+          f"{r['tokens']} tokens each, {threads} threads, ms per sequence")
+    print(f"{'no cache':>10} {'cache':>10} {'speed-up':>9}")
+    print(f"{r['ms_per_sequence_no_cache']:>10.2f} {r['ms_per_sequence_cache']:>10.2f} "
+          f"{r['ms_per_sequence_no_cache'] / r['ms_per_sequence_cache']:>8.1f}x", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--worker", choices=["torch", "matmul"], help=argparse.SUPPRESS)
@@ -419,6 +444,8 @@ def main():
             matmul_table(sorted({1, args.threads}))
         single = cpu_table(cpu_names, args.threads, written)
         busy_table(cpu_names, args.threads, single)
+        if not args.model:
+            decode_table(args.threads)
     else:
         print(f"make bench: no CPU rows: {', '.join(names)} runs on the GPU only")
     reason = no_gpu_reason()

@@ -8,13 +8,21 @@
  * A seq2seq model is trained with teacher forcing: it reads <sos> t1 .. tn
  * and predicts t1 .. tn <eos> at once. To translate a new source there is no
  * target to read, so the model writes one: start from <sos>, predict the
- * next token, append it, predict again, until <eos>. Because the decoder's
- * self-attention is causal, the logits at position t depend only on the
- * tokens at positions 0..t, so these functions simply run model_forward on
- * a target of M positions whose tail is filler, and read position t: the
- * filler is never seen. (A faster decoder would cache the keys and values
- * of earlier positions; this one recomputes them, M forwards of M positions,
- * which is plenty for the sizes of this course.)
+ * next token, append it, predict again, until <eos>.
+ *
+ * The key/value cache. Because the decoder's self-attention is causal, what
+ * every layer computes at positions 0..t-1 does not change when token t is
+ * appended. So the decoder need not run over the whole prefix again: each
+ * step takes only the new position through the layers, and its
+ * self-attention reads the keys and values of the earlier positions from a
+ * cache (DecodeCache) that every step appends to. The cross-attention's
+ * keys and values are the encoder's output projected once per layer: they
+ * are computed before the first step. A sequence of M tokens then costs M
+ * one-position steps instead of M runs over up to M positions. Both
+ * decoders use the cache; with no_cache they run the whole model on a
+ * target of M positions at every step and read position t (the filler
+ * after it is never seen), which is the plain definition the cache is
+ * tested against.
  *
  * Output rows: the tokens written, <eos> included, then pad_id to the end
  * (eos_id when the model has no padding, pad_id < 0).
@@ -77,7 +85,40 @@ typedef struct {
     int max_new;                    /* M: tokens to write at most, 1..max_len */
     int beam_width;                 /* K >= 1 (beam search only) */
     float length_penalty;           /* alpha (beam search only): 0 none, 1 per-token average */
+    int no_cache;                   /* 1: re-run the decoder over the whole prefix each step */
 } DecodeOptions;
+
+/* The decoder's state between steps. Letters as above, plus D d_model, H
+ * heads, Dh = D / H, Kd decoder layers. */
+typedef struct {
+    int N, S, M, t;                 /* t: positions done */
+    int D, H, Dh, F, layers;
+    float *self_k, *self_v;         /* (Kd, N, H, M, Dh) every position's keys and values */
+    float *cross_k, *cross_v;       /* (Kd, N, H, S, Dh) the encoder output's, projected */
+    float *self_bias;               /* (N, M) 0, or -inf where the token was pad_id */
+    float *cross_bias;              /* (N, S) 0, or -inf at source padding */
+    /* one position's activations, (N, ...) */
+    float *x, *y, *sub, *q, *k, *v, *o, *pre, *hidden, *att;
+} DecodeCache;
+
+/* Encodes src (N, S) and prepares the cache for up to M decoder positions.
+ * Fails (err) for a model that is not seq2seq, ids outside the vocabulary,
+ * or lengths past max_len. */
+int decode_cache_init(DecodeCache *c, Model *m, const int64_t *src, int N, int S, int M,
+                      Error *err);
+
+/* Appends position t = c->t: tokens (N,) are the decoder's inputs there (<sos>
+ * at t = 0, then the tokens written); logits (N, Vt) receive the next-token
+ * logits, the same (to float32 rounding) as model_forward's at position t
+ * on the whole prefix. Fails once M positions are done. */
+int decode_cache_step(DecodeCache *c, Model *m, const int64_t *tokens, float *logits);
+
+/* Beam search: row i of the cache becomes a copy of row parents[i] (i < n),
+ * positions 0..t-1. The rows must share their source (the cross-attention's
+ * part of the cache is not moved). */
+int decode_cache_reorder(DecodeCache *c, const int *parents, int n);
+
+void decode_cache_free(DecodeCache *c);
 
 /* Greedy decoding of the N source sequences src (N, S) with a seq2seq model.
  * out (N, M) gets the tokens, scores (N,) the sum of their log-probabilities

@@ -6,6 +6,8 @@
  *     build/09_translation --eval MODEL [options]   exact match on the test split
  *     build/09_translation --translate MODEL TEXT   translate one source
  *     build/09_translation --demo                   the shipped model on a few test pairs
+ *     build/09_translation --bench-decode MODEL [N] greedy decoding of N sources to the full
+ *                                                   target length, with and without the cache
  *
  * The defaults are the Taylor task: reference/data/taylor's pairs, the
  * Taylor tokenizers of chapter 01, the seed's limits and split, and the
@@ -36,6 +38,7 @@ static const char USAGE[] =
     "usage: 09_translation --train [options]        (--train --help lists the options)\n"
     "       09_translation --eval MODEL [options]   (--eval --help lists the options)\n"
     "       09_translation --translate MODEL TEXT [--beam K]\n"
+    "       09_translation --bench-decode MODEL [N]\n"
     "       09_translation --demo\n";
 
 /* Everything the commands read; the defaults are seed 002 with this
@@ -430,6 +433,42 @@ static int run_demo(Error *err)
     return rc;
 }
 
+/* Times greedy decoding of the first N test sources with and without the
+ * key/value cache, each to the full target length (84 tokens: <eos> is set
+ * to <pad>, which the model never writes), and prints one JSON line. */
+static int run_bench_decode(const char *path, int N, Error *err)
+{
+    Task t;
+    Model m;
+    TaskData d = task_defaults();
+    if (N < 1) return error_set(err, "--bench-decode: N %d must be at least 1", N);
+    if (task_load(&t, &d, err) != 0) return -1;
+    if (load_model(&m, path, &t, err) != 0) {
+        task_free(&t);
+        return -1;
+    }
+    int rc = 0;
+    if (N > t.test.n) N = (int)t.test.n;
+    DecodeOptions dec = task_decoding(&t.test, 1, 1.0f);
+    dec.eos_id = TOKEN_PAD;
+    int64_t *out = malloc((size_t)N * dec.max_new * sizeof *out);
+    double ms[2];
+    for (int cached = 0; rc == 0 && cached < 2; cached++) {
+        dec.no_cache = !cached;
+        double started = time_now();
+        rc = out ? decode_greedy(&m, t.test.src, N, t.test.S, &dec, out, NULL, err)
+                 : error_set(err, "out of memory");
+        ms[cached] = (time_now() - started) * 1e3 / N;
+    }
+    if (rc == 0)
+        printf("{\"sequences\": %d, \"tokens\": %d, \"ms_per_sequence_no_cache\": %.3f, "
+               "\"ms_per_sequence_cache\": %.3f}\n", N, dec.max_new, ms[0], ms[1]);
+    free(out);
+    model_free(&m);
+    task_free(&t);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     Error err;
@@ -465,6 +504,15 @@ int main(int argc, char **argv)
             return 2;
         }
         rc = run_translate(argv[2], argv[3], a.beam, &err);
+    } else if (strcmp(cmd, "--bench-decode") == 0 && (argc == 3 || argc == 4)) {
+        char *end = NULL;
+        long n = argc == 4 ? strtol(argv[3], &end, 10) : 32;
+        if (argc == 4 && (*end || end == argv[3] || n < 1 || n > 100000)) {
+            fprintf(stderr, "09_translation --bench-decode: N '%s' is not in 1..100000\n",
+                    argv[3]);
+            return 2;
+        }
+        rc = run_bench_decode(argv[2], (int)n, &err);
     } else if (strcmp(cmd, "--demo") == 0 && argc == 2) {
         rc = run_demo(&err);
     } else {
