@@ -8,6 +8,8 @@
  *     build/09_translation --demo                   the shipped model on a few test pairs
  *     build/09_translation --bench-decode MODEL [N] greedy decoding of N sources to the full
  *                                                   target length, with and without the cache
+ *     build/09_translation --plot-data DIR          the shipped model's training logs and a
+ *                                                   cross-attention map, for make plots
  *
  * The defaults are the Taylor task: reference/data/taylor's pairs, the
  * Taylor tokenizers of chapter 01, the seed's limits and split, and the
@@ -39,6 +41,7 @@ static const char USAGE[] =
     "       09_translation --eval MODEL [options]   (--eval --help lists the options)\n"
     "       09_translation --translate MODEL TEXT [--beam K]\n"
     "       09_translation --bench-decode MODEL [N]\n"
+    "       09_translation --plot-data DIR\n"
     "       09_translation --demo\n";
 
 /* Everything the commands read; the defaults are seed 002 with this
@@ -47,7 +50,7 @@ typedef struct {
     TaskData data;
     int epochs, batch_size, warmup, seed, eval_every, beam, bucket;
     int d_model, heads, layers, ffn;
-    double lr, clip, label_smoothing, dropout, length_penalty, target_loss;
+    double lr, clip, label_smoothing, dropout, length_penalty, target_loss, min_exact;
     const char *schedule, *checkpoint, *resume, *out, *log, *device;
     int help;
 } Args;
@@ -119,6 +122,7 @@ static Args defaults(void)
     DATA_OPTIONS(a),                                                                      \
     {"--beam", OPT_INT, &(a).beam, "beam width (default 1: greedy; 0: greedy and beam 4)"}, \
     {"--length-penalty", OPT_DOUBLE, &(a).length_penalty, "beam search's alpha (default 1)"}, \
+    {"--min-exact", OPT_DOUBLE, &(a).min_exact, "exit 1 if greedy exact match is below this"}, \
     {"--help", OPT_FLAG, &(a).help, "this list"},                                         \
 }
 
@@ -341,13 +345,21 @@ static int run_eval(const char *path, const Args *a, Error *err)
     double exact;
     if (a->beam < 0) return error_set(err, "--beam: %d is negative", a->beam);
     if (task_load(&t, &a->data, err) != 0) return -1;
-    int rc = load_model(&m, path, &t, err);
-    if (rc == 0 && a->beam <= 1)
+    if (load_model(&m, path, &t, err) != 0) {
+        task_free(&t);
+        return -1;
+    }
+    int rc = 0;
+    if (a->beam <= 1) {          /* greedy (--beam 0: then beam 4 as well) */
         rc = report_exact(&m, &t, &t.test, "test", 1, a->length_penalty, 1, &exact, err);
+        if (rc == 0 && exact < a->min_exact)
+            rc = error_set(err, "%s: greedy exact match %.4f is below --min-exact %.4f", path,
+                           exact, a->min_exact);
+    }
     if (rc == 0 && a->beam != 1)
         rc = report_exact(&m, &t, &t.test, "test", a->beam ? a->beam : 4, a->length_penalty, 1,
                           &exact, err);
-    if (rc == 0) model_free(&m);
+    model_free(&m);
     task_free(&t);
     return rc;
 }
@@ -469,6 +481,98 @@ static int run_bench_decode(const char *path, int N, Error *err)
     return rc;
 }
 
+/* Copies the file from to the file to (the training logs shipped beside
+ * the model). */
+static int copy_file(const char *from, const char *to, Error *err)
+{
+    Text t = {0};
+    if (text_read_file(from, &t, err) != 0) return -1;
+    FILE *f = fopen(to, "w");
+    int ok = f && fwrite(t.data, 1, t.len, f) == t.len;
+    if (f && fclose(f) != 0) ok = 0;
+    text_free(&t);
+    return ok ? 0 : error_set(err, "%s: cannot write", to);
+}
+
+/* gnuplot tic labels for the tokens ids[0..n): "\"tok\" 0, \"tok\" 1, ..." */
+static void write_tics(FILE *f, const char *label, const Vocab *v, const int64_t *ids, int n)
+{
+    fprintf(f, "# %s:", label);
+    for (int i = 0; i < n; i++) {
+        const char *tok = (const char *)v->bytes[ids[i]];
+        int special = ids[i] < v->n_special;          /* "<eos>" is shown as "eos" */
+        fprintf(f, "%s \"%.*s\" %d", i ? "," : "", special ? (int)strlen(tok) - 2 : 64,
+                tok + special, i);
+    }
+    fprintf(f, "\n");
+}
+
+/* The shipped model's logs, and the cross-attention of its last decoder
+ * layer (mean over the heads) on test pair 0, teacher-forced on the
+ * model's own translation: "query key weight" lines, one block per target
+ * position, and the tokens of both sides as tic labels. */
+static int run_plot_data(const char *dir, Error *err)
+{
+    Task t;
+    Model m;
+    ModelWork w;
+    TaskData d = task_defaults();
+    char path[4096];
+    if (make_dir(dir, err) != 0) return -1;
+    snprintf(path, sizeof path, "%s/taylor_train_log.csv", dir);
+    if (copy_file("models/taylor_train_log.csv", path, err) != 0) return -1;
+    snprintf(path, sizeof path, "%s/taylor_exact.csv", dir);
+    if (copy_file("models/taylor_exact.csv", path, err) != 0) return -1;
+    if (task_load(&t, &d, err) != 0) return -1;
+    if (load_model(&m, SHIPPED_MODEL, &t, err) != 0) {
+        task_free(&t);
+        return -1;
+    }
+    const PairDataset *ts = &t.test;
+    const int64_t *src = ts->src;
+    DecodeOptions dec = task_decoding(ts, 1, 1.0f);
+    int64_t out[dec.max_new], tgt[dec.max_new + 1];
+    int S = 0, T = 0, rc = decode_greedy(&m, src, 1, ts->S, &dec, out, NULL, err);
+    while (S < ts->S && src[S] != TOKEN_PAD) S++;
+    while (rc == 0 && T < dec.max_new && out[T] != TOKEN_EOS) T++;
+    /* the decoder reads <sos> and the tokens; queries: those T + 1 positions */
+    tgt[0] = TOKEN_SOS;
+    memcpy(tgt + 1, out, (size_t)T * sizeof *tgt);
+    memset(&w, 0, sizeof w);
+    if (rc == 0) rc = model_work_alloc(&w, &m, 1, S, T + 1, 0, err);
+    if (rc == 0 && model_forward(&m, &w, src, tgt, NULL) != 0)
+        rc = error_set(err, "model_forward failed");
+    snprintf(path, sizeof path, "%s/taylor_attention.dat", dir);
+    FILE *f = rc == 0 ? fopen(path, "w") : NULL;
+    if (rc == 0 && !f) rc = error_set(err, "%s: cannot write", path);
+    if (rc == 0) {
+        int layer = m.cfg.num_decoder_layers - 1, H = m.cfg.nhead;
+        /* row q predicts the token after tgt[q]: label it with that token */
+        write_tics(f, "xtics", tokenizer_vocab(&t.src_tok), src, S);
+        int64_t next[T + 1];
+        memcpy(next, out, (size_t)T * sizeof *next);
+        next[T] = TOKEN_EOS;
+        write_tics(f, "ytics", tokenizer_vocab(&t.tgt_tok), next, T + 1);
+        fprintf(f, "# query key weight (cross-attention, decoder layer %d, mean of %d heads)\n",
+                layer + 1, H);
+        for (int q = 0; q <= T; q++) {
+            for (int k = 0; k < S; k++) {
+                double sum = 0;
+                for (int h = 0; h < H; h++)
+                    sum += model_attention(&w, &m, ATTN_DECODER_CROSS, layer, 0, h)
+                               [(size_t)q * S + k];
+                fprintf(f, "%d %d %.6f\n", q, k, sum / H);
+            }
+            fprintf(f, "\n");
+        }
+        if (fclose(f) != 0) rc = error_set(err, "%s: write failed", path);
+    }
+    model_work_free(&w);
+    model_free(&m);
+    task_free(&t);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     Error err;
@@ -513,6 +617,8 @@ int main(int argc, char **argv)
             return 2;
         }
         rc = run_bench_decode(argv[2], (int)n, &err);
+    } else if (strcmp(cmd, "--plot-data") == 0 && argc == 3) {
+        rc = run_plot_data(argv[2], &err);
     } else if (strcmp(cmd, "--demo") == 0 && argc == 2) {
         rc = run_demo(&err);
     } else {
