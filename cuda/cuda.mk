@@ -7,7 +7,9 @@
 #   make test-cuda   run the CPU test of hostdev.h; then, if there is a GPU,
 #                    every golden case on it (build/cuda/run_cases golden) and
 #                    the reverse task trained on it by the chapter 08 program
-#                    (labeller and seq2seq, each to 99.5 % held-out accuracy).
+#                    (labeller and seq2seq, each to 99.5 % held-out accuracy),
+#                    and one epoch of the Taylor task by the chapter 09 program
+#                    (validation loss below 1.4, as CI asks of the CPU).
 #                    Without a GPU it says so and exits 0.
 #
 # NVCC_ARCH: native code for sm_90 (H100, H200) plus compute_90 PTX, which
@@ -58,13 +60,20 @@ build/cuda/08_training: build/obj/chapters/08_training/main.o build/cuda/command
                         $(CUDA_LIB) build/libtransformer.a
 	$(NVCC) $(NVCC_ARCH) $^ -o $@ $(CUDA_LIBS)
 
+# The chapter 09 program the same way: --train --device cuda trains the
+# Taylor task on the GPU.
+build/cuda/09_translation: build/obj/chapters/09_translation/main.o build/cuda/commands.o \
+                           $(CUDA_LIB) build/libtransformer.a
+	$(NVCC) $(NVCC_ARCH) $^ -o $@ $(CUDA_LIBS)
+
 # The CPU test of hostdev.h: plain C, gcc, cmocka; no CUDA at all. It also
 # links the chapters' library to compare the helpers with the C functions.
 build/cuda/test_hostdev: cuda/test_hostdev.c cuda/hostdev.h build/libtransformer.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Icuda cuda/test_hostdev.c build/libtransformer.a -o $@ $(LDLIBS) -lcmocka
 
-cuda: deps build/cuda/run_cases build/cuda/test_hostdev build/cuda/08_training
+cuda: deps build/cuda/run_cases build/cuda/test_hostdev build/cuda/08_training \
+      build/cuda/09_translation
 
 NO_GPU_MSG := make test-cuda: no GPU on this machine; built everything, ran the CPU part only, ran no GPU test
 
@@ -79,7 +88,9 @@ test-cuda: cuda
 	    build/cuda/08_training --train --device cuda --target-accuracy 99.5 \
 	        --checkpoint build/cuda/reverse.safetensors && \
 	    build/cuda/08_training --train --device cuda --target-accuracy 99.5 --model seq2seq \
-	        --heads 2 --epochs 3 --checkpoint build/cuda/reverse_seq2seq.safetensors; \
+	        --heads 2 --epochs 3 --checkpoint build/cuda/reverse_seq2seq.safetensors && \
+	    build/cuda/09_translation --train --device cuda --epochs 1 --warmup 100 \
+	        --target-loss 1.4; \
 	fi
 
 -include $(wildcard build/cuda/*.d)
