@@ -367,8 +367,8 @@ static void test_backward_accumulates(void **state)
     Run r;
     run_case(&r, &f);
     const SdpaCase *c = &r.c;
-    assert_int_equal(sdpa_backward(r.dq, r.dk, r.dv, c->dout, c->q, c->k, c->v, r.att, NULL, 0.0f, c->B,
-                                   c->L, c->S, c->E, c->Ev, c->scale), 0);
+    assert_int_equal(sdpa_backward(r.dq, r.dk, r.dv, c->dout, c->q, c->k, c->v, r.att, NULL,
+                                   0.0f, c->B, c->L, c->S, c->E, c->Ev, c->scale), 0);
     const char *names[3] = {"grad_query", "grad_key", "grad_value"};
     const float *got[3] = {r.dq, r.dk, r.dv};
     for (int t = 0; t < 3; t++) {

@@ -504,7 +504,8 @@ static int get_side(const TensorFile *in, TokenizerKind *kind, Error *err)
 static int eval_taylor(const char *op, const TensorFile *in, TensorFile *out, Error *err)
 {
     int is_batch = !strcmp(op, "batch");
-    TokenizerKind kind = !strcmp(op, "taylor_source") ? TOKENIZER_TAYLOR_SOURCE : TOKENIZER_TAYLOR_TARGET;
+    TokenizerKind kind = !strcmp(op, "taylor_source") ? TOKENIZER_TAYLOR_SOURCE
+                                                      : TOKENIZER_TAYLOR_TARGET;
     if (is_batch && get_side(in, &kind, err) != 0) return -1;
     const uint8_t *text;
     size_t len;

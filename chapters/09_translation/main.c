@@ -59,7 +59,7 @@ static Args defaults(void)
 {
     Args a = {0};
     a.data = task_defaults();
-    a.epochs = 100;
+    a.epochs = 180;
     a.batch_size = 32;
     a.lr = 1e-3;
     a.schedule = "cosine";
@@ -80,7 +80,8 @@ static Args defaults(void)
 #define DATA_OPTIONS(a)                                                                   \
     {"--data", OPT_STRING, &(a).data.data, "the file of source|target lines (default: "   \
      "the Taylor pairs)"},                                                                \
-    {"--tokenizer", OPT_STRING, &(a).data.tokenizer, "taylor, char, word or bpe (default taylor)"}, \
+    {"--tokenizer", OPT_STRING, &(a).data.tokenizer,                                      \
+     "taylor, char, word or bpe (default taylor)"},                                       \
     {"--vocab-size", OPT_INT, &(a).data.vocab_size, "bpe: ids per side (default 500)"},   \
     {"--max-src", OPT_INT, &(a).data.max_src, "skip pairs with more source tokens (default 20)"}, \
     {"--max-tgt", OPT_INT, &(a).data.max_tgt, "skip pairs with more target tokens (default 83)"}, \
@@ -90,7 +91,7 @@ static Args defaults(void)
 
 #define TRAIN_OPTIONS(a) {                                                                \
     DATA_OPTIONS(a),                                                                      \
-    {"--epochs", OPT_INT, &(a).epochs, "epochs (default 100)"},                           \
+    {"--epochs", OPT_INT, &(a).epochs, "epochs (default 180)"},                           \
     {"--batch-size", OPT_INT, &(a).batch_size, "pairs per step (default 32)"},            \
     {"--bucket", OPT_INT, &(a).bucket,                                                    \
      "sort runs of this many batches by length (default 50; 0: plain shuffling)"},        \
@@ -425,7 +426,8 @@ static int run_demo(Error *err)
     DecodeOptions dec = task_decoding(&t.test, 1, 1.0f);
     int64_t out[dec.max_new];
     for (int e = 0; e < 4 && rc == 0; e++) {
-        const int64_t *src = t.test.src + (size_t)e * t.test.S, *tgt = t.test.tgt + (size_t)e * (t.test.T + 1);
+        const int64_t *src = t.test.src + (size_t)e * t.test.S;
+        const int64_t *tgt = t.test.tgt + (size_t)e * (t.test.T + 1);
         Text a = {0}, b = {0}, c = {0};
         rc = decode_greedy(&m, src, 1, t.test.S, &dec, out, NULL, err);
         int64_t n = 0;
@@ -583,7 +585,8 @@ int main(int argc, char **argv)
         int train = cmd[2] == 't';
         Option topts[] = TRAIN_OPTIONS(a), eopts[] = EVAL_OPTIONS(a);
         Option *opts = train ? topts : eopts;
-        int n = train ? (int)(sizeof topts / sizeof topts[0]) : (int)(sizeof eopts / sizeof eopts[0]);
+        int n = train ? (int)(sizeof topts / sizeof topts[0])
+                      : (int)(sizeof eopts / sizeof eopts[0]);
         int first = train ? 2 : 3;
         if (!train && argc >= 3 && strcmp(argv[2], "--help") == 0) a.help = 1;
         else if (!train && argc < 3) {
@@ -594,7 +597,8 @@ int main(int argc, char **argv)
             return 2;
         }
         if (a.help) {
-            printf("usage: 09_translation %s\n", train ? "--train [options]" : "--eval MODEL [options]");
+            printf("usage: 09_translation %s\n",
+                   train ? "--train [options]" : "--eval MODEL [options]");
             print_options(stdout, opts, n);
             return 0;
         }
