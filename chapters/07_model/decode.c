@@ -107,10 +107,10 @@ void decode_cache_free(DecodeCache *c)
 int decode_cache_init(DecodeCache *c, Model *m, const int64_t *src, int N, int S, int M,
                       Error *err)
 {
-    const ModelConfig *cfg = &m->cfg;
     memset(c, 0, sizeof *c);
     if (check_source(m, src, N, S, M, err) != 0) return -1;
     /* BEGIN SOLUTION */
+    const ModelConfig *cfg = &m->cfg;
     int D = cfg->d_model, H = cfg->nhead, Dh = D / H, K = cfg->num_decoder_layers;
     c->N = N, c->S = S, c->M = M, c->t = 0;
     c->D = D, c->H = H, c->Dh = Dh, c->F = cfg->dim_feedforward, c->layers = K;
@@ -218,9 +218,9 @@ static int attention_step(DecodeCache *c, const MhaParams *p, float *out, const 
 
 int decode_cache_step(DecodeCache *c, Model *m, const int64_t *tokens, float *logits)
 {
-    const ModelConfig *cfg = &m->cfg;
     if (c->t >= c->M) return -1;
     /* BEGIN SOLUTION */
+    const ModelConfig *cfg = &m->cfg;
     const int N = c->N, D = c->D, t = c->t;
     const float eps = cfg->eps;
     /* The front end at position t: embed(token) * scale + pos[t]. */
