@@ -147,6 +147,36 @@ static void test_pairs_refusals(void **state)
     }
 }
 
+/* Any file of pairs trains with a learned tokenizer: char learns one
+ * vocabulary per side from that side's lines (3 specials, <unk>, then each
+ * character), and the split takes the pairs in file order. */
+static void test_pairs_with_char_tokenizer(void **state)
+{
+    char path[64];
+    Task t;
+    Error err;
+    write_temp(path, sizeof path, "ab|xyz\nba|zyx\naab|x\nb|yy\n");
+    TaskData d = task_defaults();
+    d.data = path;
+    d.tokenizer = "char";
+    d.max_src = 2, d.max_tgt = 3;
+    d.train_size = 1, d.val_size = 1;
+    if (task_load(&t, &d, &err) != 0) fail_msg("%s", err.msg);
+    assert_int_equal(tokenizer_vocab(&t.src_tok)->size, 4 + 2);   /* a b */
+    assert_int_equal(tokenizer_vocab(&t.tgt_tok)->size, 4 + 3);   /* x y z */
+    assert_int_equal(t.skipped, 1);                                /* aab: 3 source tokens */
+    assert_int_equal(t.train.n, 1);
+    assert_int_equal(t.val.n, 1);
+    assert_int_equal(t.test.n, 1);
+    assert_int_equal(t.test.line[0], 4);
+    task_free(&t);
+    d.tokenizer = "taylor-source";                                 /* a side, not a task */
+    assert_int_equal(task_load(&t, &d, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "--tokenizer"));
+    remove(path);
+}
+
 /* Exact means every token and then <eos>; a miss is named by the first
  * token where the translation departs. */
 static void test_exact_and_misses(void **state)
@@ -176,6 +206,7 @@ int main(void)
         cmocka_unit_test(test_taylor_split),
         cmocka_unit_test(test_pairs_limits_and_layout),
         cmocka_unit_test(test_pairs_refusals),
+        cmocka_unit_test(test_pairs_with_char_tokenizer),
         cmocka_unit_test(test_exact_and_misses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

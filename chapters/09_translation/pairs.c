@@ -213,6 +213,7 @@ Examples pairs_examples(const PairDataset *ds, int src_vocab, int tgt_vocab)
 
 typedef struct {
     int side;
+    const char *sep;
     Text *out;
 } SideCtx;
 
@@ -223,13 +224,13 @@ static int append_side(void *ctx, const uint8_t *src, size_t src_len, const uint
     (void)line;
     if (text_append(c->out, c->side ? tgt : src, c->side ? tgt_len : src_len, err) != 0)
         return -1;
-    return text_append(c->out, "\n", 1, err);
+    return text_append(c->out, c->sep, strlen(c->sep), err);
 }
 
-int pairs_read_side(const char *path, int side, Text *out, Error *err)
+int pairs_read_side(const char *path, int side, const char *sep, Text *out, Error *err)
 {
     Text text = {0};
-    SideCtx c = {side, out};
+    SideCtx c = {side, sep, out};
     if (text_read_file(path, &text, err) != 0) return -1;
     int rc = for_each_pair(path, &text, append_side, &c, err);
     text_free(&text);

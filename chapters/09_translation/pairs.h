@@ -65,9 +65,10 @@ void pairs_free(PairDataset *ds);
  * tgt_vocab ids; ds must outlive them. */
 Examples pairs_examples(const PairDataset *ds, int src_vocab, int tgt_vocab);
 
-/* The text of one side of a file of pairs, each line's side followed by a
- * newline: the corpus a char, word or bpe tokenizer learns from. side 0 is
- * the source, 1 the target. */
-int pairs_read_side(const char *path, int side, Text *out, Error *err);
+/* The text of one side of a file of pairs, each line's side followed by
+ * sep: the corpus a char, word or bpe tokenizer learns from (sep "\n" keeps
+ * words apart; a character tokenizer takes "" so that it learns no
+ * newline). side 0 is the source, 1 the target. */
+int pairs_read_side(const char *path, int side, const char *sep, Text *out, Error *err);
 
 #endif

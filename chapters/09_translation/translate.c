@@ -30,7 +30,8 @@ static int build_side(Tokenizer *tk, const TaskData *d, int side, Error *err)
     if (strncmp(d->tokenizer, "taylor", 6) == 0 ||
         tokenizer_kind_parse(d->tokenizer, &kind, err) != 0)
         return error_set(err, "--tokenizer: '%s' is not taylor, char, word or bpe", d->tokenizer);
-    if (pairs_read_side(d->data, side, &corpus, err) != 0) return -1;
+    if (pairs_read_side(d->data, side, kind == TOKENIZER_CHAR ? "" : "\n", &corpus, err) != 0)
+        return -1;
     int rc = tokenizer_build(tk, kind, &corpus, d->vocab_size, 1, err);
     text_free(&corpus);
     return rc;
