@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -361,6 +362,76 @@ static void test_write_failure_leaves_nothing(void **state)
     tensorfile_free(&f);
 }
 
+/* Writing never replaces what is not a regular file: a FIFO at the path is
+ * refused and stays a FIFO. A symbolic link is followed: the file it names
+ * gets the data, and the link stays a link. */
+static void test_write_keeps_fifos_and_links(void **state)
+{
+    TensorFile f = {0}, back;
+    Error err;
+    struct stat st;
+    float x[2] = {1, 2};
+    char fifo[256], target[256], link[256];
+    temp_path(fifo, sizeof fifo, "fifo");
+    temp_path(target, sizeof target, "target");
+    temp_path(link, sizeof link, "link");
+    assert_int_equal(tensorfile_add_f32(&f, "x", x, 1, (int64_t[]){2}, &err), 0);
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(safetensors_write(fifo, &f, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "not a regular file"));
+    assert_int_equal(lstat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    unlink(fifo);
+
+    unlink(target), unlink(link);
+    assert_int_equal(safetensors_write(target, &f, &err), 0);
+    assert_int_equal(symlink(strrchr(target, '/') + 1, link), 0);
+    TensorFile g = {0};
+    x[1] = 3;
+    assert_int_equal(tensorfile_add_f32(&g, "x", x, 1, (int64_t[]){2}, &err), 0);
+    assert_int_equal(safetensors_write(link, &g, &err), 0);
+    tensorfile_free(&g);
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(safetensors_read(target, &back, &err), 0);
+    assert_true(((const float *)tensorfile_find(&back, "x")->data)[1] == 3.0f);
+    tensorfile_free(&back);
+    unlink(link), unlink(target);
+    tensorfile_free(&f);
+}
+
+/* The temporary file of an interrupted write (killed between mkstemp and
+ * rename) is removed by the next write to the same path; the new file's
+ * permissions follow the umask, not mkstemp's 0600. */
+static void test_write_cleans_up_and_follows_umask(void **state)
+{
+    TensorFile f = {0};
+    Error err;
+    struct stat st;
+    float x[1] = {1};
+    char path[256], stale[300];
+    temp_path(path, sizeof path, "stale");
+    snprintf(stale, sizeof stale, "%s.tmp.Ab12Cd", path);
+    FILE *s = fopen(stale, "w");
+    assert_non_null(s);
+    fclose(s);
+    assert_int_equal(tensorfile_add_f32(&f, "x", x, 1, (int64_t[]){1}, &err), 0);
+    mode_t old = umask(022);
+    assert_int_equal(safetensors_write(path, &f, &err), 0);
+    assert_int_equal(access(stale, F_OK), -1);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0644);
+    umask(077);
+    assert_int_equal(safetensors_write(path, &f, &err), 0);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    umask(old);
+    unlink(path);
+    tensorfile_free(&f);
+}
+
 /* ------------------------------------------------------------------------ */
 /* safetensors: malformed files                                              */
 /* ------------------------------------------------------------------------ */
@@ -599,6 +670,8 @@ int main(void)
         cmocka_unit_test(test_read_pytorch_file),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_write_failure_leaves_nothing),
+        cmocka_unit_test(test_write_keeps_fifos_and_links),
+        cmocka_unit_test(test_write_cleans_up_and_follows_umask),
         cmocka_unit_test(test_empty_file),
         cmocka_unit_test(test_truncated_everywhere),
         cmocka_unit_test(test_missing_file),

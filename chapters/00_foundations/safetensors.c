@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char *copy_string(const char *s)
@@ -327,20 +329,94 @@ static char *build_header(const TensorFile *file, size_t *len)
     return out;
 }
 
+/* Where a write to path must land: path itself, or, when path is a
+ * symbolic link, the file it names (the link stays a link). A path that
+ * exists and is not a regular file (a FIFO, a device, a folder) is refused:
+ * renaming over it would replace it. *target is malloc'd. */
+static int write_target(const char *path, char **target, Error *err)
+{
+    struct stat st;
+    *target = NULL;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        *target = realpath(path, NULL);
+        if (!*target && errno != ENOENT)
+            return error_set(err, "cannot write %s: %s", path, strerror(errno));
+        if (!*target)   /* a dangling link: write the file it names */
+            return error_set(err, "cannot write %s: it is a symbolic link to a missing file",
+                             path);
+    } else {
+        *target = strdup(path);
+        if (!*target) return error_set(err, "%s: out of memory", path);
+    }
+    if (stat(*target, &st) == 0 && !S_ISREG(st.st_mode)) {
+        free(*target);
+        *target = NULL;
+        return error_set(err, "cannot write %s: it exists and is not a regular file (a FIFO, "
+                         "device or folder is not replaced)", path);
+    }
+    return 0;
+}
+
+/* Removes the temporary files an interrupted write to target left behind:
+ * target.tmp.XXXXXX, six characters as mkstemp makes them. (One writer per
+ * path: a second one at the same moment would lose its temporary file.) */
+static void remove_stale_temps(const char *target)
+{
+    char dir[4096];
+    const char *slash = strrchr(target, '/');
+    const char *base = slash ? slash + 1 : target;
+    if (!slash) {
+        strcpy(dir, ".");
+    } else if (slash == target) {
+        strcpy(dir, "/");
+    } else {
+        size_t n = (size_t)(slash - target);
+        if (n >= sizeof dir) return;
+        memcpy(dir, target, n);
+        dir[n] = '\0';
+    }
+    DIR *d = opendir(dir);
+    if (!d) return;
+    size_t n = strlen(base);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, base, n) != 0 || strncmp(e->d_name + n, ".tmp.", 5) != 0 ||
+            strlen(e->d_name + n + 5) != 6)
+            continue;
+        char stale[4096 + 256];
+        snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
+        unlink(stale);
+    }
+    closedir(d);
+}
+
+/* The permissions a new file gets: 0666 less the process's umask, as
+ * fopen would give (mkstemp makes its file 0600). */
+static mode_t file_mode(void)
+{
+    mode_t mask = umask(0);
+    umask(mask);
+    return 0666 & ~mask;
+}
+
 int safetensors_write(const char *path, const TensorFile *file, Error *err)
 {
+    char *target;
+    if (write_target(path, &target, err) != 0) return -1;
     size_t header_len;
     char *header = build_header(file, &header_len);
-    if (!header) return error_set(err, "%s: out of memory building the header", path);
-
-    /* Write beside the destination, then rename: readers never see half a file. */
-    size_t tmp_len = strlen(path) + 16;
+    size_t tmp_len = strlen(target) + 16;
     char *tmp = malloc(tmp_len);
-    if (!tmp) {
-        free(header);
-        return error_set(err, "%s: out of memory", path);
+    if (!header || !tmp) {
+        free(header), free(tmp), free(target);
+        return error_set(err, "%s: out of memory building the header", path);
     }
-    snprintf(tmp, tmp_len, "%s.tmp.XXXXXX", path);
+
+    /* Write beside the destination, then rename: readers never see half a
+     * file, and a crash leaves the old file whole. The data reaches the disk
+     * (fsync) before the rename makes it the file. */
+    remove_stale_temps(target);
+    snprintf(tmp, tmp_len, "%s.tmp.XXXXXX", target);
     int fd = mkstemp(tmp);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
@@ -349,29 +425,29 @@ int safetensors_write(const char *path, const TensorFile *file, Error *err)
             close(fd);
             unlink(tmp);
         }
-        free(tmp);
-        free(header);
+        free(tmp), free(header), free(target);
         return error_set(err, "cannot create %s: %s", path, strerror(saved));
     }
 
+    /* The first failure's errno is the reason (a full disk often shows only
+     * when the buffer is flushed, at fflush or fclose). */
+    int saved = 0;
     unsigned char len_bytes[8];
     for (int i = 0; i < 8; i++) len_bytes[i] = (unsigned char)((uint64_t)header_len >> (8 * i));
-    int ok = fwrite(len_bytes, 1, 8, f) == 8 && fwrite(header, 1, header_len, f) == header_len;
-    for (int i = 0; ok && i < file->n_tensors; i++) {
+    if (fwrite(len_bytes, 1, 8, f) != 8 || fwrite(header, 1, header_len, f) != header_len)
+        saved = errno ? errno : EIO;
+    for (int i = 0; !saved && i < file->n_tensors; i++) {
         const Tensor *t = &file->tensors[i].tensor;
         size_t bytes = (size_t)tensor_numel(t) * dtype_size(t->dtype);
-        ok = fwrite(t->data, 1, bytes, f) == bytes;
+        if (fwrite(t->data, 1, bytes, f) != bytes) saved = errno ? errno : EIO;
     }
-    int saved = errno;
-    ok = (fclose(f) == 0) && ok;
-    if (ok && rename(tmp, path) != 0) {
+    if (!saved && (fflush(f) != 0 || fchmod(fd, file_mode()) != 0 || fsync(fd) != 0))
         saved = errno;
-        ok = 0;
-    }
-    if (!ok) unlink(tmp);
-    free(tmp);
-    free(header);
-    return ok ? 0 : error_set(err, "cannot write %s: %s", path, strerror(saved));
+    if (fclose(f) != 0 && !saved) saved = errno;
+    if (!saved && rename(tmp, target) != 0) saved = errno;
+    if (saved) unlink(tmp);
+    free(tmp), free(header), free(target);
+    return saved ? error_set(err, "cannot write %s: %s", path, strerror(saved)) : 0;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -19,8 +19,14 @@
  * same rules the reference Rust library enforces). Any problem is one line in
  * `err` naming the file, and nothing is leaked.
  *
- * The writer builds the header with cJSON and writes to a temporary file that
- * is renamed into place, so a crash never leaves a half-written file.
+ * The writer builds the header with cJSON and writes to a temporary file
+ * beside the destination, flushed to the disk (fsync) and then renamed into
+ * place, so a crash of the program or of the machine never leaves a
+ * half-written file; the temporary file an interrupted write left behind is
+ * removed by the next write to the same path. The new file's permissions
+ * follow the umask. A symbolic link is followed (the file it names is
+ * replaced, the link stays); a path that is not a regular file (a FIFO, a
+ * device) is refused, never replaced.
  *
  * This code assumes a little-endian host (x86-64, ARM64).
  */
