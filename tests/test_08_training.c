@@ -1115,6 +1115,98 @@ static void fresh_start(const TinyRun *r, Model *m, AdamState *opt, TrainState *
     rng_seed(&st->dropout_rng, 5, 4);
 }
 
+/* A run whose loss stops being a number ends with an error naming the
+ * step, and leaves the last checkpoint as it was. */
+static void test_diverged_run_stops(void **state)
+{
+    TinyRun r;
+    Model m, saved;
+    AdamState opt, saved_opt;
+    TrainState st, saved_st;
+    StepResult val;
+    Error err;
+    char dir[] = "/tmp/test08XXXXXX", ckpt[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(ckpt, sizeof ckpt, "%s/run.safetensors", dir);
+    tiny_run(&r, 0.0f);
+    Examples train = examples_of_task(&r.train, r.cfg.kind);
+    Examples held = examples_of_task(&r.val, r.cfg.kind);
+    fresh_start(&r, &m, &opt, &st);
+    r.o.checkpoint = ckpt;
+    r.o.stop_after = 1;
+    assert_int_equal(train_run(&m, &opt, &st, &r.o, &train, &held, &val, &err), 0);
+    r.o.stop_after = 0;
+    r.o.adam.lr = 1e30f;                 /* the next step sends the weights to infinity */
+    r.o.max_norm = 0.0f;
+    r.o.schedule = SCHEDULE_CONSTANT;
+    assert_int_equal(train_run(&m, &opt, &st, &r.o, &train, &held, &val, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "the loss is"));
+    assert_int_equal(checkpoint_load(ckpt, &saved, &saved_opt, &saved_st, &err), 0);
+    assert_int_equal(saved_st.epoch, 1);
+    for (size_t i = 0; i < saved.num_params; i++) assert_true(isfinite(saved.params[i]));
+    model_free(&m), model_free(&saved);
+    adam_state_free(&opt), adam_state_free(&saved_opt);
+    tiny_free(&r);
+    unlink(ckpt);
+    rmdir(dir);
+}
+
+/* Output paths are checked before any work: a missing folder, a folder that
+ * cannot be written in, and a path that is a folder are refused, naming the
+ * option; a new file in a writable folder is fine and is not created. */
+static void test_output_paths_checked(void **state)
+{
+    Error err;
+    assert_int_equal(check_output_path("--checkpoint", "build/no_such_folder/x", &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "--checkpoint"));
+    assert_int_equal(check_output_path("--out", "/proc/x.safetensors", &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_int_equal(check_output_path("--log", "build", &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "not a regular file"));
+    assert_int_equal(check_output_path("--log", "build/new_log_file.csv", &err), 0);
+    assert_int_equal(access("build/new_log_file.csv", F_OK), -1);
+}
+
+/* Checkpoint counters are whole numbers in range: "-5" (which strtoull
+ * reads as 2^64 - 5) and an epoch past INT32_MAX are refused. */
+static void test_checkpoint_counters_checked(void **state)
+{
+    TinyRun r;
+    Model m, back;
+    AdamState opt, back_opt;
+    TrainState st, back_st;
+    TensorFile f;
+    Error err;
+    char dir[] = "/tmp/test08XXXXXX", ckpt[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(ckpt, sizeof ckpt, "%s/run.safetensors", dir);
+    tiny_run(&r, 0.0f);
+    fresh_start(&r, &m, &opt, &st);
+    assert_int_equal(checkpoint_save(ckpt, &m, &opt, &st, &err), 0);
+    const char *bad[][2] = {{"optimizer.step", "-5"}, {"train.epoch", "4294967295"},
+                            {"optimizer.step", " 7"}, {"train.data_rng.inc", "1e3"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(safetensors_read(ckpt, &f, &err), 0);
+        assert_int_equal(tensorfile_set_meta(&f, bad[i][0], bad[i][1], &err), 0);
+        char broken[300];
+        snprintf(broken, sizeof broken, "%s/broken.safetensors", dir);
+        assert_int_equal(safetensors_write(broken, &f, &err), 0);
+        tensorfile_free(&f);
+        assert_int_equal(checkpoint_load(broken, &back, &back_opt, &back_st, &err), -1);
+        print_message("  %s\n", err.msg);
+        assert_non_null(strstr(err.msg, bad[i][0]));
+        unlink(broken);
+    }
+    model_free(&m);
+    adam_state_free(&opt);
+    tiny_free(&r);
+    unlink(ckpt);
+    rmdir(dir);
+}
+
 /* Three epochs straight, and one epoch + checkpoint + two resumed epochs,
  * end with bit-identical weights, optimizer moments and loss logs; with
  * dropout on, so the dropout stream must be restored too. */
@@ -1334,6 +1426,9 @@ int main(void)
         GOLDEN_TEST(test_case_eval, "parity_reverse"),
         GOLDEN_TEST(test_case_eval, "parity_copy_seq2seq"),
         cmocka_unit_test(test_resume_bit_identical),
+        cmocka_unit_test(test_diverged_run_stops),
+        cmocka_unit_test(test_checkpoint_counters_checked),
+        cmocka_unit_test(test_output_paths_checked),
         cmocka_unit_test(test_checkpoint_refused),
 
 #define BAD_TEST(i) {BAD[i].name, test_bad_case, NULL, NULL, (void *)&BAD[i]}

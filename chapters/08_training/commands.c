@@ -321,6 +321,9 @@ static int run_training(const TrainArgs *a, Error *err)
     o.checkpoint = a->checkpoint;
     o.log_path = a->log;
     if (adam_config_check(&o.adam, err) != 0) return -1;
+    if ((a->checkpoint && check_output_path("--checkpoint", a->checkpoint, err) != 0) ||
+        (a->log && check_output_path("--log", a->log, err) != 0))
+        return -1;
     if (a->plot_data) {
         if (make_dir(a->plot_data, err) != 0) return -1;
         if (!o.log_path) {

@@ -386,3 +386,29 @@ int make_dir(const char *dir, Error *err)
     }
     return 0;
 }
+
+int check_output_path(const char *option, const char *path, Error *err)
+{
+    char dir[4096];
+    struct stat st;
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 0;
+    if (!path[0] || n >= sizeof dir) return error_set(err, "%s: bad file name '%s'", option, path);
+    memcpy(dir, slash ? path : ".", slash ? (n ? n : 1) : 1);
+    dir[slash ? (n ? n : 1) : 1] = '\0';
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return error_set(err, "%s: %s: the folder %s does not exist", option, path, dir);
+    /* Writable is best learned by writing: a probe file, removed at once
+     * (access() says yes to root in a read-only folder such as /proc). */
+    char probe[4096 + 32];
+    snprintf(probe, sizeof probe, "%s/.write-probe.XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0)
+        return error_set(err, "%s: %s: cannot write in the folder %s: %s", option, path, dir,
+                         strerror(errno));
+    close(fd);
+    unlink(probe);
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return error_set(err, "%s: %s exists and is not a regular file", option, path);
+    return 0;
+}

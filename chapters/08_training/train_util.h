@@ -116,4 +116,9 @@ void print_options(FILE *out, const Option *opts, int n);
 /* mkdir -p dir. */
 int make_dir(const char *dir, Error *err);
 
+/* Checks, before any work, that a file can be written at path: its folder
+ * exists and is writable, and path, if it exists, is a regular file (or a
+ * link to one). The message names the option (e.g. "--checkpoint"). */
+int check_output_path(const char *option, const char *path, Error *err);
+
 #endif

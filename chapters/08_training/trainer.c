@@ -5,6 +5,7 @@
 
 #include "error.h"   /* not_implemented(), used by the exercise stubs */
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -128,13 +129,19 @@ static int set_meta_u64(TensorFile *f, const char *key, uint64_t value, Error *e
     return tensorfile_set_meta(f, key, text, err);
 }
 
-static int get_meta_u64(const TensorFile *f, const char *key, uint64_t *value, Error *err)
+/* A counter of the metadata: decimal digits only (strtoull would take "-5"
+ * as 2^64 - 5) and at most max. */
+static int get_meta_u64(const TensorFile *f, const char *key, uint64_t max, uint64_t *value,
+                        Error *err)
 {
     const char *text = tensorfile_meta(f, key);
     char *end;
     if (!text) return error_set(err, "%s: not a checkpoint: no metadata '%s'", f->path, key);
+    errno = 0;
     *value = strtoull(text, &end, 10);
-    if (end == text || *end) return error_set(err, "%s: metadata '%s' is not a number", f->path, key);
+    if (text[0] < '0' || text[0] > '9' || *end || errno || *value > max)
+        return error_set(err, "%s: metadata '%s' is not a whole number in 0..%llu",
+                         f->path, key, (unsigned long long)max);
     return 0;
 }
 
@@ -182,12 +189,14 @@ int checkpoint_load(const char *path, Model *m, AdamState *opt, TrainState *stat
     if (adam_state_alloc(opt, m->num_params, err) != 0) goto fail_model;
     if (read_flat(&f, OPT_M, opt->m, m->num_params, err) != 0 ||
         read_flat(&f, OPT_V, opt->v, m->num_params, err) != 0 ||
-        get_meta_u64(&f, "optimizer.step", &step, err) != 0 ||
-        get_meta_u64(&f, "train.epoch", &epoch, err) != 0 ||
-        get_meta_u64(&f, "train.data_rng.state", &state->data_rng.state, err) != 0 ||
-        get_meta_u64(&f, "train.data_rng.inc", &state->data_rng.inc, err) != 0 ||
-        get_meta_u64(&f, "train.dropout_rng.state", &state->dropout_rng.state, err) != 0 ||
-        get_meta_u64(&f, "train.dropout_rng.inc", &state->dropout_rng.inc, err) != 0)
+        get_meta_u64(&f, "optimizer.step", INT64_MAX, &step, err) != 0 ||
+        get_meta_u64(&f, "train.epoch", INT32_MAX, &epoch, err) != 0 ||
+        get_meta_u64(&f, "train.data_rng.state", UINT64_MAX, &state->data_rng.state, err) != 0 ||
+        get_meta_u64(&f, "train.data_rng.inc", UINT64_MAX, &state->data_rng.inc, err) != 0 ||
+        get_meta_u64(&f, "train.dropout_rng.state", UINT64_MAX, &state->dropout_rng.state,
+                     err) != 0 ||
+        get_meta_u64(&f, "train.dropout_rng.inc", UINT64_MAX, &state->dropout_rng.inc,
+                     err) != 0)
         goto fail_opt;
     opt->step = (int64_t)step;
     state->epoch = (int64_t)epoch;
@@ -493,6 +502,14 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
                         o->label_smoothing, b.src, b.tgt_in, b.target,
                         m->cfg.dropout > 0 ? &state->dropout_rng : NULL, &r, err) != 0)
                 goto done;
+            /* A loss that is no longer a number poisons every weight at the
+             * next step: stop, and keep the last checkpoint as it is. */
+            if (r.count > 0 && !isfinite(r.loss)) {
+                error_set(err, "step %" PRId64 ": the loss is %s; stopping (the weights "
+                          "diverged; the checkpoint of epoch %" PRId64 " is left as it was)",
+                          opt->step, isnan(r.loss) ? "not a number" : "infinite", state->epoch);
+                goto done;
+            }
             loss_sum += r.loss;
             if (!o->quiet)
                 progress_update(&progress, opt->step, epoch, r.loss, lr,

@@ -248,6 +248,10 @@ static int run_train(const Args *a, Error *err)
     o.checkpoint = a->checkpoint;
     o.log_path = a->log;
     if (adam_config_check(&o.adam, err) != 0) return -1;
+    if ((a->checkpoint && check_output_path("--checkpoint", a->checkpoint, err) != 0) ||
+        (a->out && check_output_path("--out", a->out, err) != 0) ||
+        (a->log && check_output_path("--log", a->log, err) != 0))
+        return -1;
     if (task_load(&t, &a->data, err) != 0) return -1;
     printf("%s: %" PRId64 " pairs within %d source and %d target tokens (%" PRId64
            " skipped): %" PRId64 " train, %" PRId64 " validate, %" PRId64 " test\n",
