@@ -362,6 +362,32 @@ static void test_write_failure_leaves_nothing(void **state)
     tensorfile_free(&f);
 }
 
+/* A message that quotes text from a file stays one line of plain text: a
+ * newline or an escape sequence in it is written as \xNN. A file's dtype
+ * string with both goes through the reader the same way. */
+static void test_error_escapes_control_characters(void **state)
+{
+    Error err;
+    assert_int_equal(error_set(&err, "dtype '%s' is unknown", "F3\x1b[2J\n2"), -1);
+    assert_string_equal(err.msg, "dtype 'F3\\x1b[2J\\x0a2' is unknown");
+    char path[256];
+    TensorFile f;
+    temp_path(path, sizeof path, "escape");
+    FILE *out = fopen(path, "wb");
+    const char *json = "{\"x\":{\"dtype\":\"F\\u001b[31m\\n\",\"shape\":[1],"
+                       "\"data_offsets\":[0,4]}}";
+    unsigned long long n = strlen(json);
+    fwrite(&n, 8, 1, out);
+    fwrite(json, 1, n, out);
+    fwrite("abcd", 1, 4, out);
+    fclose(out);
+    assert_int_equal(safetensors_read(path, &f, &err), -1);
+    print_message("  %s\n", err.msg);
+    for (const char *p = err.msg; *p; p++) assert_true((unsigned char)*p >= 0x20);
+    assert_non_null(strstr(err.msg, "\\x1b"));
+    unlink(path);
+}
+
 /* Writing never replaces what is not a regular file: a FIFO at the path is
  * refused and stays a FIFO. A symbolic link is followed: the file it names
  * gets the data, and the link stays a link. */
@@ -665,6 +691,7 @@ int main(void)
         GOLDEN_TEST(test_rng_case, "rng_seed42"),
         GOLDEN_TEST(test_rng_case, "rng_seed7_stream3"),
         cmocka_unit_test(test_rng_advance),
+        cmocka_unit_test(test_error_escapes_control_characters),
         cmocka_unit_test(test_rng_statistics),
 
         cmocka_unit_test(test_read_pytorch_file),

@@ -7,10 +7,23 @@
 int error_set(Error *err, const char *fmt, ...)
 {
     if (err) {
+        char raw[ERROR_MSG_MAX];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
+        /* Messages quote names and values read from files: a control
+         * character among them (a newline, an escape sequence a terminal
+         * would obey) is written as \xNN, so the message stays one line of
+         * plain text. */
+        size_t out = 0;
+        for (const unsigned char *p = (const unsigned char *)raw; *p; p++) {
+            int control = *p < 0x20 || *p == 0x7f;
+            if (out + (control ? 4 : 1) >= sizeof err->msg) break;
+            if (control) out += (size_t)snprintf(err->msg + out, 5, "\\x%02x", *p);
+            else err->msg[out++] = (char)*p;
+        }
+        err->msg[out] = '\0';
     }
     return -1;
 }

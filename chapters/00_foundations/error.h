@@ -3,7 +3,8 @@
  *
  * A function that can fail takes an `Error *err` as its last argument, fills
  * it with one line that names the file or option and the problem, and returns
- * -1. The caller decides what to do: main() prints the line and exits 1, a
+ * -1. Control characters in the message (from a name or value read out of a
+ * file) are written as \xNN, so it is always one line of plain text. The caller decides what to do: main() prints the line and exits 1, a
  * test asserts on it. Nothing here calls exit() or keeps global state.
  *
  * Exercise stubs call not_implemented(__func__), which prints
