@@ -296,6 +296,13 @@ static void test_config_check(void **state)
     expect_config_refused(c, "scale_embedding 3");
     c = LABELLER, c.d_model = 0;
     expect_config_refused(c, "d_model 0");
+    /* sizes whose products wrap a size_t (issue 14's crash), and a position
+     * table of 16 million rows that used to be built before any refusal */
+    c = LABELLER, c.d_model = 123456789, c.nhead = 1, c.dim_feedforward = 1531879606;
+    c.num_encoder_layers = 42;
+    expect_config_refused(c, "this project allows at most");
+    c = LABELLER, c.max_len = 16777215;
+    expect_config_refused(c, "max_len 16777215 is above 65536");
 }
 
 /* A sequence longer than the position table is refused by

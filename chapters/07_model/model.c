@@ -74,11 +74,23 @@ int model_config_check(const ModelConfig *c, Error *err)
     if (!(c->eps > 0.0f)) return error_set(err, "model: eps %g must be positive", c->eps);
     if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
         return error_set(err, "model: dropout %g is not in [0, 1)", c->dropout);
-    int64_t numel = (int64_t)c->max_len * c->d_model;
-    if (numel > INT_MAX / 4 || (int64_t)c->src_vocab * c->d_model > INT_MAX / 4 ||
-        (int64_t)c->tgt_vocab * c->d_model > INT_MAX / 4)
-        return error_set(err, "model: d_model %d with these vocabularies / max_len is too large",
-                         c->d_model);
+    if (c->max_len > MODEL_MAX_LEN)
+        return error_set(err, "model: max_len %d is above %d positions", c->max_len,
+                         MODEL_MAX_LEN);
+    /* The parameter count, in double so that no size wraps: it is checked
+     * before anything is allocated or any table built. */
+    double D = c->d_model, F = c->dim_feedforward;
+    double enc = 4 * D * D + 2 * D * F + 9 * D + F;          /* attention, FFN, two norms */
+    double dec = 8 * D * D + 2 * D * F + 15 * D + F;         /* two attentions, three norms */
+    double total = c->num_encoder_layers * enc + c->num_decoder_layers * dec
+                 + (c->src_vocab + c->tgt_vocab + 2.0 * c->max_len + 4) * D
+                 + (c->tgt_vocab + 1.0) * (D + 1);
+    if (total > MODEL_MAX_PARAMS || D * F > MODEL_MAX_PARAMS || D * D > MODEL_MAX_PARAMS ||
+        (double)c->max_len * D > MODEL_MAX_PARAMS)
+        return error_set(err, "model: about %.3g parameters (d_model %d, dim_feedforward %d, "
+                         "%d + %d layers); this project allows at most %d", total, c->d_model,
+                         c->dim_feedforward, c->num_encoder_layers, c->num_decoder_layers,
+                         MODEL_MAX_PARAMS);
     return 0;
 }
 

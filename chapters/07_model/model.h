@@ -111,11 +111,17 @@ typedef struct {
     DecoderLayerGrads *dec_grad;
 } Model;
 
+/* The largest models and sequences the checks below allow: 2^30 parameters
+ * (4 GiB of float32) and 65,536 positions. */
+#define MODEL_MAX_PARAMS (1 << 30)
+#define MODEL_MAX_LEN (1 << 16)
+
 /* Checks a config: sizes >= 1, D divisible by H, the kind's layer counts,
  * eps > 0, dropout in [0, 1), pad_id inside the source vocabulary (and the
  * target's, for seq2seq; a labeller's or classifier's tgt_vocab counts
- * classes) or -1, shared embeddings only with equal vocabularies. err names
- * the field. */
+ * classes) or -1, shared embeddings only with equal vocabularies, max_len
+ * and the parameter count within the limits above (computed without any
+ * size wrapping, before anything is allocated). err names the field. */
 int model_config_check(const ModelConfig *cfg, Error *err);
 
 /* Allocates a model and initialises it as PyTorch initialises the reference
