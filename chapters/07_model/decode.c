@@ -276,7 +276,7 @@ int decode_cache_step(DecodeCache *c, Model *m, const int64_t *tokens, float *lo
 
 int decode_cache_reorder(DecodeCache *c, const int *parents, int n)
 {
-    const int H = c->H, Dh = c->Dh, M = c->M, t = c->t;
+    const int H = c->H, Dh = c->Dh, M = c->M;
     size_t row = (size_t)H * M * Dh;              /* one batch row of one layer */
     float *tmp = malloc((size_t)n * row * sizeof *tmp);
     float *bias = malloc((size_t)n * M * sizeof *bias);
@@ -297,9 +297,9 @@ int decode_cache_reorder(DecodeCache *c, const int *parents, int n)
             memcpy(base, tmp, (size_t)n * row * sizeof *tmp);
         }
     for (int i = 0; i < n; i++)
-        memcpy(bias + (size_t)i * M, c->self_bias + (size_t)parents[i] * M, (size_t)M * 4);
+        memcpy(bias + (size_t)i * M, c->self_bias + (size_t)parents[i] * M,
+               (size_t)M * sizeof *bias);
     memcpy(c->self_bias, bias, (size_t)n * M * sizeof *bias);
-    (void)t;
     free(tmp), free(bias);
     return 0;
 }
