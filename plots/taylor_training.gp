@@ -25,7 +25,7 @@ set y2range [0:1]
 set y2tics 0.1
 set ytics nomirror
 set grid xtics ytics
-set key top right
+set key below
 plot "taylor_train_log.csv" using 1:4 every ::1 with lines lw 1 lc rgb "#9ecae1" \
          title "training loss (batch)", \
      "" using 1:5 with lines lw 2 lc rgb "#de2d26" title "validation loss", \
