@@ -260,6 +260,12 @@ static int run_train(const Args *a, Error *err)
 
     if (a->resume) {
         if (checkpoint_load(a->resume, &m, &opt, &state, err) != 0) goto done;
+        if (state.epoch >= a->epochs) {
+            error_set(err, "--resume: %s is at epoch %" PRId64 "; --epochs %d leaves nothing "
+                      "to train (a longer run needs more epochs)", a->resume, state.epoch,
+                      a->epochs);
+            goto done;
+        }
         printf("resuming %s after epoch %" PRId64 " (step %" PRId64 ")\n", a->resume,
                state.epoch, opt.step);
     } else {
