@@ -111,10 +111,7 @@ static int check_args(const TrainArgs *a, SeqTask *task, ModelKind *kind, Schedu
     if (strcmp(a->model, "labeller") == 0) *kind = MODEL_LABELLER;
     else if (strcmp(a->model, "seq2seq") == 0) *kind = MODEL_SEQ2SEQ;
     else return error_set(err, "--model: '%s' is not labeller or seq2seq", a->model);
-    if (strcmp(a->schedule, "cosine") == 0) *schedule = SCHEDULE_COSINE;
-    else if (strcmp(a->schedule, "noam") == 0) *schedule = SCHEDULE_NOAM;
-    else if (strcmp(a->schedule, "constant") == 0) *schedule = SCHEDULE_CONSTANT;
-    else return error_set(err, "--schedule: '%s' is not cosine, noam or constant", a->schedule);
+    if (schedule_parse(a->schedule, schedule, err) != 0) return -1;
     if (a->epochs < 1) return error_set(err, "--epochs: %d, need at least 1", a->epochs);
     if (a->batch_size < 1) return error_set(err, "--batch-size: %d, need at least 1", a->batch_size);
     if (a->train_size < 1 || a->test_size < 1)

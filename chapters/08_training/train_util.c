@@ -389,13 +389,17 @@ int make_dir(const char *dir, Error *err)
 
 int check_output_path(const char *option, const char *path, Error *err)
 {
-    char dir[4096];
+    char dir[4096];                       /* the folder of path: ".", "/" or its prefix */
     struct stat st;
     const char *slash = strrchr(path, '/');
     size_t n = slash ? (size_t)(slash - path) : 0;
     if (!path[0] || n >= sizeof dir) return error_set(err, "%s: bad file name '%s'", option, path);
-    memcpy(dir, slash ? path : ".", slash ? (n ? n : 1) : 1);
-    dir[slash ? (n ? n : 1) : 1] = '\0';
+    if (!slash) strcpy(dir, ".");
+    else if (n == 0) strcpy(dir, "/");
+    else {
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+    }
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return error_set(err, "%s: %s: the folder %s does not exist", option, path, dir);
     /* Writable is best learned by writing: a probe file, removed at once

@@ -215,6 +215,15 @@ fail_file:
 /* The training loop                                                         */
 /* ------------------------------------------------------------------------ */
 
+int schedule_parse(const char *name, Schedule *schedule, Error *err)
+{
+    if (strcmp(name, "cosine") == 0) *schedule = SCHEDULE_COSINE;
+    else if (strcmp(name, "noam") == 0) *schedule = SCHEDULE_NOAM;
+    else if (strcmp(name, "constant") == 0) *schedule = SCHEDULE_CONSTANT;
+    else return error_set(err, "--schedule: '%s' is not cosine, noam or constant", name);
+    return 0;
+}
+
 double train_lr(const TrainOptions *o, const Model *m, int64_t step, int64_t epoch,
                 int64_t steps_per_epoch)
 {

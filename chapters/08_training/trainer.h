@@ -125,6 +125,10 @@ int checkpoint_load(const char *path, Model *m, AdamState *opt, TrainState *stat
 
 typedef enum { SCHEDULE_CONSTANT, SCHEDULE_COSINE, SCHEDULE_NOAM } Schedule;
 
+/* "cosine", "noam" or "constant" (--schedule); anything else is an error
+ * naming the three. */
+int schedule_parse(const char *name, Schedule *schedule, Error *err);
+
 /* How to train. */
 typedef struct {
     int epochs, batch_size;

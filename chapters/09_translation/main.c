@@ -230,10 +230,7 @@ static int run_train(const Args *a, Error *err)
     o.batch_size = a->batch_size;
     o.adam = adam_default_config(0);
     o.adam.lr = (float)a->lr;
-    if (strcmp(a->schedule, "cosine") == 0) o.schedule = SCHEDULE_COSINE;
-    else if (strcmp(a->schedule, "noam") == 0) o.schedule = SCHEDULE_NOAM;
-    else if (strcmp(a->schedule, "constant") == 0) o.schedule = SCHEDULE_CONSTANT;
-    else return error_set(err, "--schedule: '%s' is not cosine, noam or constant", a->schedule);
+    if (schedule_parse(a->schedule, &o.schedule, err) != 0) return -1;
     if (a->epochs < 1 || a->batch_size < 1 || a->eval_every < 1 || a->warmup < 0 ||
         a->seed < 0 || a->bucket < 0)
         return error_set(err, "--epochs, --batch-size and --eval-every need at least 1, "
