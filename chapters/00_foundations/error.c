@@ -28,6 +28,15 @@ int error_set(Error *err, const char *fmt, ...)
     return -1;
 }
 
+int error_prefix(Error *err, const char *what)
+{
+    if (!err) return -1;
+    char msg[ERROR_MSG_MAX];
+    /* An exercise stub fails without a message (it prints its own line). */
+    snprintf(msg, sizeof msg, "%s", err->msg[0] ? err->msg : "failed (see above)");
+    return error_set(err, "%s: %s", what, msg);
+}
+
 int not_implemented(const char *func)
 {
     fprintf(stderr, "not implemented: %s\n", func);

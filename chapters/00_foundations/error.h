@@ -24,6 +24,10 @@ typedef struct {
 int error_set(Error *err, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Prepends "what: " to the message already in err (a callee's), so the line
+ * says where the failure happened; returns -1. */
+int error_prefix(Error *err, const char *what);
+
 /* Prints "not implemented: <func>" to stderr and returns -1. */
 int not_implemented(const char *func);
 
