@@ -384,3 +384,39 @@ void assert_broken_case_writes_no_file(const char *chapter, const BrokenCase *ba
     unlink(in);
     tensorfile_free(&f);
 }
+
+/* ------------------------------------------------------------------------ */
+/* The malformed-input corpus                                                */
+/* ------------------------------------------------------------------------ */
+
+void check_malformed_corpus(const char *chapter, CorpusReader read, int min_files)
+{
+    char list[256], line[512];
+    snprintf(list, sizeof list, "tests/malformed/%s/expected.txt", chapter);
+    FILE *f = fopen(list, "r");
+    if (!f) fail_msg("cannot open %s (make it with tests/malformed/make_corpus.py)", list);
+    int files = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (line[0] == '#' || line[0] == '\0') continue;
+        char *gap = strstr(line, "  ");         /* "name  phrase" */
+        if (!gap) fail_msg("%s: '%s' is not 'file  phrase'", list, line);
+        *gap = '\0';
+        const char *phrase = gap + 2;
+        char path[1024], out[256];
+        snprintf(path, sizeof path, "tests/malformed/%s/%s", chapter, line);
+        snprintf(out, sizeof out, "build/tmp_corpus_%s_%d.out", chapter, (int)getpid());
+        Error err = {{0}};
+        int rc = read(path, out, &err);
+        print_message("  %-36s %s\n", line, err.msg);
+        if (rc != -1) fail_msg("%s: accepted (returned %d)", path, rc);
+        if (strchr(err.msg, '\n')) fail_msg("%s: the error is more than one line", path);
+        if (!strstr(err.msg, path)) fail_msg("%s: the error does not name the file", path);
+        if (!strstr(err.msg, phrase)) fail_msg("%s: the error lacks '%s'", path, phrase);
+        if (access(out, F_OK) == 0) fail_msg("%s: an output file appeared", path);
+        files++;
+    }
+    fclose(f);
+    if (files < min_files) fail_msg("%s lists %d files, expected at least %d", list, files,
+                                    min_files);
+}

@@ -120,6 +120,25 @@ void broken_case_make(TensorFile *f, const char *chapter, const BrokenCase *bad)
  * (run_case_file): fails unless that exits with 1 and writes no output. */
 void assert_broken_case_writes_no_file(const char *chapter, const BrokenCase *bad, CaseEval eval);
 
+/* One reader of the malformed-input corpus: reads path (writing out_path,
+ * if it writes anything) and returns 0, or -1 with err set. */
+typedef int (*CorpusReader)(const char *path, const char *out_path, Error *err);
+
+/* The chapter's malformed-input corpus, tests/malformed/<chapter>/ (made by
+ * tests/malformed/make_corpus.py): runs `read` on every file its
+ * expected.txt lists and fails unless each gets -1 and a one-line error
+ * that names the file and contains the listed phrase, and no output file
+ * appears. Fewer than min_files listed files fail too. */
+void check_malformed_corpus(const char *chapter, CorpusReader read, int min_files);
+
+/* case_file_run of the chapter's evaluator, as a CorpusReader: the
+ * program's --case mode, without the printing. */
+#define CASE_CORPUS_READER(name, eval)                                        \
+    static int name(const char *path, const char *out_path, Error *err)     \
+    {                                                                         \
+        return case_file_run(path, out_path, eval, err);                      \
+    }
+
 /* A zeroed buffer of n floats for a test's outputs; free() it. */
 float *test_floats(int64_t n);
 

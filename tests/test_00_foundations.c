@@ -18,8 +18,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "helpers.h"
 #include "matmul.h"
@@ -627,6 +631,55 @@ static void test_typed_access_errors(void **state)
 
 /* ------------------------------------------------------------------------ */
 
+/* cJSON 1.7.15-1.7.17 read one byte past the length they are given when the
+ * text ends inside an object, as in {"1":1, (upstream issue 800; fixed in
+ * 1.7.18 and in Debian's patched 1.7.15). The reader keeps a NUL after the
+ * file's last byte against it; this test says whether the installed library
+ * has the bug, by parsing the text at the very end of a readable page that
+ * an unreadable one follows, in a child process that such a read kills. */
+static void test_cjson_reads_within_its_length(void **state)
+{
+    (void)state;
+    static const char text[] = "{\"1\":1,";
+    size_t n = sizeof text - 1, page = (size_t)sysconf(_SC_PAGESIZE);
+    char *pages = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+    assert_true(pages != MAP_FAILED);
+    assert_int_equal(mprotect(pages + page, page, PROT_NONE), 0);
+    memcpy(pages + page - n, text, n);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        cJSON *json = cJSON_ParseWithLength(pages + page - n, n);
+        _exit(json == NULL ? 0 : 1);          /* invalid JSON: NULL */
+    }
+    int status;
+    assert_int_equal(waitpid(child, &status, 0), child);
+    munmap(pages, 2 * page);
+    if (WIFSIGNALED(status))
+        fail_msg("the installed cJSON (%s) reads past the end of the text it is given "
+                 "(upstream issue 800): install 1.7.18 or later, or a distribution build "
+                 "with the fix", cJSON_Version());
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* The malformed-input corpus of this chapter (tests/malformed/00_foundations/): each
+ * file gets a one-line error naming it, and no output appears. */
+static int read_container(const char *path, const char *out_path, Error *err)
+{
+    TensorFile f;
+    (void)out_path;
+    if (safetensors_read(path, &f, err) != 0) return -1;
+    tensorfile_free(&f);
+    return 0;
+}
+
+static void test_malformed_corpus(void **state)
+{
+    (void)state;
+    check_malformed_corpus("00_foundations", read_container, 30);
+}
+
 int main(void)
 {
     static const struct CMUnitTest tests[] = {
@@ -710,6 +763,8 @@ int main(void)
         MALFORMED_TEST(12), MALFORMED_TEST(13), MALFORMED_TEST(14), MALFORMED_TEST(15),
         MALFORMED_TEST(16), MALFORMED_TEST(17), MALFORMED_TEST(18), MALFORMED_TEST(19),
         MALFORMED_TEST(20),
+        cmocka_unit_test(test_cjson_reads_within_its_length),
+        cmocka_unit_test(test_malformed_corpus),
     };
     return cmocka_run_group_tests_name("chapter 00: foundations", tests, NULL, NULL);
 }

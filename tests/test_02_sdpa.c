@@ -567,6 +567,16 @@ static void test_program_refuses_bad_case(void **state)
 
 /* ------------------------------------------------------------------------ */
 
+/* The malformed-input corpus of this chapter (tests/malformed/02_sdpa/): each
+ * file gets a one-line error naming it, and no output appears. */
+CASE_CORPUS_READER(read_corpus_case, sdpa_eval_case)
+
+static void test_malformed_corpus(void **state)
+{
+    (void)state;
+    check_malformed_corpus("02_sdpa", read_corpus_case, 8);
+}
+
 int main(void)
 {
     static const struct CMUnitTest tests[] = {
@@ -642,6 +652,7 @@ int main(void)
         BAD_TEST(12), BAD_TEST(13), BAD_TEST(14), BAD_TEST(15), BAD_TEST(16), BAD_TEST(17),
         BAD_TEST(18), BAD_TEST(19), BAD_TEST(20), BAD_TEST(21),
         cmocka_unit_test(test_program_refuses_bad_case),
+        cmocka_unit_test(test_malformed_corpus),
     };
     return cmocka_run_group_tests_name("chapter 02: scaled dot-product attention", tests, NULL,
                                        NULL);

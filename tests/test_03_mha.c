@@ -830,6 +830,16 @@ static void test_program_refuses_bad_case(void **state)
 
 #define BAD_TEST(i) { BAD[i].name, test_bad_case, NULL, NULL, (void *)&BAD[i] }
 
+/* The malformed-input corpus of this chapter (tests/malformed/03_mha/): each
+ * file gets a one-line error naming it, and no output appears. */
+CASE_CORPUS_READER(read_corpus_case, mha_eval_case)
+
+static void test_malformed_corpus(void **state)
+{
+    (void)state;
+    check_malformed_corpus("03_mha", read_corpus_case, 5);
+}
+
 int main(void)
 {
     static const struct CMUnitTest tests[] = {
@@ -932,6 +942,7 @@ int main(void)
         BAD_TEST(36), BAD_TEST(37),
         cmocka_unit_test(test_valid_base_case),
         cmocka_unit_test(test_program_refuses_bad_case),
+        cmocka_unit_test(test_malformed_corpus),
     };
     return cmocka_run_group_tests_name("chapter 03: multi-head attention", tests, NULL, NULL);
 }

@@ -448,6 +448,16 @@ static void test_case_file_round_trip(void **state)
 
 /* ------------------------------------------------------------------------ */
 
+/* The malformed-input corpus of this chapter (tests/malformed/04_layernorm/): each
+ * file gets a one-line error naming it, and no output appears. */
+CASE_CORPUS_READER(read_corpus_case, layernorm_case_eval)
+
+static void test_malformed_corpus(void **state)
+{
+    (void)state;
+    check_malformed_corpus("04_layernorm", read_corpus_case, 3);
+}
+
 int main(void)
 {
     static const struct CMUnitTest tests[] = {
@@ -506,6 +516,7 @@ int main(void)
         BAD_TEST(6), BAD_TEST(7), BAD_TEST(8), BAD_TEST(9), BAD_TEST(10), BAD_TEST(11),
         BAD_TEST(12), BAD_TEST(13), BAD_TEST(14), BAD_TEST(15), BAD_TEST(16), BAD_TEST(17),
         BAD_TEST(18), BAD_TEST(19), BAD_TEST(20), BAD_TEST(21),
+        cmocka_unit_test(test_malformed_corpus),
     };
     return cmocka_run_group_tests_name("chapter 04: layernorm and residual", tests, NULL, NULL);
 }

@@ -424,6 +424,16 @@ static void test_bad_case_writes_no_file(void **state)
 
 #define BAD_TEST(i) {BAD[i].name, test_bad_case, NULL, NULL, (void *)&BAD[i]}
 
+/* The malformed-input corpus of this chapter (tests/malformed/06_decoder/): each
+ * file gets a one-line error naming it, and no output appears. */
+CASE_CORPUS_READER(read_corpus_case, decoder_case_eval)
+
+static void test_malformed_corpus(void **state)
+{
+    (void)state;
+    check_malformed_corpus("06_decoder", read_corpus_case, 3);
+}
+
 int main(void)
 {
     static const struct CMUnitTest tests[] = {
@@ -467,6 +477,7 @@ int main(void)
         BAD_TEST(12), BAD_TEST(13), BAD_TEST(14), BAD_TEST(15), BAD_TEST(16), BAD_TEST(17),
         BAD_TEST(18), BAD_TEST(19), BAD_TEST(20), BAD_TEST(21),
         cmocka_unit_test(test_bad_case_writes_no_file),
+        cmocka_unit_test(test_malformed_corpus),
     };
     return cmocka_run_group_tests_name("06_decoder", tests, NULL, NULL);
 }

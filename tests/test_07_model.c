@@ -718,6 +718,16 @@ static void test_bad_case_writes_no_file(void **state)
 
 #define BAD_TEST(i) {BAD[i].name, test_bad_case, NULL, NULL, (void *)&BAD[i]}
 
+/* The malformed-input corpus of this chapter (tests/malformed/07_model/): each
+ * file gets a one-line error naming it, and no output appears. */
+CASE_CORPUS_READER(read_corpus_case, model_case_eval)
+
+static void test_malformed_corpus(void **state)
+{
+    (void)state;
+    check_malformed_corpus("07_model", read_corpus_case, 6);
+}
+
 int main(void)
 {
     static const struct CMUnitTest tests[] = {
@@ -776,6 +786,7 @@ int main(void)
         BAD_TEST(24), BAD_TEST(25), BAD_TEST(26), BAD_TEST(27), BAD_TEST(28), BAD_TEST(29),
         BAD_TEST(30), BAD_TEST(31),
         cmocka_unit_test(test_bad_case_writes_no_file),
+        cmocka_unit_test(test_malformed_corpus),
     };
     return cmocka_run_group_tests_name("07_model", tests, NULL, NULL);
 }

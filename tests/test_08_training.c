@@ -1207,6 +1207,48 @@ static void test_checkpoint_counters_checked(void **state)
     rmdir(dir);
 }
 
+/* A resumed run must describe the checkpoint's model: the first field that
+ * differs is named with both values, the checkpoint and the option. */
+static void test_checkpoint_config_must_match(void **state)
+{
+    (void)state;
+    ModelConfig saved = {0};
+    saved.kind = MODEL_LABELLER;
+    saved.src_vocab = saved.tgt_vocab = 10;
+    saved.d_model = 32;
+    saved.nhead = 1;
+    saved.dim_feedforward = 64;
+    saved.num_encoder_layers = 1;
+    saved.max_len = 16;
+    saved.pad_id = -1;
+    saved.eps = 1e-5f;
+    saved.dropout = 0.1f;
+    const ConfigOptions names = {"--model", "--categories", "--d-model", "--heads", "--ffn",
+                                 "--layers", "--seq-len", "--norm-first", "--dropout"};
+    Error err;
+    ModelConfig wanted = saved;
+    assert_int_equal(checkpoint_check_config("ck.safetensors", &saved, &wanted, &names, &err),
+                     0);
+    wanted.dim_feedforward = 128;
+    wanted.dropout = 0.2f;                        /* the first difference is named */
+    assert_int_equal(checkpoint_check_config("ck.safetensors", &saved, &wanted, &names, &err),
+                     -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "--resume: ck.safetensors holds a model with "
+                                    "dim_feedforward 64, the options ask for 128 (--ffn"));
+    wanted = saved;
+    wanted.kind = MODEL_SEQ2SEQ;
+    assert_int_equal(checkpoint_check_config("ck.safetensors", &saved, &wanted, &names, &err),
+                     -1);
+    assert_non_null(strstr(err.msg, "holds a labeller model, the options ask for a seq2seq "
+                                    "one (--model"));
+    wanted = saved;
+    wanted.eps = 1e-6f;                           /* no option sets eps */
+    assert_int_equal(checkpoint_check_config("ck.safetensors", &saved, &wanted, &names, &err),
+                     -1);
+    assert_non_null(strstr(err.msg, "eps 1e-05, the options ask for 1e-06 (no option sets it"));
+}
+
 /* Three epochs straight, and one epoch + checkpoint + two resumed epochs,
  * end with bit-identical weights, optimizer moments and loss logs; with
  * dropout on, so the dropout stream must be restored too. */
@@ -1313,6 +1355,26 @@ static void test_checkpoint_refused(void **state)
     adam_state_free(&opt);
     tiny_free(&r);
     unlink(path), unlink(cut), rmdir(dir);
+}
+
+/* The malformed-input corpus of this chapter (tests/malformed/08_training/): each
+ * checkpoint gets a one-line error naming it, and no output appears. */
+static int read_checkpoint(const char *path, const char *out_path, Error *err)
+{
+    Model m;
+    AdamState opt;
+    TrainState st;
+    (void)out_path;
+    if (checkpoint_load(path, &m, &opt, &st, err) != 0) return -1;
+    adam_state_free(&opt);
+    model_free(&m);
+    return 0;
+}
+
+static void test_malformed_corpus(void **state)
+{
+    (void)state;
+    check_malformed_corpus("08_training", read_checkpoint, 5);
 }
 
 int main(void)
@@ -1428,6 +1490,7 @@ int main(void)
         cmocka_unit_test(test_resume_bit_identical),
         cmocka_unit_test(test_diverged_run_stops),
         cmocka_unit_test(test_checkpoint_counters_checked),
+        cmocka_unit_test(test_checkpoint_config_must_match),
         cmocka_unit_test(test_output_paths_checked),
         cmocka_unit_test(test_checkpoint_refused),
 
@@ -1440,6 +1503,7 @@ int main(void)
         BAD_TEST(30), BAD_TEST(31), BAD_TEST(32), BAD_TEST(33), BAD_TEST(34), BAD_TEST(35),
         BAD_TEST(36), BAD_TEST(37),
         cmocka_unit_test(test_bad_case_writes_no_file),
+        cmocka_unit_test(test_malformed_corpus),
     };
     _Static_assert(sizeof BAD / sizeof BAD[0] == 38, "one BAD_TEST per bad case");
     return cmocka_run_group_tests_name("chapter 08: training (cross-entropy, Adam, clipping, "

@@ -200,6 +200,28 @@ static void test_exact_and_misses(void **state)
     vocab_free(&v);
 }
 
+/* The malformed-input corpus of this chapter (tests/malformed/09_translation/): each
+ * pairs file gets a one-line error naming it, and no output appears. */
+static int read_pairs(const char *path, const char *out_path, Error *err)
+{
+    Tokenizer src, tgt;
+    PairDataset ds;
+    (void)out_path;
+    assert_int_equal(tokenizer_build(&src, TOKENIZER_TAYLOR_SOURCE, NULL, 0, 0, err), 0);
+    assert_int_equal(tokenizer_build(&tgt, TOKENIZER_TAYLOR_TARGET, NULL, 0, 0, err), 0);
+    int rc = pairs_read(&ds, path, &src, &tgt, 20, 83, NULL, err);
+    if (rc == 0) pairs_free(&ds);
+    tokenizer_free(&src);
+    tokenizer_free(&tgt);
+    return rc;
+}
+
+static void test_malformed_corpus(void **state)
+{
+    (void)state;
+    check_malformed_corpus("09_translation", read_pairs, 7);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -208,6 +230,7 @@ int main(void)
         cmocka_unit_test(test_pairs_refusals),
         cmocka_unit_test(test_pairs_with_char_tokenizer),
         cmocka_unit_test(test_exact_and_misses),
+        cmocka_unit_test(test_malformed_corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,24 +39,29 @@ float *case_output_f32(TensorFile *out, const char *name, int ndim, const int64_
     return (float *)tensorfile_find(out, name)->data;
 }
 
-int run_case_file(const char *prog, const char *in_path, const char *out_path, CaseEval eval)
+int case_file_run(const char *in_path, const char *out_path, CaseEval eval, Error *err)
 {
-    Error err = {{0}};   /* a stub may fail without a message */
     TensorFile in, out = {0};
-    if (safetensors_read(in_path, &in, &err) != 0) {
-        fprintf(stderr, "%s: %s\n", prog, err.msg);
-        return 1;
-    }
-    int rc = eval(&in, &out, &err);
+    err->msg[0] = '\0';   /* a stub may fail without a message */
+    if (safetensors_read(in_path, &in, err) != 0) return -1;
+    int rc = eval(&in, &out, err);
     if (rc == 0) {
         const char *op = tensorfile_meta(&in, "op");
-        if (op) rc = tensorfile_set_meta(&out, "op", op, &err);
+        if (op) rc = tensorfile_set_meta(&out, "op", op, err);
     }
-    if (rc == 0) rc = safetensors_write(out_path, &out, &err);
-    if (rc != 0) fprintf(stderr, "%s: %s\n", prog, err.msg[0] ? err.msg : "failed");
+    if (rc == 0) rc = safetensors_write(out_path, &out, err);
+    if (rc != 0 && !err->msg[0]) error_set(err, "%s: failed", in_path);
     tensorfile_free(&in);
     tensorfile_free(&out);
-    return rc == 0 ? 0 : 1;
+    return rc == 0 ? 0 : -1;
+}
+
+int run_case_file(const char *prog, const char *in_path, const char *out_path, CaseEval eval)
+{
+    Error err;
+    if (case_file_run(in_path, out_path, eval, &err) == 0) return 0;
+    fprintf(stderr, "%s: %s\n", prog, err.msg);
+    return 1;
 }
 
 int case_main(int argc, char **argv, const char *usage, int (*demo)(void), CaseEval eval)

@@ -39,8 +39,11 @@ float *case_output_f32(TensorFile *out, const char *name, int ndim, const int64_
                        Error *err);
 
 /* Reads in_path, evaluates it, writes out_path (atomically: on failure no
- * output file appears). On failure prints "prog: <error>" to stderr. Returns
- * the exit status: 0 or 1. */
+ * output file appears). Returns 0, or -1 with err set. */
+int case_file_run(const char *in_path, const char *out_path, CaseEval eval, Error *err);
+
+/* case_file_run for a program: on failure prints "prog: <error>" to stderr.
+ * Returns the exit status: 0 or 1. */
 int run_case_file(const char *prog, const char *in_path, const char *out_path, CaseEval eval);
 
 /* The common command line: `--demo`, or `--case IN --out OUT`. Anything else

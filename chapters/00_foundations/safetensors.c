@@ -67,6 +67,11 @@ static int read_all(const char *path, unsigned char **out, size_t *size, Error *
         free(buf);
         return error_set(err, "cannot read %s: %s", path, strerror(errno));
     }
+    /* A NUL after the last byte (the loop always leaves room: it grows the
+     * buffer before it reads): cJSON 1.7.15-1.7.17 read one byte past the
+     * length they are given when a header ends inside an object (upstream
+     * issue 800), which this byte keeps inside the buffer. */
+    buf[used] = '\0';
     *out = buf;
     *size = used;
     return 0;

@@ -28,7 +28,7 @@
 /* The config (given)                                                        */
 /* ------------------------------------------------------------------------ */
 
-static const char *kind_name(ModelKind kind)
+const char *model_kind_name(ModelKind kind)
 {
     switch (kind) {
     case MODEL_SEQ2SEQ:    return "seq2seq";
@@ -59,7 +59,7 @@ int model_config_check(const ModelConfig *c, Error *err)
     if (seq2seq ? (c->num_decoder_layers < 1 || c->num_decoder_layers > 64)
                 : c->num_decoder_layers != 0)
         return error_set(err, "model: num_decoder_layers %d: a %s model needs %s",
-                         c->num_decoder_layers, kind_name(c->kind),
+                         c->num_decoder_layers, model_kind_name(c->kind),
                          seq2seq ? "1 to 64" : "0");
     if (c->scale_embedding < 0 || c->scale_embedding > 2)
         return error_set(err, "model: scale_embedding %d is not 0 (none), 1 (sqrt(d_model)) "
@@ -424,7 +424,7 @@ int model_to_file(const Model *m, TensorFile *f, Error *err)
         if (tensorfile_add_f32(f, t->name, m->params + t->offset, t->ndim, t->shape, err) != 0)
             return -1;
     }
-    if (tensorfile_set_meta(f, "model.kind", kind_name(c.kind), err) != 0) return -1;
+    if (tensorfile_set_meta(f, "model.kind", model_kind_name(c.kind), err) != 0) return -1;
     for (int i = 0; i < n; i++) {
         snprintf(text, sizeof text, "%d", *fields[i].value);
         if (tensorfile_set_meta(f, fields[i].key, text, err) != 0) return -1;
@@ -500,7 +500,7 @@ int model_load_file(Model *m, const TensorFile *f, int strict, Error *err)
             const char *name = f->tensors[i].name;
             if (strncmp(name, "optimizer.", 10) != 0 && !model_tensor(m, name)) {
                 error_set(err, "%s: tensor '%s' is not a parameter of this %s model", case_name(f),
-                          name, kind_name(cfg.kind));
+                          name, model_kind_name(cfg.kind));
                 goto fail;
             }
         }

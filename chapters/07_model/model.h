@@ -116,6 +116,9 @@ typedef struct {
 #define MODEL_MAX_PARAMS (1 << 30)
 #define MODEL_MAX_LEN (1 << 16)
 
+/* "seq2seq", "labeller" or "classifier" (the metadata "model.kind"). */
+const char *model_kind_name(ModelKind kind);
+
 /* Checks a config: sizes >= 1, D divisible by H, the kind's layer counts,
  * eps > 0, dropout in [0, 1), pad_id inside the source vocabulary (and the
  * target's, for seq2seq; a labeller's or classifier's tgt_vocab counts

@@ -339,13 +339,13 @@ static int run_training(const TrainArgs *a, Error *err)
         goto done;
 
     if (a->resume) {
-        if (checkpoint_load(a->resume, &m, &opt, &state, err) != 0) goto done;
-        if (m.cfg.kind != kind) {
-            error_set(err, "--resume: %s holds a %s model, not a %s one (resume with the "
-                      "options of the run that wrote it)", a->resume,
-                      m.cfg.kind == MODEL_SEQ2SEQ ? "seq2seq" : "labeller", a->model);
+        static const ConfigOptions names = {"--model", "--categories", "--d-model", "--heads",
+                                            "--ffn", "--layers", "--seq-len", "--norm-first",
+                                            "--dropout"};
+        ModelConfig wanted = model_config(a, kind);
+        if (checkpoint_load(a->resume, &m, &opt, &state, err) != 0 ||
+            checkpoint_check_config(a->resume, &m.cfg, &wanted, &names, err) != 0)
             goto done;
-        }
         printf("resuming %s after epoch %" PRId64 " (step %" PRId64 ")\n", a->resume,
                state.epoch, opt.step);
     } else {

@@ -211,6 +211,47 @@ fail_file:
     return -1;
 }
 
+int checkpoint_check_config(const char *path, const ModelConfig *saved,
+                            const ModelConfig *wanted, const ConfigOptions *options,
+                            Error *err)
+{
+    if (saved->kind != wanted->kind)
+        return error_set(err, "--resume: %s holds a %s model, the options ask for a %s one "
+                         "(%s; resume with the options of the run that wrote it)", path,
+                         model_kind_name(saved->kind), model_kind_name(wanted->kind),
+                         options->kind ? options->kind : "model.kind");
+    const ConfigOptions *o = options;
+    const struct {
+        const char *field, *option;
+        double saved, wanted;
+    } fields[] = {
+        {"src_vocab", o->vocab, saved->src_vocab, wanted->src_vocab},
+        {"tgt_vocab", o->vocab, saved->tgt_vocab, wanted->tgt_vocab},
+        {"d_model", o->d_model, saved->d_model, wanted->d_model},
+        {"nhead", o->nhead, saved->nhead, wanted->nhead},
+        {"dim_feedforward", o->ffn, saved->dim_feedforward, wanted->dim_feedforward},
+        {"num_encoder_layers", o->layers, saved->num_encoder_layers, wanted->num_encoder_layers},
+        {"num_decoder_layers", o->layers, saved->num_decoder_layers, wanted->num_decoder_layers},
+        {"max_len", o->max_len, saved->max_len, wanted->max_len},
+        {"learned_pos", NULL, saved->learned_pos, wanted->learned_pos},
+        {"scale_embedding", NULL, saved->scale_embedding, wanted->scale_embedding},
+        {"share_embeddings", NULL, saved->share_embeddings, wanted->share_embeddings},
+        {"final_norm", NULL, saved->final_norm, wanted->final_norm},
+        {"norm_first", o->norm_first, saved->norm_first, wanted->norm_first},
+        {"pad_id", NULL, saved->pad_id, wanted->pad_id},
+        {"eps", NULL, saved->eps, wanted->eps},
+        {"dropout", o->dropout, saved->dropout, wanted->dropout},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        if (fields[i].saved == fields[i].wanted) continue;
+        return error_set(err, "--resume: %s holds a model with %s %g, the options ask for %g "
+                         "(%s; resume with the options of the run that wrote it)", path,
+                         fields[i].field, fields[i].saved, fields[i].wanted,
+                         fields[i].option ? fields[i].option : "no option sets it");
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* The training loop                                                         */
 /* ------------------------------------------------------------------------ */

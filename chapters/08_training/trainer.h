@@ -119,6 +119,21 @@ int checkpoint_save(const char *path, const Model *m, const AdamState *opt,
 int checkpoint_load(const char *path, Model *m, AdamState *opt, TrainState *state,
                     Error *err);
 
+/* The options that set the fields of a model config, named in the messages
+ * of checkpoint_check_config ("--d-model"); NULL: no option sets the field. */
+typedef struct {
+    const char *kind, *vocab, *d_model, *nhead, *ffn, *layers, *max_len, *norm_first,
+        *dropout;
+} ConfigOptions;
+
+/* A resumed run goes on with the model of its checkpoint, so the options must
+ * describe that model: the first field of `saved` (from the checkpoint at
+ * path) that differs from `wanted` (from the options) is an error naming the
+ * checkpoint, the field, both values and the option. */
+int checkpoint_check_config(const char *path, const ModelConfig *saved,
+                            const ModelConfig *wanted, const ConfigOptions *options,
+                            Error *err);
+
 /* ------------------------------------------------------------------------ */
 /* The training loop                                                         */
 /* ------------------------------------------------------------------------ */

@@ -256,7 +256,13 @@ static int run_train(const Args *a, Error *err)
            t.skipped, t.train.n, t.val.n, t.test.n);
 
     if (a->resume) {
-        if (checkpoint_load(a->resume, &m, &opt, &state, err) != 0) goto done;
+        static const ConfigOptions names = {NULL, "--tokenizer, --vocab-size", "--d-model",
+                                            "--heads", "--ffn", "--layers",
+                                            "--max-src, --max-tgt", NULL, "--dropout"};
+        ModelConfig wanted = model_config(a, &t);
+        if (checkpoint_load(a->resume, &m, &opt, &state, err) != 0 ||
+            checkpoint_check_config(a->resume, &m.cfg, &wanted, &names, err) != 0)
+            goto done;
         if (state.epoch >= a->epochs) {
             error_set(err, "--resume: %s is at epoch %" PRId64 "; --epochs %d leaves nothing "
                       "to train (a longer run needs more epochs)", a->resume, state.epoch,
