@@ -631,6 +631,34 @@ static void test_typed_access_errors(void **state)
 
 /* ------------------------------------------------------------------------ */
 
+/* Sizes from input never wrap: products past SIZE_LIMIT (2^48) and negative
+ * factors fail, and tensor_alloc refuses such a shape with one line. */
+static void test_checked_sizes(void **state)
+{
+    (void)state;
+    int64_t out = -7, big = (int64_t)1 << 24;
+    assert_int_equal(size_mul(&out, big, big), 0);
+    assert_true(out == SIZE_LIMIT);
+    assert_int_equal(size_mul(&out, big + 1, big), -1);
+    assert_int_equal(size_mul(&out, -1, 3), -1);
+    assert_int_equal(size_mul(&out, 0, INT64_MAX), -1);       /* a factor past the limit */
+    assert_int_equal(size_mul(&out, 0, SIZE_LIMIT), 0);
+    assert_true(out == 0);
+    const int64_t wraps[3] = {(int64_t)1 << 31, (int64_t)1 << 31, (int64_t)1 << 31};
+    assert_int_equal(size_product(&out, 3, wraps), -1);
+    const int64_t fine[3] = {2, 3, 4};
+    assert_int_equal(size_product(&out, 3, fine), 0);
+    assert_true(out == 24);
+    assert_int_equal(size_product(&out, 0, fine), 0);          /* a scalar */
+    assert_true(out == 1);
+    Tensor t;
+    Error err;
+    const int64_t huge[2] = {(int64_t)1 << 40, (int64_t)1 << 8};   /* 2^48 floats: 2^50 bytes */
+    assert_int_equal(tensor_alloc(&t, DTYPE_F32, 2, huge, &err), -1);
+    assert_non_null(strstr(err.msg, "tensor shape (1099511627776, 256) is negative or too large"));
+    assert_null(t.data);
+}
+
 /* cJSON 1.7.15-1.7.17 read one byte past the length they are given when the
  * text ends inside an object, as in {"1":1, (upstream issue 800; fixed in
  * 1.7.18 and in Debian's patched 1.7.15). The reader keeps a NUL after the
@@ -763,6 +791,7 @@ int main(void)
         MALFORMED_TEST(12), MALFORMED_TEST(13), MALFORMED_TEST(14), MALFORMED_TEST(15),
         MALFORMED_TEST(16), MALFORMED_TEST(17), MALFORMED_TEST(18), MALFORMED_TEST(19),
         MALFORMED_TEST(20),
+        cmocka_unit_test(test_checked_sizes),
         cmocka_unit_test(test_cjson_reads_within_its_length),
         cmocka_unit_test(test_malformed_corpus),
     };

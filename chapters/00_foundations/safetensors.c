@@ -127,18 +127,17 @@ static int read_entry(const char *path, const cJSON *entry, const unsigned char 
     if (ndim > TENSOR_MAX_DIMS)
         return error_set(err, "%s: tensor '%s': rank %d is above the limit of %d", path, name,
                          ndim, TENSOR_MAX_DIMS);
-    int64_t shape[TENSOR_MAX_DIMS];
-    uint64_t numel = 1;
+    int64_t shape[TENSOR_MAX_DIMS], numel, bytes;
     for (int i = 0; i < ndim; i++) {
         uint64_t dim;
         if (json_to_u64(cJSON_GetArrayItem(jshape, i), &dim) != 0)
             return error_set(err, "%s: tensor '%s': shape entry %d is not a non-negative "
                              "integer", path, name, i);
-        if (dim != 0 && numel > (UINT64_MAX / 16) / dim)
-            return error_set(err, "%s: tensor '%s': shape is too large", path, name);
-        numel *= dim;
-        shape[i] = (int64_t)dim;
+        shape[i] = (int64_t)dim;               /* at most 2^53: json_to_u64 */
     }
+    if (size_product(&numel, ndim, shape) != 0 ||
+        size_mul(&bytes, numel, (int64_t)dtype_size(dtype)) != 0)
+        return error_set(err, "%s: tensor '%s': shape is too large", path, name);
 
     uint64_t begin, end;
     if (json_to_u64(cJSON_GetArrayItem(joffs, 0), &begin) != 0 ||
@@ -150,7 +149,7 @@ static int read_entry(const char *path, const cJSON *entry, const unsigned char 
                          "%llu-byte data section (file truncated?)", path, name,
                          (unsigned long long)begin, (unsigned long long)end,
                          (unsigned long long)data_size);
-    uint64_t expect = numel * dtype_size(dtype);
+    uint64_t expect = (uint64_t)bytes;
     if (end - begin != expect)
         return error_set(err, "%s: tensor '%s': shape and dtype %s need %llu bytes but "
                          "data_offsets give %llu", path, name, dtype_name(dtype),

@@ -47,20 +47,45 @@ int64_t tensor_numel(const Tensor *t)
     return n;
 }
 
+int size_mul(int64_t *out, int64_t a, int64_t b)
+{
+    if (a < 0 || b < 0 || a > SIZE_LIMIT || b > SIZE_LIMIT) return -1;
+    if (a != 0 && b > SIZE_LIMIT / a) return -1;
+    *out = a * b;
+    return 0;
+}
+
+int size_product(int64_t *out, int n, const int64_t *factors)
+{
+    int64_t p = 1;
+    for (int i = 0; i < n; i++)
+        if (size_mul(&p, p, factors[i]) != 0) return -1;
+    *out = p;
+    return 0;
+}
+
 int tensor_alloc(Tensor *t, DType dtype, int ndim, const int64_t *shape, Error *err)
 {
     memset(t, 0, sizeof *t);
     if (ndim < 0 || ndim > TENSOR_MAX_DIMS)
         return error_set(err, "tensor rank %d is outside 0..%d", ndim, TENSOR_MAX_DIMS);
+    int64_t numel, bytes;
+    if (size_product(&numel, ndim, shape) != 0 ||
+        size_mul(&bytes, numel, (int64_t)dtype_size(dtype)) != 0) {
+        char buf[160];
+        t->ndim = ndim;
+        memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+        return error_set(err, "tensor shape %s is negative or too large",
+                         tensor_shape_str(t, buf, sizeof buf));
+    }
     t->dtype = dtype;
     t->ndim = ndim;
-    for (int i = 0; i < ndim; i++) {
-        if (shape[i] < 0) return error_set(err, "tensor dimension %d is negative", i);
-        t->shape[i] = shape[i];
+    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    t->data = calloc(bytes ? (size_t)bytes : 1, 1);   /* never NULL, even when empty */
+    if (!t->data) {
+        t->ndim = 0;
+        return error_set(err, "out of memory allocating %lld bytes", (long long)bytes);
     }
-    size_t bytes = (size_t)tensor_numel(t) * dtype_size(dtype);
-    t->data = calloc(bytes ? bytes : 1, 1);   /* never NULL, even when empty */
-    if (!t->data) return error_set(err, "out of memory allocating %zu bytes", bytes);
     return 0;
 }
 

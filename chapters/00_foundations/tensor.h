@@ -51,6 +51,16 @@ int dtype_from_name(const char *name, DType *dtype);
 /* Number of elements: the product of the shape (1 for a scalar). */
 int64_t tensor_numel(const Tensor *t);
 
+/* Checked size arithmetic. A size computed from input (a shape read from a
+ * file, an option, a config) is formed with these, so that none wraps: each
+ * fails, returning -1, when a factor is negative or a factor or the result
+ * passes SIZE_LIMIT, and otherwise stores the result in *out and returns 0. The
+ * limit, 2^48, is far above any memory and far below where an int64_t
+ * product of two sizes under it could wrap. */
+#define SIZE_LIMIT ((int64_t)1 << 48)
+int size_mul(int64_t *out, int64_t a, int64_t b);
+int size_product(int64_t *out, int n, const int64_t *factors);
+
 /* Allocates zeroed data for the given dtype and shape. */
 int tensor_alloc(Tensor *t, DType dtype, int ndim, const int64_t *shape, Error *err);
 
