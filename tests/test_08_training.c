@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "casefile.h"
+#include "commands.h"
 #include "data.h"
 #include "helpers.h"
 #include "loss.h"
@@ -1207,6 +1208,19 @@ static void test_checkpoint_counters_checked(void **state)
     rmdir(dir);
 }
 
+/* The command line of issue 14 whose parameter count wrapped a size_t (and
+ * crashed in model_init) is refused, with exit status 1, before anything
+ * is allocated. */
+static void test_train_refuses_wrapping_sizes(void **state)
+{
+    (void)state;
+    char *argv[] = {"08_training", "--train", "--categories", "1", "--seq-len", "1",
+                    "--d-model", "123456789", "--ffn", "1531879606", "--layers", "42",
+                    "--train-size", "64", "--test-size", "16", "--epochs", "1",
+                    "--batch-size", "16"};
+    assert_int_equal(command_train((int)(sizeof argv / sizeof argv[0]), argv), 1);
+}
+
 /* A resumed run must describe the checkpoint's model: the first field that
  * differs is named with both values, the checkpoint and the option. */
 static void test_checkpoint_config_must_match(void **state)
@@ -1491,6 +1505,7 @@ int main(void)
         cmocka_unit_test(test_diverged_run_stops),
         cmocka_unit_test(test_checkpoint_counters_checked),
         cmocka_unit_test(test_checkpoint_config_must_match),
+        cmocka_unit_test(test_train_refuses_wrapping_sizes),
         cmocka_unit_test(test_output_paths_checked),
         cmocka_unit_test(test_checkpoint_refused),
 
