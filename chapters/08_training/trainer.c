@@ -50,10 +50,13 @@ void step_work_free(StepWork *s)
     memset(s, 0, sizeof *s);
 }
 
-/* The ignore_index of the loss: the padding id, or one no target can have. */
+/* The ignore_index of the loss: the padding id, or one no target can have.
+ * A classifier's targets are classes, never padding (its pad_id is a source
+ * id, and class 0 is a class): none is ignored. */
 static int64_t ignore_index(const Model *m)
 {
-    return m->cfg.pad_id >= 0 ? m->cfg.pad_id : CROSS_ENTROPY_IGNORE_INDEX;
+    return m->cfg.pad_id >= 0 && m->cfg.kind != MODEL_CLASSIFIER ? m->cfg.pad_id
+                                                                  : CROSS_ENTROPY_IGNORE_INDEX;
 }
 
 int train_step(Model *m, StepWork *s, AdamState *opt, const AdamConfig *cfg, float lr,
@@ -145,13 +148,17 @@ static int get_meta_u64(const TensorFile *f, const char *key, uint64_t max, uint
     return 0;
 }
 
-int checkpoint_save(const char *path, const Model *m, const AdamState *opt,
-                    const TrainState *state, Error *err)
+/* checkpoint_save, with the key, value pairs of meta (NULL-terminated, or
+ * NULL) added to the metadata. */
+static int checkpoint_write(const char *path, const Model *m, const AdamState *opt,
+                            const TrainState *state, const char *const *meta, Error *err)
 {
     TensorFile f = {0};
     int64_t n = (int64_t)m->num_params;
     int rc = -1;
     if (model_to_file(m, &f, err) != 0) goto done;
+    for (int i = 0; meta && meta[i]; i += 2)
+        if (tensorfile_set_meta(&f, meta[i], meta[i + 1], err) != 0) goto done;
     if (tensorfile_add_f32(&f, OPT_M, opt->m, 1, &n, err) != 0) goto done;
     if (tensorfile_add_f32(&f, OPT_V, opt->v, 1, &n, err) != 0) goto done;
     if (set_meta_u64(&f, "optimizer.step", (uint64_t)opt->step, err) != 0 ||
@@ -165,6 +172,12 @@ int checkpoint_save(const char *path, const Model *m, const AdamState *opt,
 done:
     tensorfile_free(&f);
     return rc;
+}
+
+int checkpoint_save(const char *path, const Model *m, const AdamState *opt,
+                    const TrainState *state, Error *err)
+{
+    return checkpoint_write(path, m, opt, state, NULL, err);
 }
 
 /* Copies the float32 tensor `name` of n values into dst. */
@@ -317,7 +330,7 @@ static int batch_alloc(Batch *b, const Examples *ex, int N, Error *err)
     b->N = N;
     b->S = ex->S;
     b->T = ex->T;
-    int out_len = b->T ? b->T : b->S;
+    int out_len = b->T ? b->T : ex->one_target ? 1 : b->S;
     b->src = malloc((size_t)N * b->S * sizeof *b->src);
     b->target = malloc((size_t)N * out_len * sizeof *b->target);
     b->tgt_in = b->T ? malloc((size_t)N * b->T * sizeof *b->tgt_in) : NULL;
@@ -443,13 +456,13 @@ static int bucket_order(Batcher *bt, const Examples *ex, int run, Rng *rng, Erro
 
 static int check_task_fits(const Model *m, const Examples *ex, Error *err)
 {
-    int seq2seq = m->cfg.kind == MODEL_SEQ2SEQ;
-    if (m->cfg.kind == MODEL_CLASSIFIER)
-        return error_set(err, "the sequence tasks train a labeller or a seq2seq model, "
-                              "not a classifier");
-    if (seq2seq != (ex->T > 0))
-        return error_set(err, "a %s model needs %s examples", seq2seq ? "seq2seq" : "labeller",
-                         seq2seq ? "source-target" : "labelled");
+    ModelKind wanted = ex->T > 0 ? MODEL_SEQ2SEQ : ex->one_target ? MODEL_CLASSIFIER
+                                                                   : MODEL_LABELLER;
+    static const char *const examples[] = {"source-target", "per-position labelled",
+                                           "per-sequence labelled"};
+    if (m->cfg.kind != wanted)
+        return error_set(err, "a %s model needs %s examples, these are %s",
+                         model_kind_name(m->cfg.kind), examples[m->cfg.kind], examples[wanted]);
     if (m->cfg.src_vocab != ex->src_vocab || m->cfg.tgt_vocab != ex->tgt_vocab)
         return error_set(err, "the model's vocabularies (%d, %d) do not fit the task's (%d, %d)",
                          m->cfg.src_vocab, m->cfg.tgt_vocab, ex->src_vocab, ex->tgt_vocab);
@@ -580,13 +593,16 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
         if (!o->quiet) {
             progress_finish(&progress);
             printf("epoch %" PRId64 "/%d: train loss %.4f, validation loss %.4f, "
-                   "validation token accuracy %.2f %%\n", epoch + 1, o->epochs,
+                   "validation %saccuracy %.2f %%\n", epoch + 1, o->epochs,
                    loss_sum / per_epoch, res_val->loss,
+                   m->cfg.kind == MODEL_CLASSIFIER ? "" : "token ",
                    100.0 * res_val->correct / (res_val->count ? res_val->count : 1));
         }
         state->epoch = epoch + 1;
         if (o->device && o->device->sync(o->device->ctx, m, opt, err) != 0) goto done;
-        if (o->checkpoint && checkpoint_save(o->checkpoint, m, opt, state, err) != 0) goto done;
+        if (o->checkpoint &&
+            checkpoint_write(o->checkpoint, m, opt, state, o->checkpoint_meta, err) != 0)
+            goto done;
         if (o->stop_after > 0 && state->epoch >= o->stop_after) break;
     }
     rc = 0;

