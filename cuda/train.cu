@@ -143,9 +143,11 @@ static int clip_grad_norm(GpuTrainer *t, float max_norm)
 /* The step and the evaluation                                               */
 /* ------------------------------------------------------------------------ */
 
+/* As trainer.c's: a classifier's targets are classes, none is padding. */
 static int64_t ignore_index(const Model *m)
 {
-    return m->cfg.pad_id >= 0 ? m->cfg.pad_id : CROSS_ENTROPY_IGNORE_INDEX;
+    return m->cfg.pad_id >= 0 && m->cfg.kind != MODEL_CLASSIFIER ? m->cfg.pad_id
+                                                                  : CROSS_ENTROPY_IGNORE_INDEX;
 }
 
 /* Loss, count and correct of the logits of w against target (host ids):

@@ -458,13 +458,28 @@ PARITY_RUNS = {
                     final_norm=True),
         task="copy", batch=8, seq_len=6, categories=6, lr=0.2, adamw=True,
         weight_decay=0.01, schedule="noam", warmup=20, clip=1.0, label_smoothing=0.1),
+    # seed 003's mean-pooled classifier (chapter 10) on padded sequences: one
+    # class per sequence, whether id 7 occurs; class 0 is a class, not padding
+    "parity_classifier": dict(
+        config=dict(kind="classifier", src_vocab=12, tgt_vocab=2, d_model=16, nhead=2,
+                    dim_feedforward=32, num_encoder_layers=2, num_decoder_layers=0,
+                    max_len=10, pad_id=0, learned_pos=True),
+        task="contains", batch=8, seq_len=10, categories=9, lr=3e-3, adamw=True,
+        weight_decay=0.01, schedule="cosine", warmup=10, clip=1.0, label_smoothing=0.0),
 }
 
 
 def parity_batches(g, run):
     """The batches of a run: src, tgt_in (seq2seq), target, stacked over steps.
-    Seq2seq sequences get a random length in [seq_len - 2, seq_len], padded."""
+    Seq2seq sequences get a random length in [seq_len - 2, seq_len], padded;
+    a classifier's a length in [2, seq_len], ids 3.. past the specials, and
+    its target (steps, N) is 1 where id 7 occurs."""
     steps, N, S = PARITY_STEPS, run["batch"], run["seq_len"]
+    if run["config"]["kind"] == "classifier":
+        x = torch.randint(0, run["categories"], (steps, N, S), generator=g) + 3
+        lengths = torch.randint(2, S + 1, (steps, N), generator=g)
+        x[torch.arange(S)[None, None, :] >= lengths[:, :, None]] = 0      # <pad>
+        return {"src": x, "target": (x == 7).any(dim=-1).to(torch.int64)}
     seq2seq = run["config"]["kind"] == "seq2seq"
     first = 3 if seq2seq else 0                    # past <pad>, <sos>, <eos>
     x = torch.randint(0, run["categories"], (steps, N, S), generator=g)
@@ -508,7 +523,7 @@ def parity_case(name, seed):
     opt_class = torch.optim.AdamW if run["adamw"] else torch.optim.Adam
     opt = opt_class(model.parameters(), lr=run["lr"], weight_decay=run["weight_decay"])
     sched = parity_scheduler(run, opt)
-    ignore = cfg["pad_id"] if cfg["pad_id"] >= 0 else -100
+    ignore = cfg["pad_id"] if cfg["pad_id"] >= 0 and cfg["kind"] != "classifier" else -100
     losses = []
     for i in range(PARITY_STEPS):
         opt.zero_grad()

@@ -1501,6 +1501,7 @@ int main(void)
         /* The training loop: 100 steps against PyTorch's, resuming, checkpoints. */
         GOLDEN_TEST(test_case_eval, "parity_reverse"),
         GOLDEN_TEST(test_case_eval, "parity_copy_seq2seq"),
+        GOLDEN_TEST(test_case_eval, "parity_classifier"),
         cmocka_unit_test(test_resume_bit_identical),
         cmocka_unit_test(test_diverged_run_stops),
         cmocka_unit_test(test_checkpoint_counters_checked),

@@ -351,12 +351,12 @@ static int eval_batcher(const TensorFile *in, TensorFile *out, Error *err)
 /* Parity: a whole training run against PyTorch's                           */
 /* ------------------------------------------------------------------------ */
 
-/* The batches of a parity case: (steps, N, len) each; tgt_in only for a
- * seq2seq model. */
+/* The batches of a parity case: (steps, N, len) each, but a classifier's
+ * target (steps, N); tgt_in only for a seq2seq model. */
 static int get_batches(const TensorFile *in, const Model *m, int64_t steps, const Tensor **src,
                        const Tensor **tgt_in, const Tensor **target, Error *err)
 {
-    int seq2seq = m->cfg.kind == MODEL_SEQ2SEQ;
+    int seq2seq = m->cfg.kind == MODEL_SEQ2SEQ, classifier = m->cfg.kind == MODEL_CLASSIFIER;
     int64_t shape[3] = {steps, -1, -1};
     *tgt_in = NULL;
     if (get_tensor(in, "src", DTYPE_I64, 3, shape, "(steps, N, S)", src, err) != 0) return -1;
@@ -366,8 +366,9 @@ static int get_batches(const TensorFile *in, const Model *m, int64_t steps, cons
                               err) != 0)
         return -1;
     if (seq2seq) out_shape[2] = (*tgt_in)->shape[2];
-    if (get_tensor(in, "target", DTYPE_I64, 3, out_shape,
-                   seq2seq ? "(steps, N, T)" : "(steps, N, S)", target, err) != 0)
+    if (get_tensor(in, "target", DTYPE_I64, classifier ? 2 : 3, out_shape,
+                   seq2seq ? "(steps, N, T)" : classifier ? "(steps, N)" : "(steps, N, S)",
+                   target, err) != 0)
         return -1;
     int64_t T = seq2seq ? (*tgt_in)->shape[2] : 0;
     if (S > m->cfg.max_len || T > m->cfg.max_len || N > INT_MAX / 2)
@@ -379,10 +380,11 @@ static int get_batches(const TensorFile *in, const Model *m, int64_t steps, cons
         (seq2seq && model_check_ids((*tgt_in)->data, tensor_numel(*tgt_in), m->cfg.tgt_vocab,
                                     "tensor 'tgt_in'", &ids) != 0))
         return error_set(err, "%s: %s", case_name(in), ids.msg);
-    /* targets: a class, or the padding id the loss ignores */
+    /* targets: a class, or the padding id the loss ignores (not a
+     * classifier's: its targets are all classes) */
     const int64_t *y = (*target)->data;
     for (int64_t i = 0; i < tensor_numel(*target); i++)
-        if ((y[i] < 0 || y[i] >= m->cfg.tgt_vocab) && y[i] != m->cfg.pad_id)
+        if ((y[i] < 0 || y[i] >= m->cfg.tgt_vocab) && (classifier || y[i] != m->cfg.pad_id))
             return error_set(err, "%s: tensor 'target' holds %lld at flat index %lld, outside "
                              "[0, %d)", case_name(in), (long long)y[i], (long long)i,
                              m->cfg.tgt_vocab);
@@ -446,7 +448,7 @@ int training_case_parity(const TensorFile *in, TensorFile *out, StepDeviceOpen o
     }
     if (get_batches(in, &m, steps, &src, &tgt_in, &target, err) != 0) goto done;
     int N = (int)src->shape[1], S = (int)src->shape[2], T = tgt_in ? (int)tgt_in->shape[2] : 0;
-    int out_len = T ? T : S;
+    int out_len = T ? T : m.cfg.kind == MODEL_CLASSIFIER ? 1 : S;
     int64_t shape[1] = {steps};
     float *losses = output_tensor(out, "losses", DTYPE_F32, 1, shape, err);
     if (!losses) goto done;

@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "bpe.h"
-#include "commands.h"
 #include "model.h"
 #include "optim.h"
 #include "review.h"
@@ -48,7 +47,7 @@ typedef struct {
     int epochs, batch_size, warmup, seed, bucket;
     int d_model, heads, layers, ffn;
     double lr, clip, label_smoothing, dropout, target_loss, min_accuracy;
-    const char *schedule, *checkpoint, *resume, *out, *log, *device;
+    const char *schedule, *checkpoint, *resume, *out, *log;
     int help;
 } Args;
 
@@ -71,7 +70,6 @@ static Args defaults(void)
     a.layers = 2;
     a.ffn = 128;
     a.dropout = 0.1;
-    a.device = "cpu";
     return a;
 }
 
@@ -105,8 +103,6 @@ static Args defaults(void)
     {"--resume", OPT_STRING, &(a).resume, "continue the run saved in this checkpoint"},   \
     {"--out", OPT_STRING, &(a).out, "save the trained model here (no optimizer state)"},  \
     {"--log", OPT_STRING, &(a).log, "the CSV loss log"},                                  \
-    {"--device", OPT_STRING, &(a).device,                                                 \
-     "cpu, or cuda: train on the GPU (build/cuda/10_classification; default cpu)"},       \
     {"--target-loss", OPT_DOUBLE, &(a).target_loss,                                       \
      "exit 1 if the last epoch's test loss ends above this"},                             \
     {"--help", OPT_FLAG, &(a).help, "this list"},                                         \
@@ -314,7 +310,6 @@ static int run_train(Args *a, Error *err)
     Model m = {0};
     AdamState opt = {0};
     TrainState state = {0};
-    StepDevice device = {0};
     StepResult val;
     Text merges = {0};
     char len_text[32];
@@ -397,10 +392,6 @@ static int run_train(Args *a, Error *err)
     printf("batch %d, %d epochs of %" PRId64 " steps, AdamW lr %g (%s, warm-up %d steps), "
            "validation: the test reviews (shown, not used to choose anything)\n",
            a->batch_size, a->epochs, d.train.n / a->batch_size, a->lr, a->schedule, a->warmup);
-    if (command_open_device(a->device, &device, &m, &opt, a->batch_size, a->max_len, 0,
-                            err) != 0)
-        goto done;
-    o.device = device.ctx ? &device : NULL;
     o.epochs = a->epochs;
     double started = time_now();
     if (train_run(&m, &opt, &state, &o, &train, &test, &val, err) != 0) goto done;
@@ -417,7 +408,6 @@ static int run_train(Args *a, Error *err)
         rc = -1;
     }
 done:
-    if (device.close) device.close(device.ctx);
     text_free(&merges);
     adam_state_free(&opt);
     model_free(&m);
