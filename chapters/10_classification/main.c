@@ -194,10 +194,11 @@ static int data_encode(Data *d, int L, Error *err)
         review_rows(&d->test_rows, &d->test, &d->bpe, L, err) != 0 ||
         review_rows(&d->rt_rows, &d->rt, &d->bpe, L, err) != 0)
         return -1;
-    printf("encoded in %.1f s, %d tokens a review at most: %" PRId64 " of %" PRId64
-           " training and %" PRId64 " of %" PRId64 " test reviews truncated\n",
-           time_now() - started, L, d->train_rows.truncated, d->train_rows.n,
-           d->test_rows.truncated, d->test_rows.n);
+    const ReviewRows *r = d->train.n ? &d->train_rows : &d->test_rows;
+    printf("encoded in %.1f s: %.1f tokens a %s review on average; %d kept at most: %" PRId64
+           " of %" PRId64 " %s reviews truncated\n", time_now() - started,
+           (double)r->tokens / r->n, d->train.n ? "training" : "test", L, r->truncated, r->n,
+           d->train.n ? "training" : "test");
     return 0;
 }
 

@@ -69,6 +69,7 @@ typedef struct {
     int64_t *label;         /* (n,) */
     int *length;            /* (n,) tokens before the padding (1..L) */
     int64_t truncated;      /* rows that had more than L tokens */
+    int64_t tokens;         /* the tokens of all reviews before truncation */
 } ReviewRows;
 
 /* Encodes every review with bpe and frames it in L ids (L >= 1). A review
