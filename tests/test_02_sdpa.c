@@ -170,6 +170,25 @@ static void test_fully_masked_additive_rows_are_zero(void **state)
     check_fully_masked("fully_masked_additive_backward", (int[]){0, 3}, 2);
 }
 
+/* An infinite score makes its row of weights NaN (inf - inf, as in torch)
+ * and leaves the other rows alone. make sanitize runs this too: the fuzzer
+ * found softmax_exp converting that NaN to an int, which C leaves
+ * undefined. */
+static void test_infinite_score(void **state)
+{
+    enum { L = 2, S = 2, E = 2 };
+    const float q[L * E] = {INFINITY, 1, 1, 2};          /* scores (inf, -inf), finite */
+    const float k[S * E] = {1, 0, -1, 0};
+    const float v[S * E] = {1, 2, 3, 4};
+    float out[L * E], att[L * S];
+    assert_int_equal(sdpa_forward(out, att, q, k, v, NULL, NULL, 0.0f, 1, L, S, E, E, 1.0f, 0), 0);
+    for (int j = 0; j < S; j++) assert_true(isnan(att[j]) && isnan(out[j]));
+    assert_float_equal(att[S] + att[S + 1], 1.0f, 1e-6f);
+    assert_false(isnan(out[E]) || isnan(out[E + 1]));
+    print_message("  weights of the row with an infinite score: %g %g; of the finite row: "
+                  "%.4f %.4f\n", att[0], att[1], att[2], att[3]);
+}
+
 /* Dropout on the attention weights keeps every weight's expectation: with
  * all values 1, a row's output is sum_j att[j] keep[j] / (1 - p), whose mean
  * is sum_j att[j] = 1. Over 2048 rows of 32 keys with p = 0.3 the mean is
@@ -635,6 +654,7 @@ int main(void)
 
         cmocka_unit_test(test_fully_masked_bool_rows_are_zero),
         cmocka_unit_test(test_fully_masked_additive_rows_are_zero),
+        cmocka_unit_test(test_infinite_score),
         cmocka_unit_test(test_dropout_keeps_expectation),
         cmocka_unit_test(test_causal_alignment),
         cmocka_unit_test(test_causal_equals_tril_mask),

@@ -28,9 +28,10 @@
 /*
  * e^x in float32 for x <= 0 (all softmax asks for), within about 1 ulp of
  * the exact value; 0 below -87 (where e^x is no longer a normal float) and
- * for -inf. libm's expf is a function call, one value at a time; this one is
- * a few multiply-adds the compiler can run 8 at a time, which makes the
- * softmax of attention several times faster. The method (Cephes' expf):
+ * for -inf; NaN for NaN. libm's expf is a function call, one value at a
+ * time; this one is a few multiply-adds the compiler can run 8 at a time,
+ * which makes the softmax of attention several times faster. The method
+ * (Cephes' expf):
  *
  *     x = n ln 2 + r,  n an integer, |r| <= ln(2) / 2
  *     e^x = 2^n e^r:   e^r by a degree-7 polynomial, 2^n by writing n + 127
@@ -41,7 +42,10 @@
  */
 static inline float softmax_exp(float x)
 {
-    float xc = x < -87.0f ? -87.0f : x;                            /* keeps 2^n normal */
+    /* Both tests are false for NaN (what a NaN or infinite score gives): it
+     * is clamped like -inf, as converting NaN to an int is undefined in C,
+     * and returned as it came. */
+    float xc = x >= -87.0f ? x : -87.0f;                           /* keeps 2^n normal */
     float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  /* round(x / ln 2) */
     float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -54,7 +58,7 @@ static inline float softmax_exp(float x)
     int32_t bits = ((int32_t)n + 127) << 23;                       /* 2^n */
     float two_n;
     memcpy(&two_n, &bits, sizeof two_n);
-    return x < -87.0f ? 0.0f : p * two_n;
+    return x >= -87.0f ? p * two_n : x < -87.0f ? 0.0f : x;
 }
 
 /* One row: y (C,) = softmax(x (C,)); y may be x. */

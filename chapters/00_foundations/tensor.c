@@ -80,7 +80,9 @@ int tensor_alloc(Tensor *t, DType dtype, int ndim, const int64_t *shape, Error *
     }
     t->dtype = dtype;
     t->ndim = ndim;
-    memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+    /* A scalar's shape may be NULL; memcpy from NULL is undefined even for
+     * 0 bytes. */
+    if (ndim > 0) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
     t->data = calloc(bytes ? (size_t)bytes : 1, 1);   /* never NULL, even when empty */
     if (!t->data) {
         t->ndim = 0;

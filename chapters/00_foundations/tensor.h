@@ -61,7 +61,8 @@ int64_t tensor_numel(const Tensor *t);
 int size_mul(int64_t *out, int64_t a, int64_t b);
 int size_product(int64_t *out, int n, const int64_t *factors);
 
-/* Allocates zeroed data for the given dtype and shape. */
+/* Allocates zeroed data for the given dtype and shape (NULL for a scalar,
+ * ndim 0). */
 int tensor_alloc(Tensor *t, DType dtype, int ndim, const int64_t *shape, Error *err);
 
 /* Frees the data and leaves an empty tensor; safe on an empty tensor. */
