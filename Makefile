@@ -20,6 +20,15 @@ CFLAGS  := -std=c11 -O3 -g $(ARCH) -ffp-contract=fast -fno-trapping-math \
            -fno-tree-loop-distribute-patterns -Wall -Wextra -Wno-unused-parameter -fopenmp -D_DEFAULT_SOURCE \
            $(addprefix -I,$(wildcard chapters/*)) -Itests
 LDLIBS  := -lcjson -lm
+# make sanitize builds build/ with AddressSanitizer and UndefinedBehavior-
+# Sanitizer (SANITIZE=1): any undefined behaviour stops the program, like a
+# memory error, so a test cannot pass over one. (gcc leaves the check of
+# float-to-int conversions out of "undefined"; clang has it there.)
+SANITIZERS := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all \
+              -fno-omit-frame-pointer
+ifdef SANITIZE
+CFLAGS  += $(SANITIZERS)
+endif
 PYTHON  := .venv/bin/python
 # A stamp file: the reference's pinned requirements are installed in .venv.
 VENV_OK := .venv/installed
@@ -29,7 +38,8 @@ LIB_OBJ  := $(LIB_SRC:%.c=build/obj/%.o)
 PROGRAMS := $(patsubst chapters/%/main.c,build/%,$(wildcard chapters/[0-9][0-9]_*/main.c))
 TESTS    := $(patsubst tests/%.c,build/%,$(wildcard tests/test_[0-9][0-9]_*.c))
 
-.PHONY: all help deps demo test grade golden golden-check verify plots bench student clean
+.PHONY: all help deps demo test grade golden golden-check verify plots bench student clean \
+        sanitize fuzz fuzz-build fuzz-deps FORCE
 .DEFAULT_GOAL := all
 .SECONDARY:   # keep the object files make builds along the way
 
@@ -46,14 +56,23 @@ help:
 	@echo "make cuda                build the CUDA kernels and the GPU case runner (needs nvcc)"
 	@echo "make test-cuda           every golden case on the GPU (says so and exits 0 without one)"
 	@echo "make student DEST=dir    export the exercise copy (solutions cut out)"
+	@echo "make sanitize            the tests of make test, built with ASan and UBSan; fails on any report"
+	@echo "make fuzz [FUZZ_SECONDS=60]  libFuzzer on the readers and every case evaluator (clang)"
 
 # Installs what is missing (compiler, cmocka, cJSON, gnuplot) or says how.
 deps:
 	@tools/install-deps.sh build
 
+# The compiler and flags the objects in build/ were made with. The file
+# changes only when they do (make sanitize, another ARCH or CC), and every
+# object depends on it: a change rebuilds everything, in either direction.
+build/flags: FORCE
+	@mkdir -p build
+	@echo '$(CC) $(CFLAGS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS)' > $@
+
 # Objects wait for deps (make -j would otherwise compile while cJSON is
-# still being installed) and are rebuilt when the flags here change.
-build/obj/%.o: %.c Makefile | deps
+# still being installed) and are rebuilt when the flags change.
+build/obj/%.o: %.c build/flags | deps
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
@@ -79,6 +98,51 @@ test: all
 
 grade: all
 	@tools/grade.sh $(TESTS)
+
+# The tests under the sanitizers: build/ is rebuilt with SANITIZE=1 (the
+# tests run the chapter programs as build/NN_name, so those are sanitized
+# too), and the next plain make rebuilds it normally (build/flags). A report
+# ends a program with status 86, not the sanitizers' default 1: a chapter
+# program that a test expects to refuse a file exits 1, and a report there
+# must not pass for that refusal. (libgomp makes no false reports here, so
+# there are no suppressions.)
+sanitize:
+	$(MAKE) SANITIZE=1 all
+	ASAN_OPTIONS=exitcode=86 UBSAN_OPTIONS=exitcode=86:print_stacktrace=1 tools/run-tests.sh $(TESTS)
+
+# libFuzzer (clang) on every reader of untrusted files: a separate tree in
+# build/fuzz/ (the library again, instrumented for coverage and the
+# sanitizers; fuzz/fuzz.c built once per target), so build/ is untouched.
+# fuzz/run.sh runs each target FUZZ_SECONDS seconds on a fresh corpus of
+# golden and model files and keeps what crashes in build/fuzz/crashes/.
+# (-Wno-pass-failed: at -O1 under the sanitizers clang cannot vectorise the
+# `omp simd` loops, and says so for each.)
+FUZZ_CC      := clang
+FUZZ_SECONDS := 60
+FUZZ_TARGETS := safetensors model_load checkpoint_load 00_foundations 01_tokenization \
+                02_sdpa 03_mha 04_layernorm 05_encoder 06_decoder 07_model 08_training
+FUZZ_CFLAGS  := -std=c11 -O1 -g -fopenmp -D_DEFAULT_SOURCE -Wall -Wextra -Wno-unused-parameter \
+                -Wno-pass-failed \
+                $(SANITIZERS) $(addprefix -I,$(wildcard chapters/*))
+
+fuzz-deps: deps
+	@tools/install-deps.sh fuzz
+
+build/fuzz/obj/%.o: %.c Makefile | fuzz-deps
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+build/fuzz/libtransformer.a: $(LIB_SRC:%.c=build/fuzz/obj/%.o)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_TARGETS:%=build/fuzz/%): build/fuzz/%: fuzz/fuzz.c build/fuzz/libtransformer.a
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -DFUZZ_TARGET='"$*"' $^ -o $@ $(LDLIBS)
+
+fuzz-build: $(FUZZ_TARGETS:%=build/fuzz/%)
+
+fuzz: fuzz-build build/08_training
+	@fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # The PyTorch reference lives in a local virtual environment, made on first use.
 $(VENV_OK): reference/requirements.txt
@@ -119,5 +183,5 @@ student:
 clean:
 	rm -rf build
 
--include $(shell find build/obj -name '*.d' 2>/dev/null)
+-include $(shell find build/obj build/fuzz/obj -name '*.d' 2>/dev/null)
 include cuda/cuda.mk

@@ -3,6 +3,7 @@
 #
 #   tools/install-deps.sh build    C compiler, make, cmocka, cJSON, gnuplot
 #   tools/install-deps.sh python   python3 with venv and pip (for the reference)
+#   tools/install-deps.sh fuzz     clang with libFuzzer and LLVM's OpenMP (make fuzz)
 #
 # Only missing packages are installed. Without root (and without sudo that
 # works without a password) it prints the apt-get command and exits 1.
@@ -11,13 +12,22 @@ set -eu
 case "${1:-}" in
     build)  wanted="gcc make pkg-config libcmocka-dev libcjson-dev gnuplot-nox" ;;
     python) wanted="python3 python3-venv python3-pip" ;;
-    *) echo "usage: $0 build|python" >&2; exit 2 ;;
+    # libFuzzer's runtime is libclang-rt-dev, only a recommendation of clang.
+    fuzz)   wanted="clang libclang-rt-dev libomp-dev" ;;
+    *) echo "usage: $0 build|python|fuzz" >&2; exit 2 ;;
 esac
 
 # A package counts as present when dpkg says so, or (for python) when a
 # python3 that can make virtual environments is already on PATH.
 missing=""
 if [ "$1" = python ] && command -v python3 >/dev/null && python3 -c 'import venv, ensurepip' 2>/dev/null; then
+    wanted=""
+fi
+# For fuzz, a clang that links a libFuzzer program with OpenMP is enough,
+# whichever packages it came from.
+if [ "$1" = fuzz ] && command -v clang >/dev/null &&
+   echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return 0; }' |
+   clang -fsanitize=fuzzer -fopenmp -x c - -o /dev/null 2>/dev/null; then
     wanted=""
 fi
 for p in $wanted; do
