@@ -238,7 +238,8 @@ static int save_model(const Model *m, const char *const *meta, const char *path,
 {
     TensorFile f = {0};
     int rc = model_to_file(m, &f, err);
-    for (int i = 0; rc == 0 && meta[i]; i += 2) rc = tensorfile_set_meta(&f, meta[i], meta[i + 1], err);
+    for (int i = 0; rc == 0 && meta[i]; i += 2)
+        rc = tensorfile_set_meta(&f, meta[i], meta[i + 1], err);
     if (rc == 0) rc = safetensors_write(path, &f, err);
     tensorfile_free(&f);
     return rc;
@@ -438,6 +439,54 @@ static int open_eval(Data *d, Model *m, const char *path, const char *dir, Error
     return 0;
 }
 
+/* The rows of r for which pick(r, i) holds, copied into part. */
+static int rows_where(ReviewRows *part, const ReviewRows *r,
+                      int (*pick)(const ReviewRows *, int64_t), Error *err)
+{
+    memset(part, 0, sizeof *part);
+    part->L = r->L;
+    part->ids = malloc((size_t)(r->n ? r->n : 1) * r->L * sizeof *part->ids);
+    part->label = malloc((size_t)(r->n ? r->n : 1) * sizeof *part->label);
+    part->length = malloc((size_t)(r->n ? r->n : 1) * sizeof *part->length);
+    if (!part->ids || !part->label || !part->length) {
+        review_rows_free(part);
+        return error_set(err, "out of memory");
+    }
+    for (int64_t i = 0; i < r->n; i++) {
+        if (!pick(r, i)) continue;
+        memcpy(part->ids + part->n * r->L, r->ids + i * r->L, (size_t)r->L * sizeof *r->ids);
+        part->label[part->n] = r->label[i];
+        part->length[part->n++] = r->length[i];
+    }
+    return 0;
+}
+
+static int is_negative(const ReviewRows *r, int64_t i) { return r->label[i] == 0; }
+static int is_positive(const ReviewRows *r, int64_t i) { return r->label[i] == 1; }
+static int is_whole(const ReviewRows *r, int64_t i) { return r->length[i] < r->L; }
+static int is_long(const ReviewRows *r, int64_t i) { return r->length[i] == r->L; }
+
+/* The test accuracy by class and by length: where the errors are. */
+static int report_parts(Model *m, const ReviewRows *r, Error *err)
+{
+    int (*const picks[4])(const ReviewRows *, int64_t) = {is_negative, is_positive, is_whole,
+                                                          is_long};
+    char names[4][64];
+    snprintf(names[0], sizeof names[0], "  negative reviews");
+    snprintf(names[1], sizeof names[1], "  positive reviews");
+    snprintf(names[2], sizeof names[2], "  shorter than %d tokens", r->L);
+    snprintf(names[3], sizeof names[3], "  %d tokens kept (cut)", r->L);
+    for (int k = 0; k < 4; k++) {
+        ReviewRows part;
+        double acc;
+        if (rows_where(&part, r, picks[k], err) != 0) return -1;
+        int rc = part.n ? report(m, &part, names[k], &acc, err) : 0;
+        review_rows_free(&part);
+        if (rc != 0) return -1;
+    }
+    return 0;
+}
+
 static int run_eval(const char *path, const Args *a, Error *err)
 {
     Data d;
@@ -445,6 +494,7 @@ static int run_eval(const char *path, const Args *a, Error *err)
     double acc, rt;
     if (open_eval(&d, &m, path, a->data, err) != 0) return -1;
     int rc = report(&m, &d.test_rows, "IMDb test", &acc, err);
+    if (rc == 0) rc = report_parts(&m, &d.test_rows, err);
     if (rc == 0) rc = report(&m, &d.rt_rows, "Rotten Tomatoes", &rt, err);
     if (rc == 0 && acc < a->min_accuracy)
         rc = error_set(err, "%s: IMDb test accuracy %.4f is below --min-accuracy %.4f", path,
@@ -477,7 +527,8 @@ static int run_classify(const char *path, const char *text, Error *err)
     double p;
     if (load_classifier(&m, &bpe, &L, path, err) != 0) return -1;
     int64_t *ids = malloc((size_t)L * sizeof *ids);
-    int rc = ids ? review_encode(&bpe, text, L, ids, &length, err) : error_set(err, "out of memory");
+    int rc = ids ? review_encode(&bpe, text, L, ids, &length, err)
+                 : error_set(err, "out of memory");
     if (rc == 0) rc = positive(&m, ids, 1, L, &p, err);
     if (rc == 0)
         printf("%s (p(positive) = %.3f, %d tokens)\n", p >= 0.5 ? "positive" : "negative", p,
