@@ -44,7 +44,7 @@ static const char USAGE[] =
 typedef struct {
     const char *data;
     int vocab_size, max_len, bpe_reviews;
-    int epochs, batch_size, warmup, seed, bucket;
+    int epochs, stop_after, batch_size, warmup, seed, bucket;
     int d_model, heads, layers, ffn;
     double lr, clip, label_smoothing, dropout, target_loss, min_accuracy;
     const char *schedule, *checkpoint, *resume, *out, *log;
@@ -85,6 +85,8 @@ static Args defaults(void)
      "train the BPE on the first N training reviews (default 0: all 20,000)"},            \
     {"--max-len", OPT_INT, &(a).max_len, "tokens kept of each review (default 256)"},     \
     {"--epochs", OPT_INT, &(a).epochs, "epochs (default 5)"},                             \
+    {"--stop-after", OPT_INT, &(a).stop_after, "stop after this epoch (its checkpoint "      \
+     "written), as an interrupted run would; the schedule still spans --epochs"},          \
     {"--batch-size", OPT_INT, &(a).batch_size, "reviews per step (default 32)"},          \
     {"--bucket", OPT_INT, &(a).bucket,                                                    \
      "sort runs of this many batches by length (default 50; 0: plain shuffling)"},        \
@@ -325,9 +327,9 @@ static int run_train(Args *a, Error *err)
     o.adam.lr = (float)a->lr;
     if (schedule_parse(a->schedule, &o.schedule, err) != 0) return -1;
     if (a->epochs < 1 || a->batch_size < 1 || a->warmup < 0 || a->seed < 0 || a->bucket < 0 ||
-        a->bpe_reviews < 0)
+        a->bpe_reviews < 0 || a->stop_after < 0)
         return error_set(err, "--epochs and --batch-size need at least 1, --warmup, --bucket, "
-                              "--bpe-reviews and --seed at least 0");
+                              "--bpe-reviews, --stop-after and --seed at least 0");
     if (!(a->lr >= 0) || !(a->clip >= 0) || !(a->label_smoothing >= 0 && a->label_smoothing <= 1))
         return error_set(err, "--lr and --clip must not be negative, --label-smoothing lies "
                               "in [0, 1]");
@@ -395,10 +397,11 @@ static int run_train(Args *a, Error *err)
            "validation: the test reviews (shown, not used to choose anything)\n",
            a->batch_size, a->epochs, d.train.n / a->batch_size, a->lr, a->schedule, a->warmup);
     o.epochs = a->epochs;
+    o.stop_after = a->stop_after;
     double started = time_now();
     if (train_run(&m, &opt, &state, &o, &train, &test, &val, err) != 0) goto done;
-    printf("trained %d epochs (%" PRId64 " steps) in %.0f s\n", a->epochs, opt.step,
-           time_now() - started);
+    printf("at epoch %" PRId64 " of %d (step %" PRId64 "), %.0f s in this run\n", state.epoch,
+           a->epochs, opt.step, time_now() - started);
     if (a->out && save_model(&m, meta, a->out, err) != 0) goto done;
     double acc;
     if (report(&m, &d.test_rows, "IMDb test", &acc, err) != 0 ||
