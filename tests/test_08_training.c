@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "casefile.h"
@@ -889,7 +890,8 @@ static void test_csv_log_new(void **state)
 
 /* Resuming at step 3 keeps rows 1..3, drops 4 and 5 (written after the
  * checkpoint by the run that crashed), and appends after them; nothing is
- * left behind beside the log. */
+ * left behind beside the log, and the rewritten log's permissions follow
+ * the umask as a new file's do. */
 static void test_csv_log_resume_trims(void **state)
 {
     char path[256];
@@ -905,6 +907,11 @@ static void test_csv_log_resume_trims(void **state)
     print_message("%s", text);
     assert_string_equal(text, CSV_LOG_HEADER "\n1,0,0.1,3,,\n2,0,0.2,2,,\n3,0,0.3,1,0.9,0.25\n"
                                              "4,1,0.4,0.75,,\n");
+    struct stat st;
+    mode_t mask = umask(0);
+    umask(mask);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0666 & ~mask);
     char pattern[300];
     snprintf(pattern, sizeof pattern, "%s.tmp.", path);
     /* The temporary file was renamed into place: the folder holds no other. */

@@ -403,17 +403,15 @@ static mode_t file_mode(void)
     return 0666 & ~mask;
 }
 
-int safetensors_write(const char *path, const TensorFile *file, Error *err)
+int file_write_atomic(const char *path, const FilePart *parts, int n_parts, Error *err)
 {
     char *target;
     if (write_target(path, &target, err) != 0) return -1;
-    size_t header_len;
-    char *header = build_header(file, &header_len);
     size_t tmp_len = strlen(target) + 16;
     char *tmp = malloc(tmp_len);
-    if (!header || !tmp) {
-        free(header), free(tmp), free(target);
-        return error_set(err, "%s: out of memory building the header", path);
+    if (!tmp) {
+        free(target);
+        return error_set(err, "cannot write %s: out of memory", path);
     }
 
     /* Write beside the destination, then rename: readers never see half a
@@ -429,29 +427,44 @@ int safetensors_write(const char *path, const TensorFile *file, Error *err)
             close(fd);
             unlink(tmp);
         }
-        free(tmp), free(header), free(target);
+        free(tmp), free(target);
         return error_set(err, "cannot create %s: %s", path, strerror(saved));
     }
 
     /* The first failure's errno is the reason (a full disk often shows only
      * when the buffer is flushed, at fflush or fclose). */
     int saved = 0;
-    unsigned char len_bytes[8];
-    for (int i = 0; i < 8; i++) len_bytes[i] = (unsigned char)((uint64_t)header_len >> (8 * i));
-    if (fwrite(len_bytes, 1, 8, f) != 8 || fwrite(header, 1, header_len, f) != header_len)
-        saved = errno ? errno : EIO;
-    for (int i = 0; !saved && i < file->n_tensors; i++) {
-        const Tensor *t = &file->tensors[i].tensor;
-        size_t bytes = (size_t)tensor_numel(t) * dtype_size(t->dtype);
-        if (fwrite(t->data, 1, bytes, f) != bytes) saved = errno ? errno : EIO;
-    }
+    for (int i = 0; !saved && i < n_parts; i++)
+        if (fwrite(parts[i].data, 1, parts[i].size, f) != parts[i].size) saved = errno ? errno : EIO;
     if (!saved && (fflush(f) != 0 || fchmod(fd, file_mode()) != 0 || fsync(fd) != 0))
         saved = errno;
     if (fclose(f) != 0 && !saved) saved = errno;
     if (!saved && rename(tmp, target) != 0) saved = errno;
     if (saved) unlink(tmp);
-    free(tmp), free(header), free(target);
+    free(tmp), free(target);
     return saved ? error_set(err, "cannot write %s: %s", path, strerror(saved)) : 0;
+}
+
+int safetensors_write(const char *path, const TensorFile *file, Error *err)
+{
+    size_t header_len;
+    char *header = build_header(file, &header_len);
+    FilePart *parts = malloc((size_t)(file->n_tensors + 2) * sizeof *parts);
+    if (!header || !parts) {
+        free(header), free(parts);
+        return error_set(err, "%s: out of memory building the header", path);
+    }
+    unsigned char len_bytes[8];
+    for (int i = 0; i < 8; i++) len_bytes[i] = (unsigned char)((uint64_t)header_len >> (8 * i));
+    parts[0] = (FilePart){len_bytes, 8};
+    parts[1] = (FilePart){header, header_len};
+    for (int i = 0; i < file->n_tensors; i++) {
+        const Tensor *t = &file->tensors[i].tensor;
+        parts[i + 2] = (FilePart){t->data, (size_t)tensor_numel(t) * dtype_size(t->dtype)};
+    }
+    int rc = file_write_atomic(path, parts, file->n_tensors + 2, err);
+    free(parts), free(header);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -19,8 +19,8 @@
  * same rules the reference Rust library enforces). Any problem is one line in
  * `err` naming the file, and nothing is leaked.
  *
- * The writer builds the header with cJSON and writes to a temporary file
- * beside the destination, flushed to the disk (fsync) and then renamed into
+ * The writer builds the header with cJSON and writes, as file_write_atomic
+ * writes any file of the project, to a temporary file beside the destination, flushed to the disk (fsync) and then renamed into
  * place, so a crash of the program or of the machine never leaves a
  * half-written file; the temporary file an interrupted write left behind is
  * removed by the next write to the same path. The new file's permissions
@@ -55,6 +55,16 @@ typedef struct {
 
 int safetensors_read(const char *path, TensorFile *file, Error *err);
 int safetensors_write(const char *path, const TensorFile *file, Error *err);
+
+/* Writes the parts, one after another, as the file at path, the way the
+ * comment above describes (temporary file, fsync, rename; umask; links
+ * followed; FIFOs and devices refused): the one writer of every file the
+ * project rewrites, the loss log's too. */
+typedef struct {
+    const void *data;
+    size_t size;
+} FilePart;
+int file_write_atomic(const char *path, const FilePart *parts, int n_parts, Error *err);
 void tensorfile_free(TensorFile *file);
 
 /* The tensor called `name`, or NULL. */

@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "safetensors.h"   /* file_write_atomic */
+
 /* ------------------------------------------------------------------------ */
 /* The progress line                                                         */
 /* ------------------------------------------------------------------------ */
@@ -166,37 +168,6 @@ static int read_file(const char *path, char **text, size_t *size, Error *err)
     return 0;
 }
 
-/* Replaces path by `len` bytes of text, through a temporary file beside it
- * and a rename, so a crash leaves either the old log or the new one. */
-static int write_atomically(const char *path, const char *text, size_t len, Error *err)
-{
-    size_t tmp_len = strlen(path) + 16;
-    char *tmp = malloc(tmp_len);
-    if (!tmp) return error_set(err, "out of memory rewriting the loss log %s", path);
-    snprintf(tmp, tmp_len, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        error_set(err, "cannot create a temporary file beside the loss log %s: %s", path,
-                  strerror(errno));
-        free(tmp);
-        return -1;
-    }
-    FILE *f = fdopen(fd, "wb");
-    int ok = f && fwrite(text, 1, len, f) == len && fflush(f) == 0 && fsync(fd) == 0;
-    int saved = errno;
-    if (f) ok = (fclose(f) == 0) && ok;
-    else close(fd);
-    if (ok && rename(tmp, path) != 0) {
-        saved = errno;
-        ok = 0;
-    }
-    if (!ok) {
-        unlink(tmp);
-        error_set(err, "cannot rewrite the loss log %s: %s", path, strerror(saved));
-    }
-    free(tmp);
-    return ok ? 0 : -1;
-}
 
 /* Resuming: keeps the rows with step <= keep, rewrites the file if any row
  * goes, and opens it for appending. */
@@ -244,7 +215,7 @@ static int csv_log_resume(CsvLog *log, int64_t keep, Error *err)
         }
     }
     text[header] = '\n';
-    int rc = dropped ? write_atomically(log->path, text, kept, err) : 0;
+    int rc = dropped ? file_write_atomic(log->path, &(FilePart){text, kept}, 1, err) : 0;
     free(text);
     if (rc != 0) return -1;
     log->f = fopen(log->path, "a");
