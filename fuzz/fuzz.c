@@ -1,7 +1,7 @@
 /*
  * fuzz.c - the libFuzzer harness of `make fuzz`: one source, built once per
  * target into build/fuzz/<target> with -DFUZZ_TARGET='"<target>"', the
- * target being a name from the table at the end:
+ * target being a name in the table TARGETS below:
  *
  *     safetensors        safetensors_read alone
  *     model_load         model_load (chapter 07): a model file
