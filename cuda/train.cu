@@ -271,6 +271,10 @@ extern "C" int gpu_step_device_open(StepDevice *d, const Model *m, const AdamSta
     size_t bytes = m->num_params * sizeof(float);
     memset(d, 0, sizeof *d);
     if (!t) return error_set(err, "GPU: out of host memory");
+    if (m->cfg.kind == MODEL_SET) {
+        free(t);
+        return error_set(err, "--device cuda: a set model (chapter 11) trains on the CPU only");
+    }
     int device_count = 0;
     if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
         free(t);

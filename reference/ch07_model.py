@@ -3,7 +3,7 @@ PyTorch, under the same state_dict names, so that a checkpoint moves between
 C and PyTorch in both directions; greedy decoding, beam search and top-k with
 exactly the algorithms of chapters/07_model/decode.h; and the golden cases.
 
-The three kinds (model.h), all sharing the front end
+The four kinds (model.h). The first three share the front end
 
     x = dropout(embed(ids) * scale + pos[:len])
 
@@ -14,6 +14,16 @@ The three kinds (model.h), all sharing the front end
 
 Masks are built from the ids: an id equal to pad_id is padding, ignored as a
 key by every attention; the decoder's self-attention is causal as well.
+
+The fourth reads a set of S feature vectors (N, S, input_dim) instead of ids.
+A set has no order, so there is no embedding, no position and no mask (the
+encoder is permutation-equivariant): a linear layer input_net lifts each
+element to D, and the generator gives one score per element (tgt_vocab 1):
+
+    set          scores = generator(encoder(dropout(input_net(features))))
+                                                                       (N, S)
+
+Chapter 11 trains it to find the odd one out: softmax over the set's scores.
 
 Functions other modules use (reference/bench.py, the chapter 08 reference):
     full_config(**kw)          a complete config dict (the ModelConfig fields)
@@ -27,7 +37,8 @@ target length, Vt target vocabulary or classes). Every case carries the
 model's parameters under their state_dict names and its config as metadata
 "model.<field>", the checkpoint format:
     model           src I64 (N, S), tgt I64 (N, T) (seq2seq) -> logits
-                    (N, T, Vt) / (N, S, Vt) / (N, Vt)
+                    (N, T, Vt) / (N, S, Vt) / (N, Vt); a set takes features
+                    F32 (N, S, input_dim) instead of src -> logits (N, S)
     model_backward  + grad_logits (the shape of logits) -> logits and
                     grad_<name> for every parameter <name>
     greedy          src; metadata sos_id, eos_id, max_new -> output I64
@@ -66,11 +77,11 @@ PROGRAM = "build/07_model"
 # The config: the fields of ModelConfig in model.h, in its order
 # ---------------------------------------------------------------------------
 
-KINDS = ("seq2seq", "labeller", "classifier")
-CONFIG_FIELDS = ("kind", "src_vocab", "tgt_vocab", "d_model", "nhead", "dim_feedforward",
-                 "num_encoder_layers", "num_decoder_layers", "max_len", "learned_pos",
-                 "scale_embedding", "share_embeddings", "final_norm", "norm_first", "pad_id",
-                 "eps", "dropout")
+KINDS = ("seq2seq", "labeller", "classifier", "set")
+CONFIG_FIELDS = ("kind", "src_vocab", "tgt_vocab", "input_dim", "d_model", "nhead",
+                 "dim_feedforward", "num_encoder_layers", "num_decoder_layers", "max_len",
+                 "learned_pos", "scale_embedding", "share_embeddings", "final_norm",
+                 "norm_first", "pad_id", "eps", "dropout")
 FLAG_FIELDS = ("learned_pos", "share_embeddings", "final_norm", "norm_first")
 FLOAT_FIELDS = ("eps", "dropout")
 INT_FIELDS = tuple(f for f in CONFIG_FIELDS if f not in FLAG_FIELDS + FLOAT_FIELDS + ("kind",))
@@ -81,20 +92,24 @@ INT_FIELDS = tuple(f for f in CONFIG_FIELDS if f not in FLAG_FIELDS + FLOAT_FIEL
 DEFAULTS = dict(kind="seq2seq", d_model=512, nhead=8, dim_feedforward=2048,
                 num_encoder_layers=6, max_len=5000, learned_pos=0, scale_embedding=0,
                 share_embeddings=0, final_norm=1, norm_first=0, pad_id=-1, eps=1e-5,
-                dropout=0.0)
+                dropout=0.0, input_dim=0)
 
 
 def full_config(**kw):
     """A complete, checked config: every ModelConfig field. src_vocab is
-    required; tgt_vocab defaults to src_vocab, num_decoder_layers to
-    num_encoder_layers for seq2seq and 0 otherwise. Flags may be given as
-    bools; they are stored as 0/1."""
+    required (but for a set, which has none: 0); tgt_vocab defaults to
+    src_vocab (1 for a set), num_decoder_layers to num_encoder_layers for
+    seq2seq and 0 otherwise. Flags may be given as bools; they are stored
+    as 0/1."""
     unknown = sorted(set(kw) - set(CONFIG_FIELDS))
     if unknown:
         raise ValueError(f"unknown model config fields {unknown} (known: {', '.join(CONFIG_FIELDS)})")
-    if "src_vocab" not in kw:
-        raise ValueError("the model config needs src_vocab")
     cfg = dict(DEFAULTS, **kw)
+    if cfg["kind"] == "set":
+        cfg.setdefault("src_vocab", 0)
+        cfg.setdefault("tgt_vocab", 1)
+    if "src_vocab" not in cfg:
+        raise ValueError("the model config needs src_vocab")
     cfg.setdefault("tgt_vocab", cfg["src_vocab"])
     if cfg.get("num_decoder_layers") is None:
         cfg["num_decoder_layers"] = cfg["num_encoder_layers"] if cfg["kind"] == "seq2seq" else 0
@@ -116,10 +131,24 @@ def check_config(cfg):
         raise ValueError(f"model config: {msg}")
     if cfg["kind"] not in KINDS:
         bad(f"kind '{cfg['kind']}' is not one of {', '.join(KINDS)}")
+    is_set = cfg["kind"] == "set"
     for f in ("src_vocab", "tgt_vocab", "d_model", "nhead", "dim_feedforward",
               "num_encoder_layers", "max_len"):
-        if cfg[f] < 1:
+        if cfg[f] < 1 and not (is_set and f == "src_vocab"):
             bad(f"{f} = {cfg[f]} must be at least 1")
+    # A set has features instead of ids: no vocabulary, no embedding, no
+    # positions, no padding, and one score per element.
+    if is_set:
+        if cfg["input_dim"] < 1:
+            bad(f"input_dim = {cfg['input_dim']} must be at least 1 for a set")
+        want = dict(src_vocab=0, tgt_vocab=1, learned_pos=0, scale_embedding=0,
+                    share_embeddings=0, pad_id=-1)
+        for f, v in want.items():
+            if cfg[f] != v:
+                bad(f"a set needs {f} = {v} (no ids, no positions, one score per element), "
+                    f"not {cfg[f]}")
+    elif cfg["input_dim"] != 0:
+        bad(f"input_dim = {cfg['input_dim']} is only for a set (0 for a {cfg['kind']})")
     if cfg["num_encoder_layers"] > 64 or cfg["num_decoder_layers"] > 64:
         bad("at most 64 layers per stack (model_config_check's limit)")
     if cfg["d_model"] % cfg["nhead"]:
@@ -152,11 +181,12 @@ def check_config(cfg):
 # ---------------------------------------------------------------------------
 
 class TransformerModel(nn.Module):
-    """What the three kinds share: the front ends, the encoder and the
-    generator. Submodules and parameters carry model.h's state_dict names:
-    src_embed, tgt_embed, src_scale, tgt_scale, src_pos, tgt_pos, encoder,
-    decoder, generator. The sinusoidal table is a buffer that is not saved
-    (it is computed, as chapter 05 does)."""
+    """What the kinds share: the front ends, the encoder and the generator.
+    Submodules and parameters carry model.h's state_dict names: src_embed,
+    tgt_embed, src_scale, tgt_scale, src_pos, tgt_pos, input_net (a set's
+    front end, instead of src_embed), encoder, decoder, generator. The
+    sinusoidal table is a buffer that is not saved (it is computed, as
+    chapter 05 does)."""
 
     def __init__(self, cfg):
         super().__init__()
@@ -164,7 +194,10 @@ class TransformerModel(nn.Module):
         D, L, p = cfg["d_model"], cfg["max_len"], cfg["dropout"]
         seq2seq = cfg["kind"] == "seq2seq"
         pad = cfg["pad_id"] if cfg["pad_id"] >= 0 else None
-        self.src_embed = nn.Embedding(cfg["src_vocab"], D, padding_idx=pad)
+        if cfg["kind"] == "set":
+            self.input_net = nn.Linear(cfg["input_dim"], D)      # the set's front end
+        else:
+            self.src_embed = nn.Embedding(cfg["src_vocab"], D, padding_idx=pad)
         if seq2seq and not cfg["share_embeddings"]:
             self.tgt_embed = nn.Embedding(cfg["tgt_vocab"], D, padding_idx=pad)
         if cfg["scale_embedding"] == 2:
@@ -175,7 +208,7 @@ class TransformerModel(nn.Module):
             self.src_pos = nn.Embedding(L, D)
             if seq2seq:
                 self.tgt_pos = nn.Embedding(L, D)
-        else:
+        elif self.has_sinusoids():
             self.register_buffer("pe", sinusoidal_table(L, D).float(), persistent=False)
         layer = nn.TransformerEncoderLayer(D, cfg["nhead"], cfg["dim_feedforward"], dropout=p,
                                            activation="relu", layer_norm_eps=cfg["eps"],
@@ -212,11 +245,16 @@ class TransformerModel(nn.Module):
                 if hasattr(self, name):
                     getattr(self, name).fill_(math.sqrt(self.cfg["d_model"]))
 
+    def has_sinusoids(self):
+        """True when the model adds the sinusoidal table (ids without learned
+        positions; a set has no positions at all)."""
+        return self.cfg["kind"] != "set" and not self.cfg["learned_pos"]
+
     def use_float64(self):
         """model.double(), with the sinusoidal table recomputed in float64
         (converting the float32 buffer would keep its rounding)."""
         self.double()
-        if not self.cfg["learned_pos"]:
+        if self.has_sinusoids():
             self.pe = sinusoidal_table(self.cfg["max_len"], self.cfg["d_model"])
         return self
 
@@ -285,8 +323,22 @@ class SequenceClassifier(TransformerModel):
         return self.generator((memory * keep).sum(dim=1) / keep.sum(dim=1))
 
 
+class SetScorer(TransformerModel):
+    """Encoder only, one score per element of a set, no order and no mask:
+    forward(features (N, S, input_dim) float) -> (N, S). Chapter 11's loss is
+    cross_entropy(scores, index of the odd element): a softmax over the set."""
+
+    def forward(self, features):
+        if features.shape[1] > self.cfg["max_len"]:
+            raise ValueError(f"a set of {features.shape[1]} elements is larger than max_len "
+                             f"{self.cfg['max_len']}")
+        x = self.dropout(self.input_net(features))              # (N, S, D)
+        memory = self.encoder(x)
+        return self.generator(memory).squeeze(-1)               # (N, S)
+
+
 MODEL_CLASSES = {"seq2seq": Seq2SeqTransformer, "labeller": SequenceLabeller,
-                 "classifier": SequenceClassifier}
+                 "classifier": SequenceClassifier, "set": SetScorer}
 
 
 def build_model(cfg):
@@ -296,7 +348,8 @@ def build_model(cfg):
 
 
 def run(model, src, tgt=None):
-    """model(src, tgt) for seq2seq, model(src) otherwise."""
+    """model(src, tgt) for seq2seq, model(src) otherwise (for a set, src is
+    the float features (N, S, input_dim))."""
     return model(src, tgt) if model.cfg["kind"] == "seq2seq" else model(src)
 
 
@@ -306,9 +359,12 @@ def run(model, src, tgt=None):
 
 def config_metadata(cfg):
     """The config as checkpoint metadata: "model.<field>" for every field,
-    kind as its name, flags as 0/1, integers in decimal, floats as repr()."""
+    kind as its name, flags as 0/1, integers in decimal, floats as repr().
+    input_dim is written only for a set (it is 0 for every other kind)."""
     meta = {}
     for f in CONFIG_FIELDS:
+        if f == "input_dim" and cfg["kind"] != "set":
+            continue
         v = cfg[f]
         meta[f"model.{f}"] = v if f == "kind" else repr(float(v)) if f in FLOAT_FIELDS \
             else str(int(v))
@@ -317,10 +373,13 @@ def config_metadata(cfg):
 
 def config_from_metadata(meta, where="checkpoint"):
     """Reads the config back from metadata written by config_metadata or by
-    C's model_to_file (flags as 0/1 or true/false, floats in any notation)."""
+    C's model_to_file (flags as 0/1 or true/false, floats in any notation).
+    A missing model.input_dim means 0."""
     kw = {}
     for f in CONFIG_FIELDS:
         key = f"model.{f}"
+        if key not in meta and f == "input_dim":
+            continue
         if key not in meta:
             raise ValueError(f"{where}: metadata '{key}' is missing")
         v = meta[key].strip()
@@ -628,6 +687,8 @@ def conditions(model, src, tgt):
 def case_outputs(model, tensors, src, tgt):
     """The case's outputs as the model computes them in its own dtype: the
     logits and, for a backward case, every parameter's gradient."""
+    if src.is_floating_point():                  # a set's features, in the model's dtype
+        src = src.to(model.generator.weight.dtype)
     y = run(model, src, tgt)
     got = {"logits": y}
     if "grad_logits" in tensors:
@@ -647,7 +708,7 @@ def float32_error(model, tensors, outputs, src, tgt, seed):
     were off by 4.4e-6 where C's, summing in another order, were off by
     5.4e-5, and the perturbed runs moved them by up to 9e-5."""
     m32 = copy.deepcopy(model).float()
-    if not m32.cfg["learned_pos"]:
+    if m32.has_sinusoids():
         m32.pe = sinusoidal_table(m32.cfg["max_len"], m32.cfg["d_model"]).float()
     m32.train()
     runs = [case_outputs(m32, tensors, src, tgt)]
@@ -666,16 +727,21 @@ def float32_error(model, tensors, outputs, src, tgt, seed):
 
 def model_case(name, cfg, seed, N, S, T=0, backward=False, pad_src=False, pad_tgt=False):
     """One "model" or "model_backward" case: a float64 model of cfg with
-    random parameters, random ids (padded at the tail when asked), autograd
-    of (logits * grad_logits).sum()."""
+    random parameters, random ids (padded at the tail when asked) or for a
+    set random features N(0, 1) (N, S, input_dim) rounded to float32,
+    autograd of (logits * grad_logits).sum()."""
     g = generator(seed)
     cfg = full_config(**cfg)
     torch.manual_seed(seed)
     model = build_model(cfg).use_float64()
     seq2seq = cfg["kind"] == "seq2seq"
+    is_set = cfg["kind"] == "set"
     for _ in range(200):
         randomize(model, g)
-        src = random_ids(g, N, S, cfg["src_vocab"], cfg["pad_id"], pad_src)
+        if is_set:
+            src = f32(randn(g, N, S, cfg["input_dim"]))
+        else:
+            src = random_ids(g, N, S, cfg["src_vocab"], cfg["pad_id"], pad_src)
         tgt = random_ids(g, N, T, cfg["tgt_vocab"], cfg["pad_id"], pad_tgt) if seq2seq else None
         kink, cond = conditions(model, src, tgt)
         if kink >= KINK_MARGIN and cond <= COND_MAX:
@@ -687,7 +753,8 @@ def model_case(name, cfg, seed, N, S, T=0, backward=False, pad_src=False, pad_tg
         logits = run(model, src, tgt)
     assert torch.isfinite(logits).all(), f"{name}: the reference logits are not finite"
     params = model.state_dict()
-    tensors = {"src": src, **({"tgt": tgt} if seq2seq else {}), **params, "logits": logits}
+    tensors = {"features" if is_set else "src": src, **({"tgt": tgt} if seq2seq else {}),
+               **params, "logits": logits}
     outputs = ["logits"]
     if backward:
         dlogits = f32(randn(g, *logits.shape))
@@ -897,6 +964,13 @@ MODEL_CONFIGS = [
                               dim_feedforward=16, num_encoder_layers=2, max_len=8,
                               learned_pos=1, norm_first=1, final_norm=1, pad_id=0, eps=1e-6),
      3, 8, 0, True, False),
+    # Seed 004's set scorer (chapter 11): features in, one score per element.
+    ("set_post", dict(kind="set", input_dim=7, d_model=16, nhead=2, dim_feedforward=24,
+                      num_encoder_layers=2, max_len=10, final_norm=0), 3, 10, 0, False, False),
+    # A set, pre-norm with the final norm, 3 heads, eps 1e-6, smaller than max_len.
+    ("set_pre_final", dict(kind="set", input_dim=5, d_model=12, nhead=3, dim_feedforward=16,
+                           num_encoder_layers=1, max_len=6, norm_first=1, final_norm=1,
+                           eps=1e-6), 2, 5, 0, False, False),
 ]
 
 
@@ -979,6 +1053,12 @@ def random_config(draw, kind=None):
     kind = kind or draw.choice(KINDS)
     H = draw.choice([1, 2, 3, 4])
     D = H * draw.randint(-(-4 // H), 32 // H)          # 4 <= D <= 32, a multiple of H
+    if kind == "set":
+        return full_config(kind=kind, input_dim=draw.randint(1, 20), d_model=D, nhead=H,
+                           dim_feedforward=draw.randint(1, 48),
+                           num_encoder_layers=draw.randint(1, 3),
+                           max_len=draw.randint(10, 14), final_norm=draw.random() < 0.5,
+                           norm_first=draw.random() < 0.5, eps=draw.choice([1e-5, 1e-5, 1e-6]))
     Vs = draw.randint(3, 20)
     Vt = Vs if kind == "seq2seq" and draw.random() < 0.4 else draw.randint(2, 20)
     share = kind == "seq2seq" and Vs == Vt and draw.random() < 0.5
@@ -1008,7 +1088,7 @@ def random_case(op, seed):
     # Decoding: random untrained models (generator weights scaled up, so the
     # logits spread, and for greedy and beam <eos> favoured, so hypotheses
     # end at different lengths), redrawn until no decision is near a tie.
-    kind = "seq2seq" if op in ("greedy", "beam") else draw.choice(KINDS)
+    kind = "seq2seq" if op in ("greedy", "beam") else draw.choice(KINDS[:3])   # ids only
     for attempt in range(100):
         cfg = random_config(draw, kind)
         g = generator(seed + attempt)

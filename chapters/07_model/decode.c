@@ -35,7 +35,7 @@ static int check_source(const Model *m, const int64_t *src, int N, int S, int M,
     const ModelConfig *c = &m->cfg;
     if (c->kind != MODEL_SEQ2SEQ)
         return error_set(err, "decode: the model is a %s; only a seq2seq model writes "
-                         "sequences", c->kind == MODEL_LABELLER ? "labeller" : "classifier");
+                         "sequences", model_kind_name(c->kind));
     if (N < 1 || S < 1)
         return error_set(err, "decode: batch %d and source length %d must be at least 1", N, S);
     if (S > c->max_len)

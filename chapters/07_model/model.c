@@ -34,6 +34,7 @@ const char *model_kind_name(ModelKind kind)
     case MODEL_SEQ2SEQ:    return "seq2seq";
     case MODEL_LABELLER:   return "labeller";
     case MODEL_CLASSIFIER: return "classifier";
+    case MODEL_SET:        return "set";
     }
     return "?";
 }
@@ -41,11 +42,29 @@ const char *model_kind_name(ModelKind kind)
 int model_config_check(const ModelConfig *c, Error *err)
 {
     int seq2seq = c->kind == MODEL_SEQ2SEQ;
-    if (c->kind != MODEL_SEQ2SEQ && c->kind != MODEL_LABELLER && c->kind != MODEL_CLASSIFIER)
-        return error_set(err, "model: kind %d is not seq2seq, labeller or classifier", c->kind);
-    if (c->src_vocab < 1 || c->tgt_vocab < 1)
+    if (c->kind != MODEL_SEQ2SEQ && c->kind != MODEL_LABELLER && c->kind != MODEL_CLASSIFIER &&
+        c->kind != MODEL_SET)
+        return error_set(err, "model: kind %d is not seq2seq, labeller, classifier or set",
+                         c->kind);
+    if (c->kind == MODEL_SET) {
+        /* features in, one score per element out, and nothing that needs ids
+         * or an order */
+        if (c->input_dim < 1 || c->src_vocab != 0 || c->tgt_vocab != 1)
+            return error_set(err, "model: a set model needs input_dim >= 1, src_vocab 0 and "
+                             "tgt_vocab 1 (input_dim %d, src_vocab %d, tgt_vocab %d)",
+                             c->input_dim, c->src_vocab, c->tgt_vocab);
+        if (c->pad_id != -1 || c->learned_pos || c->scale_embedding || c->share_embeddings)
+            return error_set(err, "model: a set model has no padding, positions, embedding "
+                             "scale or shared embeddings (pad_id %d, learned_pos %d, "
+                             "scale_embedding %d, share_embeddings %d)", c->pad_id,
+                             c->learned_pos, c->scale_embedding, c->share_embeddings);
+    } else if (c->input_dim != 0) {
+        return error_set(err, "model: input_dim %d: only a set model reads features",
+                         c->input_dim);
+    } else if (c->src_vocab < 1 || c->tgt_vocab < 1) {
         return error_set(err, "model: src_vocab %d and tgt_vocab %d must be at least 1",
                          c->src_vocab, c->tgt_vocab);
+    }
     if (c->d_model < 1 || c->nhead < 1 || c->dim_feedforward < 1 || c->max_len < 1)
         return error_set(err, "model: d_model %d, nhead %d, dim_feedforward %d and max_len %d "
                          "must be at least 1", c->d_model, c->nhead, c->dim_feedforward,
@@ -84,7 +103,7 @@ int model_config_check(const ModelConfig *c, Error *err)
     double dec = 8 * D * D + 2 * D * F + 15 * D + F;         /* two attentions, three norms */
     double total = c->num_encoder_layers * enc + c->num_decoder_layers * dec
                  + (c->src_vocab + c->tgt_vocab + 2.0 * c->max_len + 4) * D
-                 + (c->tgt_vocab + 1.0) * (D + 1);
+                 + (c->tgt_vocab + 1.0) * (D + 1) + (c->input_dim + 1.0) * D;
     if (total > MODEL_MAX_PARAMS || D * F > MODEL_MAX_PARAMS || D * D > MODEL_MAX_PARAMS ||
         (double)c->max_len * D > MODEL_MAX_PARAMS)
         return error_set(err, "model: about %.3g parameters (d_model %d, dim_feedforward %d, "
@@ -153,7 +172,13 @@ static int build_layout(Model *m, Error *err)
     int D = c->d_model, F = c->dim_feedforward, seq2seq = c->kind == MODEL_SEQ2SEQ;
     int tgt_side = seq2seq;
     char prefix[64];
-    if (add_tensor(m, "src_embed.weight", c->src_vocab, D, err) != 0) return -1;
+    if (c->kind == MODEL_SET) {
+        if (add_tensor(m, "input_net.weight", D, c->input_dim, err) != 0 ||
+            add_tensor(m, "input_net.bias", D, 0, err) != 0)
+            return -1;
+    } else if (add_tensor(m, "src_embed.weight", c->src_vocab, D, err) != 0) {
+        return -1;
+    }
     if (tgt_side && !c->share_embeddings &&
         add_tensor(m, "tgt_embed.weight", c->tgt_vocab, D, err) != 0) return -1;
     if (c->scale_embedding == 2) {
@@ -314,10 +339,11 @@ static int model_alloc(Model *m, const ModelConfig *cfg, Error *err)
     m->enc_grad = calloc((size_t)Ke, sizeof *m->enc_grad);
     m->dec = calloc((size_t)(Kd ? Kd : 1), sizeof *m->dec);
     m->dec_grad = calloc((size_t)(Kd ? Kd : 1), sizeof *m->dec_grad);
-    if (!cfg->learned_pos)
+    int table = !cfg->learned_pos && cfg->kind != MODEL_SET;   /* a set has no positions */
+    if (table)
         m->pos_table = malloc((size_t)cfg->max_len * cfg->d_model * sizeof *m->pos_table);
     if (!m->params || !m->grads || !m->enc || !m->enc_grad || !m->dec || !m->dec_grad ||
-        (!cfg->learned_pos && !m->pos_table)) {
+        (table && !m->pos_table)) {
         model_free(m);
         return error_set(err, "model: out of memory for %zu parameters", m->num_params);
     }
@@ -425,6 +451,10 @@ int model_to_file(const Model *m, TensorFile *f, Error *err)
             return -1;
     }
     if (tensorfile_set_meta(f, "model.kind", model_kind_name(c.kind), err) != 0) return -1;
+    if (c.kind == MODEL_SET) {   /* the other kinds have no input_dim: their files stay as they were */
+        snprintf(text, sizeof text, "%d", c.input_dim);
+        if (tensorfile_set_meta(f, "model.input_dim", text, err) != 0) return -1;
+    }
     for (int i = 0; i < n; i++) {
         snprintf(text, sizeof text, "%d", *fields[i].value);
         if (tensorfile_set_meta(f, fields[i].key, text, err) != 0) return -1;
@@ -446,8 +476,9 @@ static int config_from_file(const TensorFile *f, ModelConfig *c, Error *err)
     if (strcmp(kind, "seq2seq") == 0) c->kind = MODEL_SEQ2SEQ;
     else if (strcmp(kind, "labeller") == 0) c->kind = MODEL_LABELLER;
     else if (strcmp(kind, "classifier") == 0) c->kind = MODEL_CLASSIFIER;
-    else return error_set(err, "%s: model.kind '%s' is not seq2seq, labeller or classifier",
-                          case_name(f), kind);
+    else if (strcmp(kind, "set") == 0) c->kind = MODEL_SET;
+    else return error_set(err, "%s: model.kind '%s' is not seq2seq, labeller, classifier or "
+                          "set", case_name(f), kind);
     int n = int_fields(c, fields);
     for (int i = 0; i < n; i++) {
         long long v;
@@ -459,6 +490,20 @@ static int config_from_file(const TensorFile *f, ModelConfig *c, Error *err)
             return error_set(err, "%s: metadata '%s' = %lld is out of range", case_name(f),
                              fields[i].key, v);
         *fields[i].value = (int)v;
+    }
+    if (c->kind == MODEL_SET) {   /* only a set model has it (and must) */
+        long long v;
+        if (!tensorfile_meta(f, "model.input_dim"))
+            return error_set(err, "%s: a set model needs metadata 'model.input_dim'",
+                             case_name(f));
+        if (tensorfile_meta_int(f, "model.input_dim", 0, &v, err) != 0) return -1;
+        if (v < 1 || v > INT_MAX)
+            return error_set(err, "%s: metadata 'model.input_dim' = %lld is out of range",
+                             case_name(f), v);
+        c->input_dim = (int)v;
+    } else if (tensorfile_meta(f, "model.input_dim")) {
+        return error_set(err, "%s: metadata 'model.input_dim': only a set model reads "
+                         "features", case_name(f));
     }
     double eps, dropout;
     if (!tensorfile_meta(f, "model.eps") || !tensorfile_meta(f, "model.dropout"))
@@ -585,7 +630,7 @@ int model_work_alloc(ModelWork *w, const Model *m, int N, int S, int T, int back
         return error_set(err, "model: batch %d of %d positions is too large", N, S > T ? S : T);
     w->N = N, w->S = S, w->T = T, w->backward = backward;
     w->S_cap = S, w->T_cap = T;
-    w->rows = seq2seq ? (int64_t)N * T : c->kind == MODEL_LABELLER ? (int64_t)N * S : N;
+    w->rows = seq2seq ? (int64_t)N * T : c->kind == MODEL_CLASSIFIER ? N : (int64_t)N * S;
     size_t nsd = (size_t)N * S * D, ntd = (size_t)N * T * D;
     int ok = 1;
     ok &= alloc_floats(&w->logits, (size_t)w->rows * V);
@@ -642,8 +687,8 @@ int model_work_reshape(ModelWork *w, const Model *m, int S, int T, Error *err)
         return error_set(err, "model: lengths %d and %d do not fit a work made for %d and %d",
                          S, T, w->S_cap, w->T_cap);
     w->S = S, w->T = T;
-    w->rows = seq2seq ? (int64_t)w->N * T : m->cfg.kind == MODEL_LABELLER ? (int64_t)w->N * S
-                                                                           : w->N;
+    w->rows = seq2seq ? (int64_t)w->N * T
+            : m->cfg.kind == MODEL_CLASSIFIER ? w->N : (int64_t)w->N * S;
     w->enc.S = S;
     for (int k = 0; k < w->enc.num_layers; k++) {
         w->enc.layers[k].S = S;
@@ -702,6 +747,26 @@ static int front_forward(const Model *m, const Side *s, float *x, float *emb, ui
     if (embedding_forward(emb, ids, s->embed, N, len, D, 1.0f) != 0) return -1;
     for (int i = 0; i < n; i++) x[i] = emb[i] * scale;
     if (positional_forward(x, x, s->pos, N, len, D) != 0) return -1;
+    if (rng && m->cfg.dropout > 0) {
+        if (dropout_mask(drop, n, m->cfg.dropout, rng) != 0) return -1;
+        return dropout_forward(x, x, drop, n, m->cfg.dropout);
+    }
+    return 0;
+    /* END SOLUTION */
+}
+
+/* x = dropout(input_net(features)): a set model's front end, features
+ * (N, S, I) -> x (N, S, D). No position is added: the encoder then treats
+ * the elements as a set (permuting them permutes its output, chapter 03). */
+static int set_front_forward(const Model *m, float *x, uint8_t *drop, const float *features,
+                             int N, int S, Rng *rng)
+{
+    /* BEGIN SOLUTION */
+    int D = m->cfg.d_model, n = N * S * D;
+    if (!features) return -1;
+    if (linear_forward(x, features, find(m, "input_net.weight", 0), find(m, "input_net.bias", 0),
+                       N * S, m->cfg.input_dim, D) != 0)
+        return -1;
     if (rng && m->cfg.dropout > 0) {
         if (dropout_mask(drop, n, m->cfg.dropout, rng) != 0) return -1;
         return dropout_forward(x, x, drop, n, m->cfg.dropout);
@@ -775,7 +840,9 @@ int model_forward(Model *m, ModelWork *w, const int64_t *src, const int64_t *tgt
     w->src_ids = src, w->tgt_ids = tgt;
     w->dropped = rng != NULL && c->dropout > 0;
 
-    if (front_forward(m, &src_side, w->src_x, w->src_emb, w->src_drop, src, N, S, rng) != 0)
+    if (c->kind == MODEL_SET
+            ? set_front_forward(m, w->src_x, w->src_drop, w->features, N, S, rng) != 0
+            : front_forward(m, &src_side, w->src_x, w->src_emb, w->src_drop, src, N, S, rng) != 0)
         return -1;
     const float *enc_bias, *dec_bias, *cross_bias;
     if (padding_bias(&enc_bias, w->enc_bias, src, c->pad_id, N, H, S, S) != 0) return -1;
@@ -836,6 +903,24 @@ static int front_backward(const Model *m, const Side *s, float *dx, const float 
     /* END SOLUTION */
 }
 
+/* The backward of set_front_forward: dx (N, S, D) is overwritten on the way;
+ * input_net's weight and bias collect their gradients (the features are
+ * data: they need none). */
+static int set_front_backward(const Model *m, float *dx, const uint8_t *drop,
+                              const float *features, int N, int S)
+{
+    /* BEGIN SOLUTION */
+    int D = m->cfg.d_model, n = N * S * D;
+    if (drop) {
+        float keep = 1.0f / (1.0f - m->cfg.dropout);
+        for (int i = 0; i < n; i++) dx[i] = drop[i] ? dx[i] * keep : 0.0f;
+    }
+    return linear_backward(NULL, find(m, "input_net.weight", 1), find(m, "input_net.bias", 1),
+                           dx, features, find(m, "input_net.weight", 0), N * S,
+                           m->cfg.input_dim, D);
+    /* END SOLUTION */
+}
+
 int model_backward(Model *m, ModelWork *w, const float *dlogits)
 {
     /* BEGIN SOLUTION */
@@ -853,7 +938,7 @@ int model_backward(Model *m, ModelWork *w, const float *dlogits)
 
     /* The gradient reaching the encoder's output. */
     memset(w->d_memory, 0, nsd * sizeof *w->d_memory);
-    if (c->kind == MODEL_LABELLER) {
+    if (c->kind == MODEL_LABELLER || c->kind == MODEL_SET) {
         memcpy(w->d_memory, w->d_top, nsd * sizeof *w->d_memory);
     } else if (c->kind == MODEL_CLASSIFIER) {
         /* the mean spreads its gradient evenly over the positions it averaged */
@@ -887,6 +972,9 @@ int model_backward(Model *m, ModelWork *w, const float *dlogits)
     memset(w->d_src, 0, nsd * sizeof *w->d_src);
     if (encoder_backward(w->d_src, &enc_grad, w->d_memory, w->src_x, &enc, &w->enc) != 0)
         return -1;
+    if (c->kind == MODEL_SET)
+        return set_front_backward(m, w->d_src, w->dropped ? w->src_drop : NULL, w->features, N,
+                                  S);
     return front_backward(m, &src_side, w->d_src, w->src_emb, w->dropped ? w->src_drop : NULL,
                           w->src_ids, N, S);
     /* END SOLUTION */

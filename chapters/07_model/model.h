@@ -27,6 +27,14 @@
  *   MODEL_CLASSIFIER   one class per sequence (seed 003): the encoder's
  *                      output averaged over the non-padding positions, then
  *                        logits = generator(mean)                     (N, Vt)
+ *   MODEL_SET          one score per element of a set (seed 004's set anomaly
+ *                      detection): the elements are vectors of input_dim
+ *                      features, not ids, and a set has no order, so the
+ *                      front end is a linear layer and no position is added:
+ *                        x      = dropout(input_net(features))        (N, S, D)
+ *                        scores = generator(encoder(x))               (N, S)
+ *                      (Vt = 1). A softmax over the S scores of a set says
+ *                      which element is the odd one (chapter 11).
  *
  * Masks are built here from the ids, as seed 002 builds them: a position
  * whose id is pad_id is padding, ignored as a KEY by every attention (source
@@ -37,6 +45,7 @@
  * Parameters, under the state_dict names of reference/ch07_model.py (the
  * PyTorch twin), in this order:
  *     src_embed.weight (Vs, D)        tgt_embed.weight (Vt, D)  seq2seq, unless shared
+ *     input_net.weight (D, I)  input_net.bias (D,)   a set model instead of src_embed
  *     src_scale (1,)  tgt_scale (1,)  scale_embedding 2 (tgt_scale: seq2seq)
  *     src_pos.weight (L, D)  tgt_pos.weight (L, D)   learned positions
  *     encoder.layers.<k>.<chapter 05 names>, encoder.norm.weight/.bias (final_norm)
@@ -67,15 +76,18 @@
 #include "rng.h"
 #include "safetensors.h"
 
-typedef enum { MODEL_SEQ2SEQ, MODEL_LABELLER, MODEL_CLASSIFIER } ModelKind;
+typedef enum { MODEL_SEQ2SEQ, MODEL_LABELLER, MODEL_CLASSIFIER, MODEL_SET } ModelKind;
 
 typedef struct {
     ModelKind kind;
-    int src_vocab, tgt_vocab;       /* Vs, Vt (classes for labeller and classifier) */
+    int src_vocab, tgt_vocab;       /* Vs, Vt (classes for labeller and classifier; a set
+                                       model has Vs 0 and Vt 1: one score per element) */
+    int input_dim;                  /* I: a set model's features per element, else 0 */
     int d_model, nhead, dim_feedforward;
     int num_encoder_layers;         /* Ke >= 1 */
     int num_decoder_layers;         /* Kd >= 1 for seq2seq, 0 otherwise */
-    int max_len;                    /* L: the longest sequence either side takes */
+    int max_len;                    /* L: the longest sequence either side takes (the
+                                       largest set) */
     int learned_pos;                /* 0: sinusoidal table, 1: learned nn.Embedding(L, D) */
     int scale_embedding;            /* 0: none, 1: sqrt(D), 2: learned, from sqrt(D) */
     int share_embeddings;           /* seq2seq, Vs == Vt: one embedding table */
@@ -116,13 +128,15 @@ typedef struct {
 #define MODEL_MAX_PARAMS (1 << 30)
 #define MODEL_MAX_LEN (1 << 16)
 
-/* "seq2seq", "labeller" or "classifier" (the metadata "model.kind"). */
+/* "seq2seq", "labeller", "classifier" or "set" (the metadata "model.kind"). */
 const char *model_kind_name(ModelKind kind);
 
 /* Checks a config: sizes >= 1, D divisible by H, the kind's layer counts,
  * eps > 0, dropout in [0, 1), pad_id inside the source vocabulary (and the
  * target's, for seq2seq; a labeller's or classifier's tgt_vocab counts
- * classes) or -1, shared embeddings only with equal vocabularies, max_len
+ * classes) or -1, shared embeddings only with equal vocabularies, a set
+ * model with input_dim >= 1, Vs 0, Vt 1, no padding, no learned positions or
+ * scale (and input_dim 0 for every other kind), max_len
  * and the parameter count within the limits above (computed without any
  * size wrapping, before anything is allocated). err names the field. */
 int model_config_check(const ModelConfig *cfg, Error *err);
@@ -163,7 +177,7 @@ typedef struct {
     int N, S, T;                    /* T = 0 unless seq2seq */
     int S_cap, T_cap;               /* the lengths it was allocated for */
     int backward;
-    int64_t rows;                   /* logits rows: N * T, N * S or N */
+    int64_t rows;                   /* logits rows: N * T, N * S (labeller, set) or N */
     float *logits;                  /* (rows, Vt) the forward's result */
     /* front ends */
     float *src_emb, *tgt_emb;       /* (N, S, D), (N, T, D) embed(ids) before scaling */
@@ -183,6 +197,10 @@ typedef struct {
     float *pooled;                  /* (N, D) classifier: the mean of memory */
     /* the ids of the last forward (pointers to the caller's arrays) */
     const int64_t *src_ids, *tgt_ids;
+    /* MODEL_SET: (N, S, I) the elements' features, which the caller points
+     * at before model_forward (src is then unused) and keeps alive until
+     * the backward */
+    const float *features;
     /* backward scratch */
     float *d_top;                   /* (rows, D) the gradient at the generator's input */
     float *d_memory;                /* (N, S, D) */

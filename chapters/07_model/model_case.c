@@ -17,12 +17,6 @@
 #include "decode.h"
 #include "model.h"
 
-static const char *kind_name(ModelKind kind)
-{
-    return kind == MODEL_SEQ2SEQ ? "seq2seq" : kind == MODEL_LABELLER ? "labeller"
-                                                                       : "classifier";
-}
-
 /* ------------------------------------------------------------------------ */
 /* Reading and checking inputs                                               */
 /* ------------------------------------------------------------------------ */
@@ -55,11 +49,34 @@ static int get_ids(const TensorFile *in, const char *name, const Model *m, int v
     return 0;
 }
 
-/* src (N, S), and tgt (N, T) exactly when the model is seq2seq. */
+/* A set model's input: features F32 (N, S, input_dim), N and S at least 1,
+ * S at most max_len; a set case holds no ids. */
+static int get_features(const TensorFile *in, const Model *m, int *N, int *S,
+                        const Tensor **features, Error *err)
+{
+    if (tensorfile_find(in, "src") || tensorfile_find(in, "tgt"))
+        return error_set(err, "%s: the case holds ids ('src' or 'tgt'), but a set model reads "
+                         "only 'features'", case_name(in));
+    if (tensorfile_get(in, "features", DTYPE_F32, 3, features, err) != 0) return -1;
+    const int64_t *shape = (*features)->shape;
+    if (shape[0] < 1 || shape[1] < 1 || shape[0] > INT_MAX / 2 || shape[1] > m->cfg.max_len ||
+        shape[2] != m->cfg.input_dim)
+        return error_set(err, "%s: tensor 'features' has shape (%lld, %lld, %lld); a set model "
+                         "of input_dim %d and max_len %d needs (N >= 1, 1 <= S <= %d, %d)",
+                         case_name(in), (long long)shape[0], (long long)shape[1],
+                         (long long)shape[2], m->cfg.input_dim, m->cfg.max_len,
+                         m->cfg.max_len, m->cfg.input_dim);
+    *N = (int)shape[0], *S = (int)shape[1];
+    return 0;
+}
+
+/* src (N, S), and tgt (N, T) exactly when the model is seq2seq; for a set
+ * model, features (N, S, input_dim) in *src instead. */
 static int get_inputs(const TensorFile *in, const Model *m, int *N, int *S, int *T,
                       const Tensor **src, const Tensor **tgt, Error *err)
 {
     *N = 0, *T = 0, *tgt = NULL;
+    if (m->cfg.kind == MODEL_SET) return get_features(in, m, N, S, src, err);
     if (get_ids(in, "src", m, m->cfg.src_vocab, "the source vocabulary", N, S, src, err) != 0)
         return -1;
     if (m->cfg.kind == MODEL_SEQ2SEQ)
@@ -67,18 +84,19 @@ static int get_inputs(const TensorFile *in, const Model *m, int *N, int *S, int 
                        err);
     if (tensorfile_find(in, "tgt"))
         return error_set(err, "%s: the case holds 'tgt', but a %s model has no target input",
-                         case_name(in), kind_name(m->cfg.kind));
+                         case_name(in), model_kind_name(m->cfg.kind));
     return 0;
 }
 
-/* The shape of the logits for N, S, T: (N, T, Vt), (N, S, Vt) or (N, Vt).
- * Returns the rank. */
+/* The shape of the logits for N, S, T: (N, T, Vt), (N, S, Vt), (N, Vt) or,
+ * for a set's scores, (N, S). Returns the rank. */
 static int logits_shape(const Model *m, int N, int S, int T, int64_t shape[3])
 {
     int V = m->cfg.tgt_vocab;
     switch (m->cfg.kind) {
     case MODEL_SEQ2SEQ: shape[0] = N, shape[1] = T, shape[2] = V; return 3;
     case MODEL_LABELLER: shape[0] = N, shape[1] = S, shape[2] = V; return 3;
+    case MODEL_SET: shape[0] = N, shape[1] = S; return 2;
     default: shape[0] = N, shape[1] = V; return 2;
     }
 }
@@ -138,9 +156,11 @@ static int eval_model(const TensorFile *in, TensorFile *out, Model *m, int backw
     if (model_work_alloc(&w, m, N, S, T, backward, &alloc_err) != 0)
         return error_set(err, "%s: %s", case_name(in), alloc_err.msg);
     int rc = 0;
+    int set = m->cfg.kind == MODEL_SET;
+    w.features = set ? src->data : NULL;
     float *logits = case_output_f32(out, "logits", ndim, shape, err);
     if (!logits) rc = -1;
-    else if (model_forward(m, &w, src->data, tgt ? tgt->data : NULL, NULL) != 0)
+    else if (model_forward(m, &w, set ? NULL : src->data, tgt ? tgt->data : NULL, NULL) != 0)
         rc = error_set(err, "%s: model_forward failed", case_name(in));
     if (rc == 0) memcpy(logits, w.logits, (size_t)w.rows * m->cfg.tgt_vocab * sizeof *logits);
     if (rc == 0 && backward) {
@@ -164,7 +184,7 @@ static int eval_decode(const TensorFile *in, TensorFile *out, Model *m, int beam
 {
     if (m->cfg.kind != MODEL_SEQ2SEQ)
         return error_set(err, "%s: op '%s' decodes with a seq2seq model; model.kind is %s",
-                         case_name(in), beam ? "beam" : "greedy", kind_name(m->cfg.kind));
+                         case_name(in), beam ? "beam" : "greedy", model_kind_name(m->cfg.kind));
     int N = 0, S;
     const Tensor *src;
     if (get_ids(in, "src", m, m->cfg.src_vocab, "the source vocabulary", &N, &S, &src, err))
@@ -209,6 +229,9 @@ static int eval_topk(const TensorFile *in, TensorFile *out, Model *m, Error *err
     const Tensor *src, *tgt;
     long long k;
     int64_t shape[3];
+    if (m->cfg.kind == MODEL_SET)
+        return error_set(err, "%s: op 'topk' lists classes; a set model scores the elements of "
+                         "a set", case_name(in));
     if (get_inputs(in, m, &N, &S, &T, &src, &tgt, err) != 0 ||
         get_meta_int(in, "k", 1, m->cfg.tgt_vocab, "the number of classes to list", &k,
                      err) != 0)

@@ -12,9 +12,10 @@
  * Letters: N batch, S source length, T target length, Vt target vocabulary
  * (classes for a labeller or classifier), M max_new, k the top-k count.
  *
- *   model            src I64 (N, S), tgt I64 (N, T) for seq2seq (only then)
+ *   model            src I64 (N, S), tgt I64 (N, T) for seq2seq (only then);
+ *                    a set model reads features F32 (N, S, input_dim) instead
  *                    -> logits (N, T, Vt) seq2seq, (N, S, Vt) labeller,
- *                    (N, Vt) classifier
+ *                    (N, Vt) classifier, (N, S) set (one score per element)
  *   model_backward   + grad_logits (the shape of logits) -> logits and
  *                    grad_<name> for every parameter <name>: the gradient of
  *                    sum(logits * grad_logits)
@@ -23,6 +24,7 @@
  *   beam             the same and metadata beam_width, length_penalty
  *                    (default 0) -> output I64 (N, M), score (N,)
  *   topk             src, tgt (seq2seq); metadata k (1..Vt) -> topk_ids I64
+ *                    (not for a set model)
  *                    and topk_probs, the shape of logits with k for Vt
  *   checkpoint       the parameters alone, loaded strictly (no other
  *                    tensor allowed) -> every parameter under its name, as

@@ -18,15 +18,23 @@
 #include "safetensors.h"
 #include "threads.h"
 
-/* The rows of the logits one forward makes, and their width. */
+/* The rows the loss sees in the logits of one forward, and their width:
+ * one row of Vt classes per target, except for a set model, whose S scores
+ * (one per element) are one row: the softmax runs over the set. */
 static int64_t logit_rows(const Model *m, int N, int S, int T)
 {
     switch (m->cfg.kind) {
     case MODEL_SEQ2SEQ:    return (int64_t)N * T;
     case MODEL_LABELLER:   return (int64_t)N * S;
     case MODEL_CLASSIFIER: return N;
+    case MODEL_SET:        return N;
     }
     return 0;
+}
+
+static int logit_width(const Model *m, int S)
+{
+    return m->cfg.kind == MODEL_SET ? S : m->cfg.tgt_vocab;
 }
 
 int step_work_alloc(StepWork *s, const Model *m, int N, int S, int T, int backward, Error *err)
@@ -34,11 +42,11 @@ int step_work_alloc(StepWork *s, const Model *m, int N, int S, int T, int backwa
     memset(s, 0, sizeof *s);
     s->rows = logit_rows(m, N, S, T);
     if (model_work_alloc(&s->work, m, N, S, T, backward, err) != 0) return -1;
-    s->dlogits = malloc((size_t)s->rows * m->cfg.tgt_vocab * sizeof *s->dlogits);
+    s->dlogits = malloc((size_t)s->rows * logit_width(m, S) * sizeof *s->dlogits);
     if (!s->dlogits) {
         model_work_free(&s->work);
         return error_set(err, "out of memory for the logits' gradient (%" PRId64 " x %d)",
-                         s->rows, m->cfg.tgt_vocab);
+                         s->rows, logit_width(m, S));
     }
     return 0;
 }
@@ -57,6 +65,7 @@ static int64_t ignore_index(const Model *m)
 {
     return m->cfg.pad_id >= 0 && m->cfg.kind != MODEL_CLASSIFIER ? m->cfg.pad_id
                                                                   : CROSS_ENTROPY_IGNORE_INDEX;
+    /* (a set model has no padding: its targets are positions in the set) */
 }
 
 int train_step(Model *m, StepWork *s, AdamState *opt, const AdamConfig *cfg, float lr,
@@ -70,8 +79,9 @@ int train_step(Model *m, StepWork *s, AdamState *opt, const AdamConfig *cfg, flo
     model_zero_grad(m);
     if (model_forward(m, &s->work, src, tgt_in, dropout_rng) != 0)
         return error_set(err, "model_forward failed");
-    if (cross_entropy(&loss, s->dlogits, s->work.logits, target, s->rows, m->cfg.tgt_vocab,
-                      ignore_index(m), label_smoothing, &res->count, &res->correct, err) != 0)
+    if (cross_entropy(&loss, s->dlogits, s->work.logits, target, s->rows,
+                      logit_width(m, s->work.S), ignore_index(m), label_smoothing, &res->count,
+                      &res->correct, err) != 0)
         return -1;
     if (model_backward(m, &s->work, s->dlogits) != 0)
         return error_set(err, "model_backward failed");
@@ -108,7 +118,7 @@ int eval_batch(Model *m, StepWork *s, const int64_t *src, const int64_t *tgt_in,
     threads_adapt();
     if (model_forward(m, &s->work, src, tgt_in, NULL) != 0)
         return error_set(err, "model_forward failed");
-    if (cross_entropy(&loss, NULL, s->work.logits, target, s->rows, m->cfg.tgt_vocab,
+    if (cross_entropy(&loss, NULL, s->work.logits, target, s->rows, logit_width(m, s->work.S),
                       ignore_index(m), 0.0f, &count, &correct, err) != 0)
         return -1;
     if (count > 0) res->loss += (double)loss * count;
@@ -239,6 +249,7 @@ int checkpoint_check_config(const char *path, const ModelConfig *saved,
         double saved, wanted;
     } fields[] = {
         {"src_vocab", o->vocab, saved->src_vocab, wanted->src_vocab},
+        {"input_dim", NULL, saved->input_dim, wanted->input_dim},
         {"tgt_vocab", o->vocab, saved->tgt_vocab, wanted->tgt_vocab},
         {"d_model", o->d_model, saved->d_model, wanted->d_model},
         {"nhead", o->nhead, saved->nhead, wanted->nhead},
@@ -322,6 +333,7 @@ Examples examples_of_task(const SeqDataset *ds, ModelKind kind)
 typedef struct {
     int N, S, T;                /* T: decoder length (seq2seq), else 0 */
     int64_t *src, *tgt_in, *target;
+    float *features;            /* (N, S, input_dim) for a set model, else NULL */
 } Batch;
 
 static int batch_alloc(Batch *b, const Examples *ex, int N, Error *err)
@@ -334,8 +346,10 @@ static int batch_alloc(Batch *b, const Examples *ex, int N, Error *err)
     b->src = malloc((size_t)N * b->S * sizeof *b->src);
     b->target = malloc((size_t)N * out_len * sizeof *b->target);
     b->tgt_in = b->T ? malloc((size_t)N * b->T * sizeof *b->tgt_in) : NULL;
-    if (!b->src || !b->target || (b->T && !b->tgt_in)) {
-        free(b->src), free(b->target), free(b->tgt_in);
+    if (ex->input_dim > 0)
+        b->features = malloc((size_t)N * b->S * ex->input_dim * sizeof *b->features);
+    if (!b->src || !b->target || (b->T && !b->tgt_in) || (ex->input_dim > 0 && !b->features)) {
+        free(b->src), free(b->target), free(b->tgt_in), free(b->features);
         memset(b, 0, sizeof *b);
         return error_set(err, "out of memory for a batch of %d sequences", N);
     }
@@ -344,13 +358,16 @@ static int batch_alloc(Batch *b, const Examples *ex, int N, Error *err)
 
 static void batch_free(Batch *b)
 {
-    free(b->src), free(b->target), free(b->tgt_in);
+    free(b->src), free(b->target), free(b->tgt_in), free(b->features);
     memset(b, 0, sizeof *b);
 }
 
-/* Fills b with the examples idx[0..b->N) of ex. */
-static int batch_fill(Batch *b, const Examples *ex, const int64_t *idx, Error *err)
+/* Fills b with the examples idx[0..b->N) of ex, and points the work of a
+ * set model at the batch's features. */
+static int batch_fill(Batch *b, StepWork *s, const Examples *ex, const int64_t *idx, Error *err)
 {
+    s->work.features = b->features;
+    if (b->features && ex->fill_features(ex->data, idx, b->N, b->features, err) != 0) return -1;
     return ex->fill(ex->data, idx, b->N, b->src, b->tgt_in, b->target, err);
 }
 
@@ -456,13 +473,16 @@ static int bucket_order(Batcher *bt, const Examples *ex, int run, Rng *rng, Erro
 
 static int check_task_fits(const Model *m, const Examples *ex, Error *err)
 {
-    ModelKind wanted = ex->T > 0 ? MODEL_SEQ2SEQ : ex->one_target ? MODEL_CLASSIFIER
-                                                                   : MODEL_LABELLER;
+    ModelKind wanted = ex->input_dim > 0 ? MODEL_SET : ex->T > 0 ? MODEL_SEQ2SEQ
+                     : ex->one_target ? MODEL_CLASSIFIER : MODEL_LABELLER;
     static const char *const examples[] = {"source-target", "per-position labelled",
-                                           "per-sequence labelled"};
+                                           "per-sequence labelled", "set"};
     if (m->cfg.kind != wanted)
         return error_set(err, "a %s model needs %s examples, these are %s",
                          model_kind_name(m->cfg.kind), examples[m->cfg.kind], examples[wanted]);
+    if (m->cfg.input_dim != ex->input_dim)
+        return error_set(err, "the model reads %d features per element, the task has %d",
+                         m->cfg.input_dim, ex->input_dim);
     if (m->cfg.src_vocab != ex->src_vocab || m->cfg.tgt_vocab != ex->tgt_vocab)
         return error_set(err, "the model's vocabularies (%d, %d) do not fit the task's (%d, %d)",
                          m->cfg.src_vocab, m->cfg.tgt_vocab, ex->src_vocab, ex->tgt_vocab);
@@ -496,7 +516,7 @@ int evaluate(Model *m, StepDevice *device, const Examples *ds, int batch_size,
         }
         for (int64_t k = first; k < first + count; k++) {
             int S2, T2;
-            if (batch_fill(&b, ds, idx + k * batch_size, err) != 0 ||
+            if (batch_fill(&b, &s, ds, idx + k * batch_size, err) != 0 ||
                 (!device && m->cfg.pad_id >= 0 && trim_batch(&b, &s, m, &S2, &T2, err) != 0) ||
                 (device ? device->eval(device->ctx, N, b.src, b.tgt_in, b.target, res, err)
                         : eval_batch(m, &s, b.src, b.tgt_in, b.target, res, err)) != 0) {
@@ -559,7 +579,7 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
             double lr = train_lr(o, m, opt->step, epoch, per_epoch);
             batcher_batch(&batcher, k, &idx, &count);
             int S = b.S, T = b.T;
-            if (batch_fill(&b, train, idx, err) != 0) goto done;
+            if (batch_fill(&b, &s, train, idx, err) != 0) goto done;
             if (trim && trim_batch(&b, &s, m, &S, &T, err) != 0) goto done;
             if (step_on(o->device, m, &s, opt, &o->adam, (float)lr, o->max_norm,
                         o->label_smoothing, b.src, b.tgt_in, b.target,
@@ -595,7 +615,7 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
             printf("epoch %" PRId64 "/%d: train loss %.4f, validation loss %.4f, "
                    "validation %saccuracy %.2f %%\n", epoch + 1, o->epochs,
                    loss_sum / per_epoch, res_val->loss,
-                   m->cfg.kind == MODEL_CLASSIFIER ? "" : "token ",
+                   train->one_target ? "" : "token ",
                    100.0 * res_val->correct / (res_val->count ? res_val->count : 1));
         }
         state->epoch = epoch + 1;

@@ -185,7 +185,13 @@ typedef struct {
  *              target (N, T) seq2seq, (N, S) labeller or (N,) classifier
  *              (tgt_in unused but by seq2seq)
  *   length     the tokens of example i (both sides), for length bucketing
- *              (TrainOptions.bucket); NULL where every example is as long */
+ *              (TrainOptions.bucket); NULL where every example is as long
+ *   input_dim  > 0 for sets (chapter 11): every example is S elements of
+ *              input_dim features, which fill_features writes as (N, S,
+ *              input_dim) floats for a set model; fill then writes the
+ *              target (N,), the position of the element to find, and in src
+ *              whatever ids name the elements (src_vocab 0: none are checked);
+ *              tgt_vocab is 1, one score per element */
 typedef struct {
     int64_t n;
     int S, T;
@@ -195,6 +201,9 @@ typedef struct {
     int (*fill)(const void *data, const int64_t *idx, int N, int64_t *src, int64_t *tgt_in,
                 int64_t *target, Error *err);
     int (*length)(const void *data, int64_t i);
+    int input_dim;
+    int (*fill_features)(const void *data, const int64_t *idx, int N, float *features,
+                         Error *err);
 } Examples;
 
 /* The examples of a synthetic task for a model of this kind: batch_seq2seq
