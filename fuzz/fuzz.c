@@ -6,6 +6,7 @@
  *     safetensors        safetensors_read alone
  *     model_load         model_load (chapter 07): a model file
  *     checkpoint_load    checkpoint_load (chapter 08): model, optimizer, run state
+ *     digits             digits_read (chapter 11): the exported digit images
  *     00_foundations ... 08_training
  *                        the chapter's case evaluator (its CaseEval) on the
  *                        file safetensors_read made of the input
@@ -36,6 +37,7 @@
 
 #include "casefile.h"
 #include "decoder_case.h"
+#include "digits.h"
 #include "encoder_case.h"
 #include "foundations_case.h"
 #include "layernorm_case.h"
@@ -97,6 +99,15 @@ static void load_checkpoint(const char *path)
     }
 }
 
+static void read_digits(const char *path)
+{
+    Digits d;
+    Error err = {{0}};
+    int rc = digits_read(&d, path, &err);
+    check_error("digits_read", rc, &err);
+    if (rc == 0) digits_free(&d);
+}
+
 /* A case evaluator, on a file the reader accepted (run_case_file's path). */
 static void eval_case(const char *path, CaseEval eval)
 {
@@ -117,6 +128,7 @@ static const struct {
     {"safetensors", read_file, NULL},
     {"model_load", load_model, NULL},
     {"checkpoint_load", load_checkpoint, NULL},
+    {"digits", read_digits, NULL},
     {"00_foundations", NULL, foundations_case_eval},
     {"01_tokenization", NULL, tokenization_case_eval},
     {"02_sdpa", NULL, sdpa_eval_case},

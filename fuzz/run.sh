@@ -36,9 +36,11 @@ slow='parity_|bpe_gpl_500|bpe_gpl_1000|_301x260x270'
 seeds() {
     case $1 in
         safetensors)     ls golden/*/*.safetensors models/*.safetensors ;;
-        model_load)      ls models/taylor.safetensors golden/07_model/checkpoint_seq2seq.safetensors \
+        model_load)      ls models/taylor.safetensors models/set_anomaly.safetensors \
+                            golden/07_model/checkpoint_seq2seq.safetensors \
                             build/fuzz/seeds/*.safetensors ;;
         checkpoint_load) ls models/taylor_ckpt.safetensors build/fuzz/seeds/*.safetensors ;;
+        digits)          ls reference/data/digits/digits.safetensors ;;
         *)               ls golden/"$1"/*.safetensors | grep -Ev "$slow" ;;
     esac
 }

@@ -56,7 +56,7 @@ static Args defaults(void)
     Args a = {0};
     a.data = ".data/imdb";
     a.vocab_size = 8192;
-    a.max_len = 256;
+    a.max_len = 512;
     a.bpe_reviews = 0;
     a.epochs = 5;
     a.batch_size = 32;
@@ -83,7 +83,7 @@ static Args defaults(void)
      "(default 8192)"},                                                                   \
     {"--bpe-reviews", OPT_INT, &(a).bpe_reviews,                                          \
      "train the BPE on the first N training reviews (default 0: all 20,000)"},            \
-    {"--max-len", OPT_INT, &(a).max_len, "tokens kept of each review (default 256)"},     \
+    {"--max-len", OPT_INT, &(a).max_len, "tokens kept of each review (default 512)"},     \
     {"--epochs", OPT_INT, &(a).epochs, "epochs (default 5)"},                             \
     {"--stop-after", OPT_INT, &(a).stop_after, "stop after this epoch (its checkpoint "      \
      "written), as an interrupted run would; the schedule still spans --epochs"},          \
