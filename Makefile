@@ -47,8 +47,8 @@ all: deps $(PROGRAMS) $(TESTS)
 
 help:
 	@echo "make demo                train the reverse task in C, print accuracy and examples, write the plots"
-	@echo "make test                build and run the cmocka tests against golden/"
-	@echo "make grade               the same tests as a per-chapter score table"
+	@echo "make test [CHAPTER=04]   build and run the cmocka tests against golden/ (one chapter's with CHAPTER)"
+	@echo "make grade [FULL=1]      the same tests as a per-chapter score table (FULL=1: exit 1 below full marks)"
 	@echo "make golden [CHAPTER=NN_name]  regenerate golden/ with the PyTorch reference"
 	@echo "make verify [SEED=n] [CASES=n] [CHAPTER=NN_name]  fresh random cases: PyTorch against C"
 	@echo "make plots               render plots/*.gp into build/plots/*.png"
@@ -93,11 +93,15 @@ demo: all
 	build/08_training --demo
 	@tools/render-plots.sh
 
+# CHAPTER=04 (or 04_layernorm) runs that chapter's tests alone.
+CHAPTER_TESTS = $(if $(CHAPTER),$(filter build/test_$(CHAPTER)%,$(TESTS)),$(TESTS))
+
 test: all
-	@tools/run-tests.sh $(TESTS)
+	@$(if $(CHAPTER_TESTS),,echo "make test: no chapter matches CHAPTER=$(CHAPTER)" >&2; exit 2;) \
+	tools/run-tests.sh $(CHAPTER_TESTS)
 
 grade: all
-	@tools/grade.sh $(TESTS)
+	@GRADE_FULL=$(if $(FULL),1,0) tools/grade.sh $(TESTS)
 
 # The tests under the sanitizers: build/ is rebuilt with SANITIZE=1 (the
 # tests run the chapter programs as build/NN_name, so those are sanitized

@@ -8,8 +8,10 @@
 # tests that fail while the solutions are stubs, "chapter test" per line; only
 # those count, so tests of code the student was given earn nothing. Without
 # that file (the solution tree) every test counts. A test program that crashes
-# or hangs (5 minutes) keeps the points of the tests it passed before. Exit
-# status 0 only with full marks.
+# or hangs (5 minutes) keeps the points of the tests it passed before. The
+# exit status is 0 once the table is printed, whatever the score (a score is
+# not an error); with GRADE_FULL=1 (make grade FULL=1, as CI runs it on the
+# solutions) it is 1 unless every chapter has full marks.
 set -u
 graded_file=tests/graded.txt
 POINTS=10
@@ -42,4 +44,4 @@ for t in "$@"; do
     [ "$passed" -eq "$total" ] && [ "$total" -gt 0 ] || all=0
 done
 printf '%-22s %16s %8d.%d / %d\n' total "" $((sum_got / 10)) $((sum_got % 10)) $((sum_max / 10))
-[ $all -eq 1 ]
+[ "${GRADE_FULL:-0}" != 1 ] || [ $all -eq 1 ]
