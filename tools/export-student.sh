@@ -7,12 +7,23 @@
 #     /* END SOLUTION */
 # inclusive, becomes
 #     return not_implemented(__func__);
-# so the copy compiles, each stub prints "not implemented: <function>" and
-# returns failure, and the chapter's tests fail until the student fills it in.
-# Goldens, tests, the reference and the texts are copied unchanged; CI's own
-# script (.ci/) is left out. The copy is built and its tests run once, and the
-# tests that fail there are listed in tests/graded.txt: `make grade` counts
-# only those (a test of code the student was given passes from the start).
+# so the copy compiles, each stub prints "not implemented: <function> (<file>)"
+# and returns failure, and the chapter's tests fail until the student fills it
+# in. Goldens, tests, the reference and the texts are copied unchanged; CI's
+# own script (.ci/) is left out.
+#
+# tests/graded.txt lists the tests `make grade` counts, "chapter test" per
+# line: a test of chapter N counts when it fails with chapter N's stubs alone
+# in place (every other chapter solved). A test that passes anyway tests code
+# the student was given; one that fails only because of an earlier chapter's
+# stub would give chapter N's points for chapter M's work. To find them the
+# copy is built once per chapter with that chapter's stubs only, and every
+# test program is run. The same runs check the promise of the table: with
+# only chapter N stubbed, every earlier chapter keeps full marks (a graded
+# test of chapter M < N that fails because of chapter N's stubs stops the
+# export). A
+# chapter with no graded test (09-11 put the others to work and have nothing
+# to write) is shown by make grade as such and gives no points.
 #
 # The copy is assembled in a temporary folder and moved into place only when
 # complete; an existing non-empty DEST is refused, so nothing is overwritten.
@@ -69,27 +80,66 @@ for f in "$tmp"/chapters/*/*.c; do
             printf "%d\n", n > "/dev/stderr"
         }' "$f" > "$f.stub" 2> "$f.count" || { cat "$f.count" >&2; exit 1; }
     stubbed=$((stubbed + $(cat "$f.count")))
-    mv "$f.stub" "$f"
+    cp -p "$f" "$f.solution"
     rm "$f.count"
 done
-if grep -rl --include='*.c' --include='*.h' 'SOLUTION \*/' "$tmp/chapters" >/dev/null; then
+if grep -l 'SOLUTION \*/' "$tmp"/chapters/*/*.stub "$tmp"/chapters/*/*.h >/dev/null 2>&1; then
     echo "make student: a solution marker survived the export (is it on a line of its own?)" >&2
     exit 1
 fi
 
-echo "make student: building the exercise copy to list the tests its stubs fail"
-(cd "$tmp" && make -s all >/dev/null 2>&1) || {
-    echo "make student: the exercise copy does not build (run make in it to see why)" >&2
-    exit 1
+# The failing tests of every test program: "<program> <test>" lines (a test
+# that ran and neither passed nor was skipped: the split test of chapter 10
+# skips without the reviews, which the copy does not carry).
+failing_tests() {
+    for t in "$tmp"/build/test_[0-9][0-9]_*; do
+        local name=${t##*/test_} out
+        out=$(cd "$tmp" && timeout 300 "$t" 2>/dev/null || true)
+        comm -23 <(sed -n 's/^\[ RUN      \] //p' <<<"$out" | sort) \
+                 <(sed -n 's/^\[       OK \] //p; s/^\[  SKIPPED \] //p' <<<"$out" | sort) |
+            sed "s/^/$name /"
+    done
 }
+build() {
+    (cd "$tmp" && make -s -j2 all >/dev/null 2>&1) || {
+        echo "make student: the exercise copy does not build $1 (run make in it to see why)" >&2
+        exit 1
+    }
+}
+
+echo "make student: building the copy once per chapter, with only that chapter's stubs, to list the tests each chapter's stubs fail"
+build "with the solutions"
+failing_tests > "$tmp/failing.none"
+[ -s "$tmp/failing.none" ] && { echo "make student: tests fail with every solution in place:" >&2
+                                cat "$tmp/failing.none" >&2; exit 1; }
 graded="$tmp/tests/graded.txt"
-echo "# make grade counts these tests: they fail until the student's code is written" > "$graded"
-for t in "$tmp"/build/test_[0-9][0-9]_*; do
-    name=${t##*/test_}
-    out=$(cd "$tmp" && timeout 300 "$t" 2>/dev/null || true)
-    comm -23 <(sed -n 's/^\[ RUN      \] //p' <<<"$out" | sort) \
-             <(sed -n 's/^\[       OK \] //p' <<<"$out" | sort) | sed "s/^/$name /" >> "$graded"
+echo "# make grade counts these tests: each fails while its own chapter's code is a stub" > "$graded"
+for dir in "$tmp"/chapters/[0-9][0-9]_*; do
+    chapter=${dir##*/}
+    ls "$dir"/*.c.stub >/dev/null 2>&1 || continue
+    for f in "$dir"/*.c.stub; do cp "$f" "${f%.stub}"; done
+    build "with the stubs of $chapter alone"
+    failing_tests | sed "s/^/$chapter /" > "$tmp/failing.$chapter"
+    for f in "$dir"/*.c.solution; do cp "$f" "${f%.solution}"; done
+    awk -v c="$chapter" '$2 == c { print $2, $3 }' "$tmp/failing.$chapter" >> "$graded"
 done
+# With only chapter N stubbed, every graded test of an earlier chapter must
+# pass. (Later chapters' tests may fail: they build on chapter N, and make
+# grade says which chapter they wait for.)
+for f in "$tmp"/failing.[0-9][0-9]_*; do
+    awk 'NR == FNR { if ($0 !~ /^#/) graded[$1 " " $2] = 1; next }
+         $2 < $1 && ($2 " " $3) in graded { print "  " $2 " " $3 " fails with only " $1 " stubbed" }' \
+        "$graded" "$f"
+done > "$tmp/leaks"
+if [ -s "$tmp/leaks" ]; then
+    echo "make student: a graded test depends on another chapter's exercise:" >&2
+    cat "$tmp/leaks" >&2
+    exit 1
+fi
+# The exercise copy itself: every stub in place, and it must build.
+for f in "$tmp"/chapters/*/*.c.stub; do mv "$f" "${f%.stub}"; done
+rm -f "$tmp"/chapters/*/*.c.solution "$tmp"/failing.* "$tmp/leaks"
+build "with every stub"
 rm -rf "$tmp/build"
 
 rmdir "$dest" 2>/dev/null || true

@@ -37,8 +37,19 @@ int error_prefix(Error *err, const char *what)
     return error_set(err, "%s: %s", what, msg);
 }
 
-int not_implemented(const char *func)
+int not_implemented_in(const char *func, const char *file)
 {
-    fprintf(stderr, "not implemented: %s\n", func);
+    /* The functions that have reported (__func__ of each stub is one string
+     * for the whole program, so its address identifies it); past the table's
+     * size a stub reports every time. */
+    static const char *said[256];
+    static int n_said;
+    int first = 1;
+#pragma omp critical(not_implemented)
+    {
+        for (int i = 0; i < n_said && first; i++) first = said[i] != func;
+        if (first && n_said < (int)(sizeof said / sizeof said[0])) said[n_said++] = func;
+    }
+    if (first) fprintf(stderr, "not implemented: %s (%s)\n", func, file);
     return -1;
 }
