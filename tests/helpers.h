@@ -22,6 +22,10 @@
  * Use in a CMUnitTest array: GOLDEN_TEST(test_sdpa_case, "causal"). */
 #define GOLDEN_TEST(func, case_name) \
     { case_name, func, NULL, NULL, (void *)(case_name) }
+/* The same golden through another test function, named "<what>/<case>" so
+ * that no two tests of a program share a name. */
+#define GOLDEN_TEST_AS(func, what, case_name) \
+    { what "/" case_name, func, NULL, NULL, (void *)(case_name) }
 
 /* Reads golden/<chapter>/<name>.safetensors into `file`, or fails the test. */
 void load_golden(TensorFile *file, const char *chapter, const char *name);

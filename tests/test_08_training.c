@@ -1494,16 +1494,16 @@ int main(void)
         cmocka_unit_test(test_csv_log_bad_files),
 
         /* The case evaluator of build/08_training, one golden per op and the NaN loss. */
-        GOLDEN_TEST(test_case_eval, "cross_entropy_16x13_ignore0_ls10"),
-        GOLDEN_TEST(test_case_eval, "cross_entropy_backward_12x5_ignore_ls10"),
-        GOLDEN_TEST(test_case_eval, "cross_entropy_backward_4x6_all_ignored_ls10"),
-        GOLDEN_TEST(test_case_eval, "adam_paper_noam_n20_K6"),
-        GOLDEN_TEST(test_case_eval, "adamw_wd1_n16_K5"),
-        GOLDEN_TEST(test_case_eval, "clip_grad_norm_above_n10000"),
-        GOLDEN_TEST(test_case_eval, "lr_cosine_w50_m500_past_end"),
-        GOLDEN_TEST(test_case_eval, "lr_noam_d512_w4000"),
-        GOLDEN_TEST(test_case_eval, "seq_dataset_reverse_8x16_C10_seed42"),
-        GOLDEN_TEST(test_case_eval, "batcher_shuffle_n10_E3_seed7"),
+        GOLDEN_TEST_AS(test_case_eval, "case_eval", "cross_entropy_16x13_ignore0_ls10"),
+        GOLDEN_TEST_AS(test_case_eval, "case_eval", "cross_entropy_backward_12x5_ignore_ls10"),
+        GOLDEN_TEST_AS(test_case_eval, "case_eval", "cross_entropy_backward_4x6_all_ignored_ls10"),
+        GOLDEN_TEST_AS(test_case_eval, "case_eval", "adam_paper_noam_n20_K6"),
+        GOLDEN_TEST_AS(test_case_eval, "case_eval", "adamw_wd1_n16_K5"),
+        GOLDEN_TEST_AS(test_case_eval, "case_eval", "clip_grad_norm_above_n10000"),
+        GOLDEN_TEST_AS(test_case_eval, "case_eval", "lr_cosine_w50_m500_past_end"),
+        GOLDEN_TEST_AS(test_case_eval, "case_eval", "lr_noam_d512_w4000"),
+        GOLDEN_TEST_AS(test_case_eval, "case_eval", "seq_dataset_reverse_8x16_C10_seed42"),
+        GOLDEN_TEST_AS(test_case_eval, "case_eval", "batcher_shuffle_n10_E3_seed7"),
 
         /* The training loop: 100 steps against PyTorch's, resuming, checkpoints. */
         GOLDEN_TEST(test_case_eval, "parity_reverse"),

@@ -29,8 +29,9 @@
  * The backward ADDS its gradients into dinp, dweight and dbias (+=), like
  * every backward in this project: a tensor used in two places (the input of a
  * pre-norm sub-layer feeds both the norm and the residual) collects the sum
- * of both gradients. Zero the buffers before the first backward. dweight is
- * not touched when weight is NULL; pass dbias = NULL when there is no bias.
+ * of both gradients. Zero the buffers before the first backward. dweight
+ * and dbias may each be NULL: that gradient is then not computed (a frozen
+ * weight, or no bias); dweight is also left alone when weight is NULL.
  *
  * Rows are shared out among OpenMP threads; every sum is made by one thread
  * in a fixed order, so results do not depend on the thread count.
@@ -56,7 +57,7 @@ int layernorm_forward(float *out,              /* (B, T, C) */
                       int B, int T, int C, float eps);
 
 int layernorm_backward(float *dinp,            /* (B, T, C), accumulated */
-                       float *dweight,         /* (C,), accumulated; unused if weight is NULL */
+                       float *dweight,         /* (C,), accumulated, or NULL; unused if weight is NULL */
                        float *dbias,           /* (C,), accumulated, or NULL (no bias) */
                        const float *dout,      /* (B, T, C) */
                        const float *inp,       /* (B, T, C) */
