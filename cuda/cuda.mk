@@ -9,7 +9,9 @@
 #                    the reverse task trained on it by the chapter 08 program
 #                    (labeller and seq2seq, each to 99.5 % held-out accuracy),
 #                    and one epoch of the Taylor task by the chapter 09 program
-#                    (validation loss below 1.4, as CI asks of the CPU).
+#                    (validation loss below 1.4, as CI asks of the CPU), and
+#                    CI's short IMDb training by the chapter 10 program (test
+#                    loss below 0.68, as on the CPU; it needs make imdb).
 #                    Without a GPU it says so and exits 0.
 #
 # NVCC_ARCH: native code for sm_90 (H100, H200) plus compute_90 PTX, which
@@ -66,6 +68,11 @@ build/cuda/09_translation: build/obj/chapters/09_translation/main.o build/cuda/c
                            $(CUDA_LIB) build/libtransformer.a
 	$(NVCC) $(NVCC_ARCH) $^ -o $@ $(CUDA_LIBS)
 
+# And chapter 10's: --train --device cuda trains the IMDb classifier on the GPU.
+build/cuda/10_classification: build/obj/chapters/10_classification/main.o build/cuda/commands.o \
+                               $(CUDA_LIB) build/libtransformer.a
+	$(NVCC) $(NVCC_ARCH) $^ -o $@ $(CUDA_LIBS)
+
 # The CPU test of hostdev.h: plain C, gcc, cmocka; no CUDA at all. It also
 # links the chapters' library to compare the helpers with the C functions.
 build/cuda/test_hostdev: cuda/test_hostdev.c cuda/hostdev.h build/libtransformer.a
@@ -73,7 +80,7 @@ build/cuda/test_hostdev: cuda/test_hostdev.c cuda/hostdev.h build/libtransformer
 	$(CC) $(CFLAGS) -Icuda cuda/test_hostdev.c build/libtransformer.a -o $@ $(LDLIBS) -lcmocka
 
 cuda: deps build/cuda/run_cases build/cuda/test_hostdev build/cuda/08_training \
-      build/cuda/09_translation
+      build/cuda/09_translation build/cuda/10_classification
 
 NO_GPU_MSG := make test-cuda: no GPU on this machine; built everything, ran the CPU part only, ran no GPU test
 
@@ -90,7 +97,10 @@ test-cuda: cuda
 	    build/cuda/08_training --train --device cuda --target-accuracy 99.5 --model seq2seq \
 	        --heads 2 --epochs 3 --checkpoint build/cuda/reverse_seq2seq.safetensors && \
 	    build/cuda/09_translation --train --device cuda --epochs 1 --warmup 100 \
-	        --target-loss 1.4; \
+	        --target-loss 1.4 && \
+	    build/cuda/10_classification --train --device cuda --epochs 1 --bpe-reviews 2000 \
+	        --vocab-size 1024 --max-len 64 --d-model 32 --heads 2 --layers 1 --ffn 64 \
+	        --warmup 100 --lr 2e-3 --target-loss 0.68; \
 	fi
 
 -include $(wildcard build/cuda/*.d)

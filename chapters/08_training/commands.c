@@ -125,8 +125,13 @@ static int check_args(const TrainArgs *a, SeqTask *task, ModelKind *kind, Schedu
     if (a->clip < 0) return error_set(err, "--clip: %g is negative", a->clip);
     if (a->label_smoothing < 0 || a->label_smoothing > 1)
         return error_set(err, "--label-smoothing: %g is not in [0, 1]", a->label_smoothing);
-    if (strcmp(a->device, "cpu") != 0 && strcmp(a->device, "cuda") != 0)
-        return error_set(err, "--device: '%s' is not cpu or cuda", a->device);
+    return command_check_device(a->device, err);
+}
+
+int command_check_device(const char *name, Error *err)
+{
+    if (strcmp(name, "cpu") != 0 && strcmp(name, "cuda") != 0)
+        return error_set(err, "--device: '%s' is not cpu or cuda", name);
     return 0;
 }
 
@@ -137,7 +142,8 @@ int command_open_device(const char *name, StepDevice *d, const Model *m, const A
                          int N, int S, int T, Error *err)
 {
     memset(d, 0, sizeof *d);
-    if (strcmp(name, "cuda") != 0) return 0;
+    if (command_check_device(name, err) != 0) return -1;
+    if (strcmp(name, "cpu") == 0) return 0;
 #ifdef WITH_CUDA
     return gpu_step_device_open(d, m, opt, N, S, T, err);
 #else
@@ -497,8 +503,7 @@ static int run_bench(const char *path, const char *device_name, int N, int S, in
     if (N < 1 || S < 1 || T < 0 || steps < 1 || repeats < 1 || repeats > 64 || warmup < 0)
         return error_set(err, "need --batch-size and --src-len >= 1 (and --tgt-len for a "
                               "seq2seq model), --steps >= 1, 1 <= --repeats <= 64");
-    if (strcmp(device_name, "cpu") != 0 && strcmp(device_name, "cuda") != 0)
-        return error_set(err, "--device: '%s' is not cpu or cuda", device_name);
+    if (command_check_device(device_name, err) != 0) return -1;
     if (model_load(&m, path, err) != 0) return -1;
     int seq2seq = m.cfg.kind == MODEL_SEQ2SEQ;
     if (seq2seq != (T > 0)) {

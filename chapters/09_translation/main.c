@@ -244,7 +244,8 @@ static int run_train(const Args *a, Error *err)
     o.label_smoothing = (float)a->label_smoothing;
     o.checkpoint = a->checkpoint;
     o.log_path = a->log;
-    if (adam_config_check(&o.adam, err) != 0) return -1;
+    if (adam_config_check(&o.adam, err) != 0 || command_check_device(a->device, err) != 0)
+        return -1;
     if ((a->checkpoint && check_output_path("--checkpoint", a->checkpoint, err) != 0) ||
         (a->out && check_output_path("--out", a->out, err) != 0) ||
         (a->log && check_output_path("--log", a->log, err) != 0))

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "bpe.h"
+#include "commands.h"
 #include "model.h"
 #include "optim.h"
 #include "review.h"
@@ -47,7 +48,7 @@ typedef struct {
     int epochs, stop_after, batch_size, warmup, seed, bucket;
     int d_model, heads, layers, ffn;
     double lr, clip, label_smoothing, dropout, target_loss, min_accuracy;
-    const char *schedule, *checkpoint, *resume, *out, *log;
+    const char *schedule, *checkpoint, *resume, *out, *log, *device;
     int help;
 } Args;
 
@@ -70,6 +71,7 @@ static Args defaults(void)
     a.layers = 2;
     a.ffn = 128;
     a.dropout = 0.1;
+    a.device = "cpu";
     return a;
 }
 
@@ -105,6 +107,8 @@ static Args defaults(void)
     {"--resume", OPT_STRING, &(a).resume, "continue the run saved in this checkpoint"},   \
     {"--out", OPT_STRING, &(a).out, "save the trained model here (no optimizer state)"},  \
     {"--log", OPT_STRING, &(a).log, "the CSV loss log"},                                  \
+    {"--device", OPT_STRING, &(a).device,                                                 \
+     "cpu, or cuda: train on the GPU (build/cuda/10_classification; default cpu)"},       \
     {"--target-loss", OPT_DOUBLE, &(a).target_loss,                                       \
      "exit 1 if the last epoch's test loss ends above this"},                             \
     {"--help", OPT_FLAG, &(a).help, "this list"},                                         \
@@ -314,6 +318,7 @@ static int run_train(Args *a, Error *err)
     Model m = {0};
     AdamState opt = {0};
     TrainState state = {0};
+    StepDevice device = {0};
     StepResult val;
     Text merges = {0};
     char len_text[32];
@@ -341,7 +346,8 @@ static int run_train(Args *a, Error *err)
     o.label_smoothing = (float)a->label_smoothing;
     o.checkpoint = a->checkpoint;
     o.log_path = a->log;
-    if (adam_config_check(&o.adam, err) != 0) return -1;
+    if (adam_config_check(&o.adam, err) != 0 || command_check_device(a->device, err) != 0)
+        return -1;
     if ((a->checkpoint && check_output_path("--checkpoint", a->checkpoint, err) != 0) ||
         (a->out && check_output_path("--out", a->out, err) != 0) ||
         (a->log && check_output_path("--log", a->log, err) != 0))
@@ -398,6 +404,11 @@ static int run_train(Args *a, Error *err)
            a->batch_size, a->epochs, d.train.n / a->batch_size, a->lr, a->schedule, a->warmup);
     o.epochs = a->epochs;
     o.stop_after = a->stop_after;
+    if (command_open_device(a->device, &device, &m, &opt, a->batch_size, a->max_len, 0,
+                            err) != 0)
+        goto done;
+    o.device = device.ctx ? &device : NULL;
+    if (o.device) printf("training on the GPU (--device cuda)\n");
     double started = time_now();
     if (train_run(&m, &opt, &state, &o, &train, &test, &val, err) != 0) goto done;
     printf("at epoch %" PRId64 " of %d (step %" PRId64 "), %.0f s in this run\n", state.epoch,
@@ -413,6 +424,7 @@ static int run_train(Args *a, Error *err)
         rc = -1;
     }
 done:
+    if (device.close) device.close(device.ctx);
     text_free(&merges);
     adam_state_free(&opt);
     model_free(&m);
