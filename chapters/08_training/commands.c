@@ -227,6 +227,20 @@ static void print_ids(const char *label, const int64_t *ids, int n)
     printf("\n");
 }
 
+/* A seq2seq model's output, in its own ids (past the specials): the digits,
+ * up to and with the <eos> that ends it; a special elsewhere by its name. */
+static void print_decoded(const char *label, const int64_t *ids, int n)
+{
+    static const char *const specials[] = {"<pad>", "<sos>", "<eos>"};
+    printf("  %-11s", label);
+    for (int i = 0; i < n; i++) {
+        if (ids[i] >= SEQ2SEQ_FIRST) printf(" %" PRId64, ids[i] - SEQ2SEQ_FIRST);
+        else printf(" %s", ids[i] >= 0 ? specials[ids[i]] : "?");
+        if (ids[i] == SEQ2SEQ_EOS) break;
+    }
+    printf("\n");
+}
+
 /* Writes the first head of encoder layer 0's self-attention for example 0
  * of the last forward on w as "query key weight" blocks. */
 static int write_attention(const char *dir, const ModelWork *w, const Model *m,
@@ -271,7 +285,7 @@ static int show_examples(Model *m, const SeqDataset *test, const char *plot_dir,
             int64_t shifted[256];
             for (int t = 0; t < S; t++) shifted[t] = x[t] + SEQ2SEQ_FIRST;
             if (decode_greedy(m, shifted, 1, S, &d, pred, NULL, err) != 0) goto done;
-            for (int t = 0; t < S; t++) pred[t] -= SEQ2SEQ_FIRST;
+            print_decoded("prediction", pred, d.max_new);
         } else {
             if (model_forward(m, &w, x, NULL, NULL) != 0) {
                 error_set(err, "model_forward failed");
@@ -284,8 +298,8 @@ static int show_examples(Model *m, const SeqDataset *test, const char *plot_dir,
                 pred[t] = best;
             }
             if (e == 0 && plot_dir && write_attention(plot_dir, &w, m, x, err) != 0) goto done;
+            print_ids("prediction", pred, S);
         }
-        print_ids("prediction", pred, S);
         printf("\n");
     }
     rc = 0;
