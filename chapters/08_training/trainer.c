@@ -60,12 +60,12 @@ void step_work_free(StepWork *s)
 
 /* The ignore_index of the loss: the padding id, or one no target can have.
  * A classifier's targets are classes, never padding (its pad_id is a source
- * id, and class 0 is a class): none is ignored. */
+ * id, and class 0 is a class): none is ignored. A set model has no padding
+ * (its targets are positions in the set). */
 static int64_t ignore_index(const Model *m)
 {
     return m->cfg.pad_id >= 0 && m->cfg.kind != MODEL_CLASSIFIER ? m->cfg.pad_id
                                                                   : CROSS_ENTROPY_IGNORE_INDEX;
-    /* (a set model has no padding: its targets are positions in the set) */
 }
 
 int train_step(Model *m, StepWork *s, AdamState *opt, const AdamConfig *cfg, float lr,
