@@ -339,6 +339,27 @@ void print_options(FILE *out, const Option *opts, int n)
     }
 }
 
+int task_command_options(const char *program, int argc, char **argv, const Option *opts, int n,
+                         const int *help)
+{
+    int train = strcmp(argv[1], "--train") == 0;
+    int eval_help = !train && argc >= 3 && strcmp(argv[2], "--help") == 0;
+    Error err;
+    if (!train && argc < 3) {
+        fprintf(stderr, "%s --eval: give the model: --eval MODEL [options]\n", program);
+        return 2;
+    }
+    if (!eval_help && parse_options(opts, n, argc, argv, train ? 2 : 3, &err) != 0) {
+        fprintf(stderr, "%s %s: %s\n", program, argv[1], err.msg);
+        return 2;
+    }
+    if (eval_help || *help) {
+        printf("usage: %s %s\n", program, train ? "--train [options]" : "--eval MODEL [options]");
+        print_options(stdout, opts, n);
+        return 0;
+    }
+    return -1;
+}
 
 /* mkdir -p */
 int make_dir(const char *dir, Error *err)

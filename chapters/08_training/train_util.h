@@ -113,6 +113,14 @@ int parse_options(const Option *opts, int n, int argc, char **argv, int first, E
 /* One line per option: its name, "N" or "S" for its value, its help. */
 void print_options(FILE *out, const Option *opts, int n);
 
+/* The options of a task program's `PROGRAM --train [options]` or `PROGRAM
+ * --eval MODEL [options]` (chapters 09-11; argv[1] says which): reads them
+ * against opts, whose --help flag sets *help. Returns -1 to go on with the
+ * command; otherwise the exit status, after printing the help (0) or what is
+ * wrong with the command line (2). */
+int task_command_options(const char *program, int argc, char **argv, const Option *opts, int n,
+                         const int *help);
+
 /* mkdir -p dir. */
 int make_dir(const char *dir, Error *err);
 

@@ -486,24 +486,11 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "--train") == 0 || strcmp(cmd, "--eval") == 0) {
         int train = cmd[2] == 't';
         Option topts[] = TRAIN_OPTIONS(a), eopts[] = EVAL_OPTIONS(a);
-        Option *opts = train ? topts : eopts;
-        int n = train ? (int)(sizeof topts / sizeof topts[0])
-                      : (int)(sizeof eopts / sizeof eopts[0]);
-        int first = train ? 2 : 3;
-        if (!train && argc >= 3 && strcmp(argv[2], "--help") == 0) a.help = 1;
-        else if (!train && argc < 3) {
-            fprintf(stderr, "11_set_anomaly --eval: give the model: --eval MODEL [options]\n");
-            return 2;
-        } else if (parse_options(opts, n, argc, argv, first, &err) != 0) {
-            fprintf(stderr, "11_set_anomaly %s: %s\n", cmd, err.msg);
-            return 2;
-        }
-        if (a.help) {
-            printf("usage: 11_set_anomaly %s\n",
-                   train ? "--train [options]" : "--eval MODEL [options]");
-            print_options(stdout, opts, n);
-            return 0;
-        }
+        int status = train ? task_command_options("11_set_anomaly", argc, argv, topts,
+                                                  (int)(sizeof topts / sizeof topts[0]), &a.help)
+                           : task_command_options("11_set_anomaly", argc, argv, eopts,
+                                                  (int)(sizeof eopts / sizeof eopts[0]), &a.help);
+        if (status >= 0) return status;
         rc = train ? run_train(&a, &err) : run_eval(argv[2], &a, &err);
     } else if (strcmp(cmd, "--demo") == 0 && argc == 2) {
         rc = run_demo(&err);
