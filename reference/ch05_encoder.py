@@ -50,7 +50,7 @@ PROGRAM = "build/05_encoder"
 # ---------------------------------------------------------------------------
 # Tolerances. Each comes from measurement (--measure over 1000 random cases
 # per op): the largest error of the C code uses at most 0.32 of the tolerance
-# (|C - torch| / (atol + rtol |torch|)), a margin of 3 or more. The README's
+# (|C - torch| / (atol + rtol |torch|)), a margin of 3 or more. TOLERANCES.md's
 # table lists the measured numbers.
 #
 # Gathers, copies and masks are exact in float32: an embedding row without a

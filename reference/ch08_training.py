@@ -41,7 +41,7 @@ PROGRAM = "build/08_training"
 
 # ---------------------------------------------------------------------------
 # Tolerances. Each comes from measurement (--measure over 1000 random cases
-# per op, see the README's table): the largest error of the C code uses at
+# per op, see the table in TOLERANCES.md): the largest error of the C code uses at
 # most 0.35 of the tolerance (|C - torch| / (atol + rtol |torch|)).
 #
 # Cross-entropy: C computes the log-sum-exp, the row losses, their sum and the
