@@ -21,9 +21,8 @@
 # test program is run. The same runs check the promise of the table: with
 # only chapter N stubbed, every earlier chapter keeps full marks (a graded
 # test of chapter M < N that fails because of chapter N's stubs stops the
-# export). A
-# chapter with no graded test (09-11 put the others to work and have nothing
-# to write) is shown by make grade as such and gives no points.
+# export). A chapter with no graded test (09-11 put the others to work and
+# have nothing to write) is shown by make grade as such and gives no points.
 #
 # The copy is assembled in a temporary folder and moved into place only when
 # complete; an existing non-empty DEST is refused, so nothing is overwritten.
