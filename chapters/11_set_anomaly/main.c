@@ -419,10 +419,28 @@ static int run_demo(Error *err)
     return rc;
 }
 
+/* The first line of both plot files: gnuplot tic labels, each element's
+ * digit (* the odd one) and p(odd one), element i at x = first + step * i. */
+static void write_tic_labels(FILE *f, const DigitSets *s, const double *p, int first, int step)
+{
+    fprintf(f, "# labels:");
+    for (int i = 0; i < SET_SIZE; i++)
+        fprintf(f, " %s\"%d%s %.2f\" %d", i ? ", " : "", (int)s->digits->label[s->images[i]],
+                i == s->odd[0] ? "*" : "", p[i], first + step * i);
+    fprintf(f, "\n");
+}
+
+/* Closes f, which was written to path: 0, or -1 when the data did not reach
+ * the file. */
+static int close_plot_file(FILE *f, const char *path, Error *err)
+{
+    return fclose(f) != 0 ? error_set(err, "%s: write failed", path) : 0;
+}
+
 /* set_anomaly_set.dat: the ten images of test set 0 as 8x8 tiles side by
- * side ("x y pixel" lines) with, in comments, each element's digit and
- * probability; set_anomaly_attention.dat: the last layer's attention of
- * that set ("query key weight"). */
+ * side ("x y pixel" lines, element i in columns 9i..9i+7);
+ * set_anomaly_attention.dat: the last layer's attention of that set
+ * ("query key weight"). Both start with the tic labels above. */
 static int run_plot_data(const char *dir, Error *err)
 {
     Data d;
@@ -430,47 +448,44 @@ static int run_plot_data(const char *dir, Error *err)
     float scores[SET_SIZE], att[SET_SIZE * SET_SIZE];
     double p[SET_SIZE];
     char path[4096];
+    FILE *f;
     if (make_dir(dir, err) != 0) return -1;
     if (load_set_model(&m, SHIPPED_MODEL, err) != 0) return -1;
     if (data_open(&d, DIGITS_PATH, 0, 1, err) != 0) {
         model_free(&m);
         return -1;
     }
-    int rc = score_sets(&m, &d.test, 0, 1, scores, att, err);
-    const int64_t *images = d.test.images;
+    const DigitSets *s = &d.test;
+    int rc = score_sets(&m, s, 0, 1, scores, att, err);
     set_softmax(scores, p);
-    for (int file = 0; rc == 0 && file < 2; file++) {
-        snprintf(path, sizeof path, "%s/%s", dir,
-                 file == 0 ? "set_anomaly_set.dat" : "set_anomaly_attention.dat");
-        FILE *f = fopen(path, "w");
-        if (!f) {
-            rc = error_set(err, "%s: cannot write", path);
-            break;
+
+    snprintf(path, sizeof path, "%s/set_anomaly_set.dat", dir);
+    if (rc == 0 && !(f = fopen(path, "w"))) rc = error_set(err, "%s: cannot write", path);
+    if (rc == 0) {
+        write_tic_labels(f, s, p, 4, 9);        /* the middle of each tile */
+        fprintf(f, "# x y pixel (0..16): element i in columns 9i..9i+7, row 0 on top\n");
+        for (int y = 0; y < 8; y++) {
+            for (int i = 0; i < SET_SIZE; i++)
+                for (int x = 0; x < 8; x++)
+                    fprintf(f, "%d %d %g\n", 9 * i + x, y,
+                            (double)d.digits.pixels[s->images[i] * DIGIT_PIXELS + y * 8 + x]);
+            fprintf(f, "\n");
         }
-        fprintf(f, "# labels:");
-        for (int i = 0; i < SET_SIZE; i++)
-            fprintf(f, " %s\"%d%s %.2f\" %d", i ? ", " : "", (int)d.digits.label[images[i]],
-                    i == d.test.odd[0] ? "*" : "", p[i], file == 0 ? 9 * i + 4 : i);
-        fprintf(f, "\n");
-        if (file == 0) {
-            fprintf(f, "# x y pixel (0..16): element i in columns 9i..9i+7, row 0 on top\n");
-            for (int y = 0; y < 8; y++) {
-                for (int i = 0; i < SET_SIZE; i++)
-                    for (int x = 0; x < 8; x++)
-                        fprintf(f, "%d %d %g\n", 9 * i + x, y,
-                                (double)d.digits.pixels[images[i] * DIGIT_PIXELS + y * 8 + x]);
-                fprintf(f, "\n");
-            }
-        } else {
-            fprintf(f, "# query key weight (encoder layer %d, mean of %d heads)\n",
-                    m.cfg.num_encoder_layers, m.cfg.nhead);
-            for (int q = 0; q < SET_SIZE; q++) {
-                for (int k = 0; k < SET_SIZE; k++)
-                    fprintf(f, "%d %d %.6f\n", q, k, (double)att[q * SET_SIZE + k]);
-                fprintf(f, "\n");
-            }
+        rc = close_plot_file(f, path, err);
+    }
+
+    snprintf(path, sizeof path, "%s/set_anomaly_attention.dat", dir);
+    if (rc == 0 && !(f = fopen(path, "w"))) rc = error_set(err, "%s: cannot write", path);
+    if (rc == 0) {
+        write_tic_labels(f, s, p, 0, 1);
+        fprintf(f, "# query key weight (encoder layer %d, mean of %d heads)\n",
+                m.cfg.num_encoder_layers, m.cfg.nhead);
+        for (int q = 0; q < SET_SIZE; q++) {
+            for (int k = 0; k < SET_SIZE; k++)
+                fprintf(f, "%d %d %.6f\n", q, k, (double)att[q * SET_SIZE + k]);
+            fprintf(f, "\n");
         }
-        if (fclose(f) != 0) rc = error_set(err, "%s: write failed", path);
+        rc = close_plot_file(f, path, err);
     }
     model_free(&m);
     data_free(&d);
