@@ -42,7 +42,7 @@ def matmul_case(name, op, M, N, K, seed):
     else:
         c = a.T @ b
     return Case(name, {"a": a, "b": b, "c": c},
-                case_meta(op, seed, outputs=["c"], M=M, N=N, K=K, **MATMUL_TOL))
+                case_meta(op, seed, outputs=["c"], info=dict(M=M, N=N, K=K), **MATMUL_TOL))
 
 
 def linear_case(name, M, K, N, bias, seed, backward=False):
@@ -66,7 +66,7 @@ def linear_case(name, M, K, N, bias, seed, backward=False):
             tensors["grad_bias"] = layer.bias.grad
             outputs.append("grad_bias")
     op = "linear_backward" if backward else "linear"
-    return Case(name, tensors, case_meta(op, seed, outputs=outputs, bias=bias, **MATMUL_TOL))
+    return Case(name, tensors, case_meta(op, seed, outputs=outputs, info=dict(bias=bias), **MATMUL_TOL))
 
 
 def softmax_inputs(g, rows, cols, kind):
@@ -88,12 +88,12 @@ def softmax_case(name, rows, cols, kind, seed, backward=False):
     y = torch.softmax(x, dim=-1)
     if not backward:
         return Case(name, {"input": x, "output": y},
-                    case_meta("softmax", seed, outputs=["output"], kind=kind, **SOFTMAX_TOL))
+                    case_meta("softmax", seed, outputs=["output"], info=dict(kind=kind), **SOFTMAX_TOL))
     dy = randn(g, rows, cols).float().double()
     (dx,) = torch.autograd.grad(y, x, dy)
     # The program gets the float32 output, as a layer's backward would.
     return Case(name, {"output": y.float().double(), "grad_output": dy, "grad_input": dx},
-                case_meta("softmax_backward", seed, outputs=["grad_input"], kind=kind,
+                case_meta("softmax_backward", seed, outputs=["grad_input"], info=dict(kind=kind),
                           **SOFTMAX_TOL))
 
 

@@ -251,7 +251,7 @@ def char_case(name, corpus_bytes, text, seed=0):
                        "codepoints": i64(codepoints), "ids": i64(ids),
                        "decoded": u8(char_decode(vocab, ids))},
                 case_meta("char_encode", seed, outputs=["codepoints", "ids", "decoded"],
-                          vocab_size=len(vocab), **EXACT))
+                          info=dict(vocab_size=len(vocab)), **EXACT))
 
 
 def word_case(name, corpus_bytes, text, min_freq, seed=0):
@@ -262,7 +262,7 @@ def word_case(name, corpus_bytes, text, min_freq, seed=0):
                        "counts": i64(counts), "ids": i64(ids),
                        "decoded": u8(word_decode(tokens, ids))},
                 case_meta("word_encode", seed, outputs=["vocab", "counts", "ids", "decoded"],
-                          min_freq=min_freq, vocab_size=len(tokens), **EXACT))
+                          min_freq=min_freq, info=dict(vocab_size=len(tokens)), **EXACT))
 
 
 def bpe_case(name, corpus_bytes, text, vocab_size, seed=0):
@@ -274,7 +274,7 @@ def bpe_case(name, corpus_bytes, text, vocab_size, seed=0):
     return Case(name, {"corpus": u8(corpus_bytes), "text": u8(text), "merges": merges_t,
                        "ids": i64(ids), "decoded": u8(decoded)},
                 case_meta("bpe_train_encode", seed, outputs=["merges", "ids", "decoded"],
-                          vocab_size=vocab_size, n_merges=len(merges), **EXACT))
+                          vocab_size=vocab_size, info=dict(n_merges=len(merges)), **EXACT))
 
 
 def taylor_case(name, side, text, length, seed=0):

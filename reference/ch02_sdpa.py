@@ -5,12 +5,12 @@ Case tensors (see chapters/02_sdpa/README.md):
     sdpa            query (..., L, E), key (..., S, E), value (..., S, Ev),
                     attn_mask (optional: bool, True = may attend, or float, added;
                     broadcastable to (..., L, S)),
-                    dropout_mask (bool (..., L, S), True = kept; with dropout_p > 0)
+                    dropout_mask (bool (..., L, S), True = kept; with dropout > 0)
                     -> output (..., L, Ev), attn_weights (..., L, S) (before dropout)
     sdpa_backward   the same plus grad_output (..., L, Ev)
                     -> output, attn_weights, grad_query, grad_key, grad_value
 Options (metadata): is_causal "true"/"false"; scale (absent: 1/sqrt(E));
-dropout_p (absent: 0).
+dropout (F.scaled_dot_product_attention's dropout_p; absent: 0).
 
 With dropout the output comes from torch's own math kernel of
 F.scaled_dot_product_attention, aten._scaled_dot_product_attention_math,
@@ -129,7 +129,7 @@ def sdpa_case(name, seed, q, k, v, attn_mask=None, is_causal=False, scale=None,
     if scale is not None:
         options["scale"] = float(scale)
     if dropout_p > 0:
-        options["dropout_p"] = float(dropout_p)
+        options["dropout"] = float(dropout_p)
     op = "sdpa_backward" if backward else "sdpa"
     tol = tolerance(q.detach(), k.detach(), used_scale, backward, dropout_p)
     return Case(name, tensors, case_meta(op, seed, outputs=outputs, **options, **tol))
@@ -204,9 +204,9 @@ def mask_rows(rows, value):
 # name: keyword arguments of make(); every one is written forward and, when in
 # BACKWARD, as name_backward too.
 GOLDEN = {
-    "basic": dict(batch=(2, 3), L=6, S=6, E=8, Ev=8),
-    "l_ne_s": dict(batch=(2, 2), L=5, S=9, E=8, Ev=8),
-    "e_ne_ev": dict(batch=(2, 2), L=6, S=7, E=6, Ev=11),
+    "square_unmasked": dict(batch=(2, 3), L=6, S=6, E=8, Ev=8),
+    "keys_outnumber_queries": dict(batch=(2, 2), L=5, S=9, E=8, Ev=8),
+    "value_width_differs": dict(batch=(2, 2), L=6, S=7, E=6, Ev=11),
     "bool_mask": dict(batch=(2, 2), L=6, S=8, E=8, Ev=5, mask="bool"),
     "additive_mask": dict(batch=(2, 2), L=6, S=8, E=8, Ev=5, mask="float"),
     "causal_square": dict(batch=(2, 2), L=7, S=7, E=8, Ev=6, is_causal=True),
@@ -243,11 +243,11 @@ GOLDEN = {
     "dropout_p50_causal": dict(batch=(2, 2), L=7, S=7, E=8, Ev=6, is_causal=True, dropout=0.5),
     "dropout_p30_bool_mask": dict(batch=(2, 2), L=6, S=5, E=8, Ev=4, mask="bool", dropout=0.3),
 }
-BACKWARD = ["basic", "l_ne_s", "e_ne_ev", "bool_mask", "additive_mask", "causal_square",
-            "causal_l_lt_s", "causal_l_gt_s", "custom_scale", "batch_heads", "rank2", "rank3",
-            "single_query", "fully_masked_bool", "fully_masked_additive", "mask_n11s",
-            "mask_1hl1", "large_logits", "longer", "dropout_p10", "dropout_p50_causal",
-            "dropout_p30_bool_mask"]
+BACKWARD = ["square_unmasked", "keys_outnumber_queries", "value_width_differs", "bool_mask",
+            "additive_mask", "causal_square", "causal_l_lt_s", "causal_l_gt_s", "custom_scale",
+            "batch_heads", "rank2", "rank3", "single_query", "fully_masked_bool",
+            "fully_masked_additive", "mask_n11s", "mask_1hl1", "large_logits", "longer",
+            "dropout_p10", "dropout_p50_causal", "dropout_p30_bool_mask"]
 
 
 def golden_cases():

@@ -15,8 +15,9 @@ Case tensors (see chapters/03_mha/README.md and mha_case.h):
     mha_backward   the same plus grad_output (N, L, E)
                    -> also grad_query, grad_key, grad_value (self_attention:
                    grad_query alone) and grad_<name> for every parameter
-Options (metadata): num_heads, embed_dim, kdim, vdim, bias, batch_first,
-need_weights, average_attn_weights, is_causal, self_attention, dropout.
+Options (metadata): nhead (nn.MultiheadAttention's num_heads), embed_dim, kdim,
+vdim, bias, batch_first, need_weights, average_attn_weights, is_causal,
+self_attention, dropout.
 
 Everything expected comes from the module and autograd in float64, with one
 exception, the fully-masked rows of need_weights=True (see expected() below).
@@ -313,7 +314,7 @@ def make(name, seed, N, L, S, E, H, kdim=None, vdim=None, bias=True, self_attent
                                         is_causal, need_weights, average, N is not None,
                                         self_attention, grad_output)
     tol = float(f"{(MHA_BACKWARD_TOL if backward else MHA_TOL) * growth:.2g}")
-    options = dict(embed_dim=E, num_heads=H, kdim=m.kdim, vdim=m.vdim, bias=bias,
+    options = dict(embed_dim=E, nhead=H, kdim=m.kdim, vdim=m.vdim, bias=bias,
                    batch_first=True, need_weights=need_weights, average_attn_weights=average,
                    is_causal=is_causal, self_attention=self_attention, dropout=0.0)
     op = "mha_backward" if backward else "mha"
@@ -334,7 +335,7 @@ def worked_example(name, key_padding_mask=None, backward=False):
     tensors, outputs, growth = expected(name, m, x, None, None, key_padding_mask, None, False,
                                         True, False, True, True, grad_output)
     tol = float(f"{(MHA_BACKWARD_TOL if backward else MHA_TOL) * growth:.2g}")
-    options = dict(embed_dim=E, num_heads=H, kdim=E, vdim=E, bias=False, batch_first=True,
+    options = dict(embed_dim=E, nhead=H, kdim=E, vdim=E, bias=False, batch_first=True,
                    need_weights=True, average_attn_weights=False, is_causal=False,
                    self_attention=True, dropout=0.0)
     return Case(name, tensors, case_meta("mha_backward" if backward else "mha", 0,

@@ -149,7 +149,8 @@ def layernorm_case(name, shape, kind, seed, eps=1e-5, affine=True, has_bias=True
     tensors["output"] = y.detach()
     cond = condition(x.detach(), rstd, backward)
     options = dict(eps=eps, normalized_shape=C, elementwise_affine=affine, bias=has_bias,
-                   rows=kind, cond=cond, atol=tolerance(cond, backward), rtol=LAYERNORM_RTOL)
+                   info=dict(rows=kind, cond=cond), atol=tolerance(cond, backward),
+                   rtol=LAYERNORM_RTOL)
     if not backward:
         return Case(name, tensors, case_meta("layernorm", seed, outputs=["output"], **options))
 
@@ -273,13 +274,13 @@ def measure(n_cases, seed=0):
                 subprocess.run([str(root / PROGRAM), "--case", str(case_in), "--out",
                                 str(case_out)], check=True)
                 got, want = load_file(str(case_out)), load_file(str(case_in))
-                cond, atol = float(case.meta["cond"]), float(case.meta["atol"])
+                cond, atol = float(case.meta["info.cond"]), float(case.meta["atol"])
                 for name in case.meta["outputs"].split(","):
                     e, a = want[name].double(), got[name].double()
                     if e.numel() == 0:
                         continue
                     excess = ((a - e).abs() - LAYERNORM_RTOL * e.abs()).max().item()
-                    key = (op, case.meta["rows"], name)
+                    key = (op, case.meta["info.rows"], name)
                     old = worst.get(key, (float("-inf"),) * 3)
                     worst[key] = tuple(max(o, v) for o, v in
                                        zip(old, (excess, excess / cond, excess / atol)))

@@ -12,10 +12,10 @@ V vocabulary, L max_len, F dim_feedforward):
     positional_learned       input (B, T, D), pos_embedding.weight (L, D) -> output
     positional_learned_backward      + grad_output -> output, grad_input,
                              grad_pos_embedding.weight
-    dropout_mask             input, mask BOOL (PyTorch's own mask) -> output; metadata p, training
+    dropout_mask             input, mask BOOL (PyTorch's own mask) -> output; metadata dropout, training
     dropout_mask_backward    + grad_output -> output, grad_input
     dropout_rng              input -> mask, output: the mask drawn by the C RNG's
-                             Python twin (metadata p, rng_seed, rng_stream)
+                             Python twin (metadata dropout, rng_seed, rng_stream)
     ffn                      input (B, T, D), linear1.weight (F, D), linear1.bias,
                              linear2.weight (D, F), linear2.bias, dropout_mask BOOL
                              (B, T, F) when dropout > 0 -> output
@@ -161,7 +161,7 @@ def embedding_case(name, B, T, V, D, seed, scale=1.0, padding_idx=None, backward
             counts[emb.padding_idx] = 0
         tol = scatter_tolerance(counts.max().item(), scale)
     op = "embedding_backward" if backward else "embedding"
-    return Case(name, tensors, case_meta(op, seed, outputs=outputs, B=B, T=T, V=V, D=D,
+    return Case(name, tensors, case_meta(op, seed, outputs=outputs, info=dict(B=B, T=T, V=V, D=D),
                                          **options, **tol))
 
 
@@ -195,7 +195,7 @@ def sinusoidal_case(name, B, T, D, seed, backward=False, max_len=None):
         outputs.append("grad_input")
     options = {} if max_len is None else dict(max_len=max_len)
     op = "positional_sinusoidal_backward" if backward else "positional_sinusoidal"
-    return Case(name, tensors, case_meta(op, seed, outputs=outputs, B=B, T=T, D=D, **options,
+    return Case(name, tensors, case_meta(op, seed, outputs=outputs, info=dict(B=B, T=T, D=D), **options,
                                          **pe_tolerance(T)))
 
 
@@ -218,7 +218,7 @@ def learned_case(name, B, T, L, D, seed, backward=False):
         outputs += ["grad_input", "grad_pos_embedding.weight"]
     tol = scatter_tolerance(B) if backward else SUM_TOL
     op = "positional_learned_backward" if backward else "positional_learned"
-    return Case(name, tensors, case_meta(op, seed, outputs=outputs, B=B, T=T, D=D, max_len=L,
+    return Case(name, tensors, case_meta(op, seed, outputs=outputs, info=dict(B=B, T=T, D=D), max_len=L,
                                          **tol))
 
 
@@ -260,7 +260,7 @@ def dropout_case(name, shape, p, seed, backward=False, training=True):
         tensors.update(grad_output=dy, grad_input=x.grad)
         outputs.append("grad_input")
     op = "dropout_mask_backward" if backward else "dropout_mask"
-    return Case(name, tensors, case_meta(op, seed, outputs=outputs, p=p, training=training,
+    return Case(name, tensors, case_meta(op, seed, outputs=outputs, dropout=p, training=training,
                                          **PRODUCT_TOL))
 
 
@@ -275,7 +275,7 @@ def dropout_rng_case(name, shape, p, rng_seed, rng_stream=0):
     mask = torch.tensor([rng.uniform() >= p for _ in range(n)], dtype=torch.bool).reshape(shape)
     y = x * mask / (1 - p) if p < 1 else torch.zeros_like(x)
     return Case(name, {"input": x, "mask": mask, "output": y},
-                case_meta("dropout_rng", rng_seed, outputs=["mask", "output"], p=p,
+                case_meta("dropout_rng", rng_seed, outputs=["mask", "output"], dropout=p,
                           rng_seed=rng_seed, rng_stream=rng_stream, **PRODUCT_TOL))
 
 
@@ -336,7 +336,7 @@ def ffn_case(name, B, T, D, F, seed, p=0.0, bias=True, backward=False, training=
             tensors[f"grad_{k}"] = named[k].grad
             outputs.append(f"grad_{k}")
     op = "ffn_backward" if backward else "ffn"
-    return Case(name, tensors, case_meta(op, seed, outputs=outputs, B=B, T=T, D=D, F=F,
+    return Case(name, tensors, case_meta(op, seed, outputs=outputs, info=dict(B=B, T=T, D=D, F=F),
                                          dropout=p, training=training, bias=bias,
                                          **FFN_TOL))
 
@@ -534,7 +534,7 @@ def encoder_case(name, N, S, D, H, F, seed, norm_first=False, padding=False, src
         for k in params:
             tensors[f"grad_{k}"] = named[k].grad
             outputs.append(f"grad_{k}")
-    options = dict(N=N, S=S, D=D, nhead=H, F=F, norm_first=norm_first, eps=eps, dropout=0.0)
+    options = dict(nhead=H, norm_first=norm_first, eps=eps, dropout=0.0)
     if num_layers is None:
         op = "encoder_layer_backward" if backward else "encoder_layer"
         tol = ENCODER_LAYER_BACKWARD_TOL if backward else ENCODER_LAYER_TOL
@@ -546,7 +546,8 @@ def encoder_case(name, N, S, D, H, F, seed, norm_first=False, padding=False, src
     # FLOAT32_ERROR_FACTOR). Rarely above the fixed tolerance.
     err32 = float32_error(module, tensors, outputs, mask, kpm_torch, num_layers is None)
     tol = dict(tol, atol=max(tol["atol"], float(f"{FLOAT32_ERROR_FACTOR * err32:.3g}")))
-    return Case(name, tensors, case_meta(op, seed, outputs=outputs, **options, **tol))
+    return Case(name, tensors, case_meta(op, seed, outputs=outputs, info=dict(N=N, S=S, D=D, F=F),
+                                         **options, **tol))
 
 
 # ---------------------------------------------------------------------------

@@ -13,7 +13,7 @@ S memory length, D d_model, F dim_feedforward):
                              grad_<name> for every parameter
     decoder, decoder_backward  the same for nn.TransformerDecoder: parameters
                              under layers.<l>.*, and norm.* with final_norm
-Metadata: nhead, norm_first, layer_norm_eps, tgt_is_causal, num_layers,
+Metadata: nhead, norm_first, eps, tgt_is_causal, num_layers,
 final_norm, dropout (0).
 
 `python -m reference.ch06_decoder --measure N` runs N fresh random cases of
@@ -216,12 +216,13 @@ def decoder_case(name, N, T, S, D, H, F, seed, norm_first=False, num_layers=None
             tensors[f"grad_{k}"] = named[k].grad
             outputs.append(f"grad_{k}")
     op = ("decoder" if stack else "decoder_layer") + ("_backward" if backward else "")
-    options = dict(N=N, T=T, S=S, d_model=D, nhead=H, dim_feedforward=F, norm_first=norm_first,
-                   layer_norm_eps=eps, tgt_is_causal=tgt_is_causal, dropout=0.0)
+    options = dict(nhead=H, norm_first=norm_first, eps=eps, tgt_is_causal=tgt_is_causal,
+                   dropout=0.0)
     if stack:
         options.update(num_layers=num_layers, final_norm=final_norm)
     tol = tolerance(cond, rstd, backward, num_layers or 1)
-    return Case(name, tensors, case_meta(op, seed, outputs=outputs, **options, **tol))
+    info = dict(N=N, T=T, S=S, d_model=D, dim_feedforward=F, cond=tol.pop("cond"))
+    return Case(name, tensors, case_meta(op, seed, outputs=outputs, info=info, **options, **tol))
 
 
 # ---------------------------------------------------------------------------
@@ -294,7 +295,7 @@ def excess_per_cond(case, name, expected, diff):
     """The tolerance's atol grows with the case's LayerNorm condition (see
     the top of this file): the largest |C - torch| - rtol |torch| over cond."""
     return ((diff - float(case.meta["rtol"]) * expected.abs()).max().item()
-            / float(case.meta["cond"]))
+            / float(case.meta["info.cond"]))
 
 
 if __name__ == "__main__":

@@ -135,7 +135,7 @@ def cross_entropy_case(name, R, V, seed, ignore_index=-100, label_smoothing=0.0,
     tensors = {"logits": logits, "target": target, "loss": loss.detach(),
                "count": counted.sum(), "correct": correct}
     outputs = ["loss", "count", "correct"]
-    options = {}
+    info = {}
     if backward:
         loss.backward()
         tensors["grad_logits"] = x.grad
@@ -148,11 +148,11 @@ def cross_entropy_case(name, R, V, seed, ignore_index=-100, label_smoothing=0.0,
         assert loss.isnan()
         del tensors["loss"]
         outputs.remove("loss")
-        options["loss"] = "nan"
+        info["loss"] = "nan"
     op = "cross_entropy_backward" if backward else "cross_entropy"
-    return Case(name, tensors, case_meta(op, seed, outputs=outputs, R=R, V=V,
+    return Case(name, tensors, case_meta(op, seed, outputs=outputs, info=dict(R=R, V=V, **info),
                                          ignore_index=ignore_index,
-                                         label_smoothing=label_smoothing, **options, **CE_TOL))
+                                         label_smoothing=label_smoothing, **CE_TOL))
 
 
 # ---------------------------------------------------------------------------
@@ -193,7 +193,8 @@ def adam_case(name, n, K, seed, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_de
     if lrs is not None:
         tensors["lrs"] = lrs
     return Case(name, tensors, case_meta(
-        "adam", seed, outputs=["params_after", "exp_avg", "exp_avg_sq"], n=n, steps=K, lr=lr,
+        "adam", seed, outputs=["params_after", "exp_avg", "exp_avg_sq"], info=dict(n=n), steps=K,
+        lr=lr,
         beta1=b1, beta2=b2, eps=eps, weight_decay=wd, decoupled=decoupled,
         **adam_tolerance(grads, params, wd, decoupled, lr if lrs is None else lrs.max().item())))
 
@@ -216,8 +217,9 @@ def clip_case(name, n, max_norm, seed, norm=None, zeros=False):
     total = torch.nn.utils.clip_grad_norm_([p], max_norm, foreach=False)
     tensors = {"grads": grads, "grads_clipped": p.grad, "total_norm": total}
     return Case(name, tensors, case_meta("clip_grad_norm", seed,
-                                         outputs=["grads_clipped", "total_norm"], n=n,
-                                         max_norm=max_norm, clipped=total.item() > max_norm,
+                                         outputs=["grads_clipped", "total_norm"],
+                                         info=dict(n=n, clipped=total.item() > max_norm),
+                                         max_norm=max_norm,
                                          **CLIP_TOL))
 
 
@@ -542,7 +544,7 @@ def parity_case(name, seed):
     tensors.update(batches)
     tensors["losses"] = torch.tensor(losses, dtype=torch.float64)
     meta = case_meta("train_parity", seed, 1e-6, 2e-6, ["losses"], steps=PARITY_STEPS,
-                     lr=run["lr"], adamw=int(run["adamw"]), weight_decay=run["weight_decay"],
+                     lr=run["lr"], adamw=bool(run["adamw"]), weight_decay=run["weight_decay"],
                      schedule=run["schedule"], warmup=run["warmup"],
                      max_iters=PARITY_STEPS, clip=run["clip"],
                      label_smoothing=run["label_smoothing"])

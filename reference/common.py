@@ -33,10 +33,16 @@ class Case:
     keep_float64: bool = False         # True: store float64 tensors as F64, not F32
 
 
-def case_meta(op, seed, atol, rtol, outputs, **options):
-    """The metadata every case carries, with options rendered as strings."""
+def case_meta(op, seed, atol, rtol, outputs, info=None, **options):
+    """The metadata every case carries, with options rendered as strings.
+
+    `options` are the op's arguments, the keys a chapter program reads; it
+    refuses any key that is not one of them. `info` holds what the case notes
+    for people and tests (its sizes, a condition number, the loss PyTorch
+    reported), stored as "info.<key>", which the programs never read."""
     meta = {"op": op, "seed": seed, "atol": atol, "rtol": rtol, "outputs": ",".join(outputs)}
     meta.update(options)
+    meta.update({f"info.{k}": v for k, v in (info or {}).items()})
     return meta
 
 

@@ -329,9 +329,16 @@ void broken_case_make(TensorFile *f, const char *chapter, const BrokenCase *bad)
     case BREAK_SET_META:
         if (bad->value[0]) {
             assert_int_equal(tensorfile_set_meta(f, bad->key, bad->value, &err), 0);
-        } else {                            /* a name nothing reads */
-            for (int i = 0; i < f->n_meta; i++)
-                if (strcmp(f->meta_keys[i], bad->key) == 0) f->meta_keys[i][0] = '_';
+        } else {                            /* the key removed */
+            for (int i = 0; i < f->n_meta; i++) {
+                if (strcmp(f->meta_keys[i], bad->key) != 0) continue;
+                free(f->meta_keys[i]);
+                free(f->meta_values[i]);
+                f->n_meta--;
+                f->meta_keys[i] = f->meta_keys[f->n_meta];
+                f->meta_values[i] = f->meta_values[f->n_meta];
+                break;
+            }
         }
         break;
     case BREAK_DROP:

@@ -43,7 +43,8 @@ static void test_matmul_case(void **state)
     load_golden(&f, CHAPTER, name);
     double atol, rtol;
     golden_tolerance(&f, &atol, &rtol);
-    int M = golden_meta_int(&f, "M"), N = golden_meta_int(&f, "N"), K = golden_meta_int(&f, "K");
+    int M = golden_meta_int(&f, "info.M"), N = golden_meta_int(&f, "info.N");
+    int K = golden_meta_int(&f, "info.K");
     const char *op = tensorfile_meta(&f, "op");
     const float *a = golden_tensor(&f, "a", DTYPE_F32)->data;
     const float *b = golden_tensor(&f, "b", DTYPE_F32)->data;
@@ -549,6 +550,34 @@ static void expect_read_error(const char *path, const char *phrase)
     tensorfile_free(&f);
 }
 
+/* case_dispatch: an info.* key is read by nobody and accepted; any other key
+ * the op does not list is refused with the options it knows, and an op the
+ * chapter does not have is refused with the chapter's ops. */
+static void test_case_metadata_keys(void **state)
+{
+    TensorFile f, out = {0};
+    Error err;
+    load_golden(&f, CHAPTER, "matmul_nt_16x16x16");
+    assert_int_equal(tensorfile_set_meta(&f, "info.where", "a note", &err), 0);
+    assert_int_equal(foundations_case_eval(&f, &out, &err), 0);
+    tensorfile_free(&out);
+    assert_int_equal(tensorfile_set_meta(&f, "alpha", "2", &err), 0);
+    assert_case_refused(foundations_case_eval, &f,
+                        "metadata 'alpha' is not an option of op 'matmul_nt' (its options: none)");
+    assert_int_equal(tensorfile_set_meta(&f, "op", "matmul", &err), 0);
+    assert_case_refused(foundations_case_eval, &f,
+                        "op 'matmul' is not a chapter 00 op (matmul_nt, matmul_nn, matmul_tn, "
+                        "linear, linear_backward, softmax, softmax_backward, rng_stream)");
+    tensorfile_free(&f);
+
+    load_golden(&f, CHAPTER, "rng_seed7_stream3");
+    assert_int_equal(tensorfile_set_meta(&f, "rng_sede", "7", &err), 0);
+    assert_case_refused(foundations_case_eval, &f,
+                        "metadata 'rng_sede' is not an option of op 'rng_stream' (its options: "
+                        "rng_seed rng_stream count)");
+    tensorfile_free(&f);
+}
+
 static void test_malformed(void **state)
 {
     const Malformed *m = *state;
@@ -794,6 +823,7 @@ int main(void)
         cmocka_unit_test(test_checked_sizes),
         cmocka_unit_test(test_cjson_reads_within_its_length),
         cmocka_unit_test(test_malformed_corpus),
+        cmocka_unit_test(test_case_metadata_keys),
     };
     return cmocka_run_group_tests_name("chapter 00: foundations", tests, NULL, NULL);
 }

@@ -363,7 +363,7 @@ static void test_default_scale(void **state)
     assert_true(sdpa_default_scale(1) == 1.0f);
     assert_true(fabsf(sdpa_default_scale(8) - 0.35355339f) < 1e-7f);
     TensorFile f;
-    load_golden(&f, CHAPTER, "basic");
+    load_golden(&f, CHAPTER, "square_unmasked");
     SdpaCase c;
     Error err;
     assert_int_equal(sdpa_case_read(&f, &c, &err), 0);
@@ -472,13 +472,13 @@ static const BadCase BAD[] = {
     {"scale_not_a_number", NULL, DTYPE_F32, 0, {0}, "scale", "abc", "expected a number"},
     {"scale_inf", NULL, DTYPE_F32, 0, {0}, "scale", "inf", "finite"},
     {"scale_nan", NULL, DTYPE_F32, 0, {0}, "scale", "nan", "finite"},
-    {"dropout_without_mask", NULL, DTYPE_F32, 0, {0}, "dropout_p", "0.1",
+    {"dropout_without_mask", NULL, DTYPE_F32, 0, {0}, "dropout", "0.1",
      "has no 'dropout_mask'"},
-    {"dropout_p_one", NULL, DTYPE_F32, 0, {0}, "dropout_p", "1", "must lie in [0, 1)"},
-    {"dropout_mask_shape", "dropout_mask", DTYPE_BOOL, 4, {2, 3, 4, 5}, "dropout_p", "0.1",
+    {"dropout_p_one", NULL, DTYPE_F32, 0, {0}, "dropout", "1", "must lie in [0, 1)"},
+    {"dropout_mask_shape", "dropout_mask", DTYPE_BOOL, 4, {2, 3, 4, 5}, "dropout", "0.1",
      "must be the attention shape"},
     {"dropout_mask_without_p", "dropout_mask", DTYPE_BOOL, 4, {2, 3, 4, 6}, NULL, NULL,
-     "dropout_p is 0"},
+     "dropout is 0"},
     {"enable_gqa", NULL, DTYPE_F32, 0, {0}, "enable_gqa", "true", "grouped-query"},
     {"grad_output_shape", "grad_output", DTYPE_F32, 4, {2, 3, 4, 6}, NULL, NULL,
      "expected (2, 3, 4, 7)"},
@@ -601,12 +601,12 @@ int main(void)
     static const struct CMUnitTest tests[] = {
         GOLDEN_TEST(test_sdpa_case, "seed_example"),
         GOLDEN_TEST(test_sdpa_case, "seed_example_backward"),
-        GOLDEN_TEST(test_sdpa_case, "basic"),
-        GOLDEN_TEST(test_sdpa_case, "basic_backward"),
-        GOLDEN_TEST(test_sdpa_case, "l_ne_s"),
-        GOLDEN_TEST(test_sdpa_case, "l_ne_s_backward"),
-        GOLDEN_TEST(test_sdpa_case, "e_ne_ev"),
-        GOLDEN_TEST(test_sdpa_case, "e_ne_ev_backward"),
+        GOLDEN_TEST(test_sdpa_case, "square_unmasked"),
+        GOLDEN_TEST(test_sdpa_case, "square_unmasked_backward"),
+        GOLDEN_TEST(test_sdpa_case, "keys_outnumber_queries"),
+        GOLDEN_TEST(test_sdpa_case, "keys_outnumber_queries_backward"),
+        GOLDEN_TEST(test_sdpa_case, "value_width_differs"),
+        GOLDEN_TEST(test_sdpa_case, "value_width_differs_backward"),
         GOLDEN_TEST(test_sdpa_case, "bool_mask"),
         GOLDEN_TEST(test_sdpa_case, "bool_mask_backward"),
         GOLDEN_TEST(test_sdpa_case, "additive_mask"),

@@ -631,11 +631,11 @@ static void test_cache_checks(void **state)
 /* ------------------------------------------------------------------------ */
 
 /* A valid mha_backward case: query (2, 4, 8), key and value (2, 6, 8),
- * num_heads 2, packed in_proj_weight (24, 8), in_proj_bias (24,),
+ * nhead 2, packed in_proj_weight (24, 8), in_proj_bias (24,),
  * out_proj.weight (8, 8), out_proj.bias (8,), grad_output (2, 4, 8). Each bad
  * case changes one tensor (ndim -1: removes it; poke: writes that byte at
- * the start of the new tensor) and/or sets one metadata key (num_heads
- * without a value: leaves num_heads out). */
+ * the start of the new tensor) and/or sets one metadata key (nhead
+ * without a value: leaves nhead out). */
 typedef struct {
     const char *name;
     const char *tensor;
@@ -656,12 +656,12 @@ static const BadCase BAD[] = {
      "'out_proj.weight' is missing"},
     {"missing_grad_output", "grad_output", DTYPE_F32, -1, {0}, 0, NULL, NULL,
      "'grad_output' is missing"},
-    {"missing_num_heads", NULL, DTYPE_F32, 0, {0}, 0, "num_heads", NULL,
-     "'num_heads' is missing"},
-    {"heads_not_dividing", NULL, DTYPE_F32, 0, {0}, 0, "num_heads", "3",
-     "embed_dim 8 (the last dimension of 'query') is not divisible by num_heads 3"},
-    {"heads_zero", NULL, DTYPE_F32, 0, {0}, 0, "num_heads", "0", "at least 1"},
-    {"heads_not_a_number", NULL, DTYPE_F32, 0, {0}, 0, "num_heads", "two",
+    {"missing_nhead", NULL, DTYPE_F32, 0, {0}, 0, "nhead", NULL,
+     "'nhead' is missing"},
+    {"heads_not_dividing", NULL, DTYPE_F32, 0, {0}, 0, "nhead", "3",
+     "embed_dim 8 (the last dimension of 'query') is not divisible by nhead 3"},
+    {"heads_zero", NULL, DTYPE_F32, 0, {0}, 0, "nhead", "0", "at least 1"},
+    {"heads_not_a_number", NULL, DTYPE_F32, 0, {0}, 0, "nhead", "two",
      "expected an integer"},
     {"query_f64", "query", DTYPE_F64, 3, {2, 4, 8}, 0, NULL, NULL, "dtype F64, expected F32"},
     {"query_rank4", "query", DTYPE_F32, 4, {2, 1, 4, 8}, 0, NULL, NULL,
@@ -694,7 +694,7 @@ static const BadCase BAD[] = {
     {"kpm_bad_byte", "key_padding_mask", DTYPE_BOOL, 2, {2, 6}, 2, NULL, NULL,
      "holds only 0 and 1"},
     {"attn_mask_shape", "attn_mask", DTYPE_BOOL, 2, {4, 5}, 0, NULL, NULL,
-     "expected (L, S) or (N * num_heads, L, S) = (4, 6) or (4, 4, 6)"},
+     "expected (L, S) or (N * nhead, L, S) = (4, 6) or (4, 4, 6)"},
     {"attn_mask_3d_per_sequence", "attn_mask", DTYPE_F32, 3, {2, 4, 6}, 0, NULL, NULL,
      "= (4, 6) or (4, 4, 6)"},
     {"attn_mask_4d", "attn_mask", DTYPE_BOOL, 4, {2, 2, 4, 6}, 0, NULL, NULL,
@@ -745,14 +745,14 @@ static void build_bad_case(TensorFile *f, const BadCase *bad)
     f->path = strdup(BAD_PATH);
     assert_non_null(f->path);
     assert_int_equal(tensorfile_set_meta(f, "op", "mha_backward", &err), 0);
-    if (!bad->key || strcmp(bad->key, "num_heads") != 0 || bad->value)
-        assert_int_equal(tensorfile_set_meta(f, "num_heads", "2", &err), 0);
+    if (!bad->key || strcmp(bad->key, "nhead") != 0 || bad->value)
+        assert_int_equal(tensorfile_set_meta(f, "nhead", "2", &err), 0);
     for (size_t i = 0; i < sizeof BASE / sizeof BASE[0]; i++)
         if (!bad->tensor || strcmp(bad->tensor, BASE[i].name) != 0)
             add_tensor(f, BASE[i].name, DTYPE_F32, BASE[i].ndim, BASE[i].shape, 0);
     if (bad->tensor && bad->ndim >= 0)
         add_tensor(f, bad->tensor, bad->dtype, bad->ndim, bad->shape, bad->poke);
-    if (bad->key && bad->value)   /* a key without a value: num_heads left out */
+    if (bad->key && bad->value)   /* a key without a value: nhead left out */
         assert_int_equal(tensorfile_set_meta(f, bad->key, bad->value, &err), 0);
 }
 
@@ -803,7 +803,7 @@ static void test_program_refuses_bad_case(void **state)
     snprintf(out_path, sizeof out_path, "build/tmp_mha_out_%d.safetensors", (int)getpid());
     snprintf(err_path, sizeof err_path, "build/tmp_mha_err_%d.txt", (int)getpid());
     TensorFile in;
-    build_bad_case(&in, &BAD[6]);                        /* num_heads 3 with E = 8 */
+    build_bad_case(&in, &BAD[6]);                        /* nhead 3 with E = 8 */
     Error err;
     assert_int_equal(safetensors_write(in_path, &in, &err), 0);
     tensorfile_free(&in);
@@ -821,7 +821,7 @@ static void test_program_refuses_bad_case(void **state)
     fclose(ef);
     print_message("  %s", line);
     assert_non_null(strstr(line, in_path));
-    assert_non_null(strstr(line, "not divisible by num_heads 3"));
+    assert_non_null(strstr(line, "not divisible by nhead 3"));
     unlink(in_path);
     unlink(err_path);
 }

@@ -115,7 +115,7 @@ static void test_dropout_mask_case(void **state)
     golden_tolerance(&f, &atol, &rtol);
     const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
     int n = tensor_numel(x);
-    float p = (float)golden_meta_double(&f, "p", -1);
+    float p = (float)golden_meta_double(&f, "dropout", -1);
     const uint8_t *mask = golden_meta_bool(&f, "training", 1)
                               ? golden_tensor(&f, "mask", DTYPE_BOOL)->data : NULL;
     float *y = test_floats(n);
@@ -164,7 +164,7 @@ static void test_dropout_rng_case(void **state)
     const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
     const uint8_t *expected = golden_tensor(&f, "mask", DTYPE_BOOL)->data;
     int n = tensor_numel(x);
-    float p = (float)golden_meta_double(&f, "p", -1);
+    float p = (float)golden_meta_double(&f, "dropout", -1);
     Rng rng;
     rng_seed(&rng, golden_meta_long(&f, "rng_seed", 0), golden_meta_long(&f, "rng_stream", 0));
     uint8_t *mask = calloc(n, 1);
@@ -907,12 +907,12 @@ static const BrokenCase BAD[] = {
      {0}, 0, "longer than the position table"},
     {"bad_d_model_mismatch", "positional_learned_2x7_L10_D8", BREAK_RESHAPE,
      "pos_embedding.weight", NULL, {10, 7}, 2, "expected (L, D) = (*, 8)"},
-    {"bad_dropout_p_above_1", "dropout_mask_p50_2x3x40", BREAK_SET_META, "p", "1.5", {0}, 0,
-     "p is 1.5; a dropout probability must lie in [0, 1]"},
-    {"bad_dropout_p_negative", "dropout_mask_p50_2x3x40", BREAK_SET_META, "p", "-0.1", {0}, 0,
+    {"bad_dropout_p_above_1", "dropout_mask_p50_2x3x40", BREAK_SET_META, "dropout", "1.5", {0}, 0,
+     "dropout is 1.5; a dropout probability must lie in [0, 1]"},
+    {"bad_dropout_p_negative", "dropout_mask_p50_2x3x40", BREAK_SET_META, "dropout", "-0.1", {0}, 0,
      "must lie in [0, 1]"},
-    {"bad_dropout_p_missing", "dropout_mask_p50_2x3x40", BREAK_SET_META, "p", "", {0}, 0,
-     "metadata 'p' (the dropout probability) is missing"},
+    {"bad_dropout_p_missing", "dropout_mask_p50_2x3x40", BREAK_SET_META, "dropout", "", {0}, 0,
+     "metadata 'dropout' (the dropout probability) is missing"},
     {"bad_mask_byte", "dropout_mask_p50_2x3x40", BREAK_POKE_BYTE, "mask", "2", {0}, 0,
      "holds the byte 2"},
     {"bad_mask_dtype", "dropout_mask_p50_2x3x40", BREAK_RETYPE_I64, "mask", NULL, {0}, 0,
@@ -951,6 +951,14 @@ static const BrokenCase BAD[] = {
      "'norm.bias' is missing"},
     {"bad_encoder_dropout", "encoder_layer_post_2x5_D8_H2_F16", BREAK_SET_META, "dropout", "0.1",
      {0}, 0, "C cannot replay PyTorch's dropout masks"},
+    /* The decoder layer's spelling of eps: refused, not ignored (the case
+     * would otherwise run with eps 1e-5). */
+    {"bad_encoder_misspelt_option", "encoder_layer_post_2x5_D8_H2_F16", BREAK_SET_META,
+     "layer_norm_eps", "0.5", {0}, 0,
+     "metadata 'layer_norm_eps' is not an option of op 'encoder_layer' (its options: nhead eps "
+     "dropout norm_first training)"},
+    {"bad_embedding_dropout_option", "embedding_2x5_V10_D8", BREAK_SET_META, "p", "0.5", {0}, 0,
+     "metadata 'p' is not an option of op 'embedding' (its options: padding_idx scale)"},
 };
 
 static void test_bad_case(void **state)

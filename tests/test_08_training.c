@@ -47,7 +47,7 @@
  * stored NaN would not compare equal to itself in golden --check). */
 static void assert_loss(const TensorFile *f, float loss, double atol, double rtol)
 {
-    const char *expected = tensorfile_meta(f, "loss");
+    const char *expected = tensorfile_meta(f, "info.loss");
     if (!expected) {
         assert_close_to_golden(f, "loss", &loss, 1, atol, rtol);
         return;
@@ -220,7 +220,7 @@ static void test_case_eval(void **state)
     TensorFile f, out = {0};
     load_golden(&f, CHAPTER, *state);
     assert_case_outputs(training_case_eval, &f, &out);
-    if (tensorfile_meta(&f, "loss")) {          /* a loss the case states, not stores */
+    if (tensorfile_meta(&f, "info.loss")) {          /* a loss the case states, not stores */
         const Tensor *loss = tensorfile_find(&out, "loss");
         double atol, rtol;
         golden_tolerance(&f, &atol, &rtol);

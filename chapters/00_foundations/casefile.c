@@ -9,6 +9,66 @@ const char *case_name(const TensorFile *in)
     return in->path ? in->path : "(case)";
 }
 
+/* The keys every case carries, whatever its op. */
+static const char *const COMMON_KEYS[] = {"op", "outputs", "atol", "rtol", "seed",
+                                          "torch_version", NULL};
+
+/* Is `key` one of the space-separated words of `list`? A word "model.*"
+ * matches every key that starts with "model.". */
+static int key_listed(const char *list, const char *key)
+{
+    size_t n = strlen(key);
+    for (const char *w = list; *w;) {
+        size_t len = strcspn(w, " ");
+        if (len == n && strncmp(w, key, n) == 0) return 1;
+        if (len == 7 && strncmp(w, "model.*", 7) == 0 && strncmp(key, "model.", 6) == 0)
+            return 1;
+        w += len;
+        w += strspn(w, " ");
+    }
+    return 0;
+}
+
+static int check_keys(const CaseOp *op, const TensorFile *in, Error *err)
+{
+    for (int i = 0; i < in->n_meta; i++) {
+        const char *key = in->meta_keys[i];
+        int known = strncmp(key, "info.", 5) == 0 || key_listed(op->options, key);
+        for (int c = 0; !known && COMMON_KEYS[c]; c++) known = strcmp(key, COMMON_KEYS[c]) == 0;
+        if (!known)
+            return error_set(err, "%s: metadata '%s' is not an option of op '%s' (its "
+                             "options: %s)", case_name(in), key, op->name,
+                             op->options[0] ? op->options : "none");
+    }
+    return 0;
+}
+
+int case_dispatch(const CaseOp *ops, const char *chapter, const TensorFile *in,
+                  TensorFile *out, Error *err)
+{
+    if (err) err->msg[0] = '\0';    /* an exercise stub returns -1 without a message */
+    const char *name = tensorfile_meta(in, "op");
+    if (!name) return error_set(err, "%s: metadata 'op' is missing", case_name(in));
+    for (const CaseOp *op = ops; op->name; op++)
+        if (strcmp(op->name, name) == 0)
+            return check_keys(op, in, err) != 0 ? -1 : op->eval(in, out, err);
+    char known[ERROR_MSG_MAX / 2];
+    size_t used = 0;
+    known[0] = '\0';
+    for (const CaseOp *op = ops; op->name && used < sizeof known; op++)
+        used += (size_t)snprintf(known + used, sizeof known - used, "%s%s",
+                                 op == ops ? "" : ", ", op->name);
+    return error_set(err, "%s: op '%s' is not a chapter %s op (%s)", case_name(in), name,
+                     chapter, known);
+}
+
+int case_is_backward(const TensorFile *in)
+{
+    const char *op = tensorfile_meta(in, "op");
+    size_t n = op ? strlen(op) : 0;
+    return n >= 9 && strcmp(op + n - 9, "_backward") == 0;
+}
+
 int case_check_shape(const TensorFile *in, const char *name, const Tensor *t,
                      const int64_t *expect, const char *letters, Error *err)
 {

@@ -8,8 +8,22 @@
  * case's "outputs" metadata lists. `make verify` drives the programs this way,
  * and so can any PyTorch script.
  *
- * run_case_file() does the reading, the writing and the error reporting; a
- * chapter supplies only the function that evaluates one case.
+ * The metadata of a case holds three kinds of key:
+ *   - the keys every case carries: op, outputs, atol, rtol, seed and
+ *     torch_version;
+ *   - the op's options, the arguments of the PyTorch call it matches, one
+ *     spelling across all chapters: nhead (never num_heads), eps (never
+ *     layer_norm_eps), dropout (never p or dropout_p), booleans "true" and
+ *     "false". A model's configuration is its checkpoint metadata, "model.*";
+ *   - "info.*": what the reference notes about the case (its sizes, the
+ *     condition number of its inputs, the loss PyTorch reported). The
+ *     programs never read these; they are for people and the tests.
+ * Any other key is refused, naming the options the op knows: a misspelt
+ * option would otherwise leave its default in force without a word.
+ *
+ * Each chapter lists its ops in a table (CaseOp); case_dispatch() finds the
+ * op, checks the keys and calls the op's function. run_case_file() does the
+ * reading, the writing and the error reporting.
  */
 #ifndef CASEFILE_H
 #define CASEFILE_H
@@ -18,6 +32,24 @@
 
 /* Evaluates the case `in`, adding its outputs to `out`. */
 typedef int (*CaseEval)(const TensorFile *in, TensorFile *out, Error *err);
+
+/* One op of a chapter: its name, its options (space-separated; "model.*"
+ * admits a model configuration) and the function that evaluates it. A
+ * chapter's table ends with an entry whose name is NULL. */
+typedef struct {
+    const char *name;
+    const char *options;
+    CaseEval eval;
+} CaseOp;
+
+/* Evaluates the case `in` with the op of `ops` that its metadata names,
+ * after checking that every metadata key is one the op knows. `chapter`
+ * ("02") is for the message when the op is not in the table. */
+int case_dispatch(const CaseOp *ops, const char *chapter, const TensorFile *in,
+                  TensorFile *out, Error *err);
+
+/* Whether the case's op is a backward one (its name ends in "_backward"). */
+int case_is_backward(const TensorFile *in);
 
 /* The case's file name for messages; "(case)" for a TensorFile built in
  * memory (the tests build some). */

@@ -25,8 +25,9 @@ static int get_matrix(const TensorFile *in, const char *name, int64_t rows, int6
     return 0;
 }
 
-static int eval_matmul(const char *op, const TensorFile *in, TensorFile *out, Error *err)
+static int eval_matmul(const TensorFile *in, TensorFile *out, Error *err)
 {
+    const char *op = tensorfile_meta(in, "op");
     const Tensor *a, *b;
     if (tensorfile_get(in, "a", DTYPE_F32, 2, &a, err) != 0 ||
         tensorfile_get(in, "b", DTYPE_F32, 2, &b, err) != 0)
@@ -45,8 +46,9 @@ static int eval_matmul(const char *op, const TensorFile *in, TensorFile *out, Er
     return rc == 0 ? 0 : error_set(err, "%s failed", op);
 }
 
-static int eval_linear(const char *op, const TensorFile *in, TensorFile *out, Error *err)
+static int eval_linear(const TensorFile *in, TensorFile *out, Error *err)
 {
+    const char *op = tensorfile_meta(in, "op");
     int backward = strcmp(op, "linear_backward") == 0;
     const Tensor *x, *w;
     if (tensorfile_get(in, "input", DTYPE_F32, 2, &x, err) != 0 ||
@@ -79,8 +81,9 @@ static int eval_linear(const char *op, const TensorFile *in, TensorFile *out, Er
     return 0;
 }
 
-static int eval_softmax(const char *op, const TensorFile *in, TensorFile *out, Error *err)
+static int eval_softmax(const TensorFile *in, TensorFile *out, Error *err)
 {
+    const char *op = tensorfile_meta(in, "op");
     int backward = strcmp(op, "softmax_backward") == 0;
     const Tensor *x;
     if (tensorfile_get(in, backward ? "output" : "input", DTYPE_F32, 2, &x, err) != 0) return -1;
@@ -128,17 +131,20 @@ static int eval_rng(const TensorFile *in, TensorFile *out, Error *err)
     return rc;
 }
 
+/* The chapter's ops and the options each reads from the metadata. */
+static const CaseOp OPS[] = {
+    {"matmul_nt", "", eval_matmul},
+    {"matmul_nn", "", eval_matmul},
+    {"matmul_tn", "", eval_matmul},
+    {"linear", "", eval_linear},
+    {"linear_backward", "", eval_linear},
+    {"softmax", "", eval_softmax},
+    {"softmax_backward", "", eval_softmax},
+    {"rng_stream", "rng_seed rng_stream count", eval_rng},
+    {NULL, NULL, NULL},
+};
+
 int foundations_case_eval(const TensorFile *in, TensorFile *out, Error *err)
 {
-    const char *op = tensorfile_meta(in, "op");
-    if (!op) return error_set(err, "%s: metadata 'op' is missing", in->path);
-    if (!strcmp(op, "matmul_nt") || !strcmp(op, "matmul_nn") || !strcmp(op, "matmul_tn"))
-        return eval_matmul(op, in, out, err);
-    if (!strcmp(op, "linear") || !strcmp(op, "linear_backward"))
-        return eval_linear(op, in, out, err);
-    if (!strcmp(op, "softmax") || !strcmp(op, "softmax_backward"))
-        return eval_softmax(op, in, out, err);
-    if (!strcmp(op, "rng_stream")) return eval_rng(in, out, err);
-    return error_set(err, "%s: op '%s' is not a chapter 00 op (matmul_nt, matmul_nn, "
-                     "matmul_tn, linear, linear_backward, softmax, softmax_backward, rng_stream)", in->path, op);
+    return case_dispatch(OPS, "00", in, out, err);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bpe.h"
+#include "casefile.h"
 #include "sequence.h"
 #include "taylor.h"
 #include "text.h"
@@ -55,8 +56,9 @@ static int add_bytes(TensorFile *out, const char *name, const uint8_t *data, siz
 
 /* char_encode, word_encode and bpe_train_encode: a tokenizer learnt from
  * the tensor "corpus", applied to the tensor "text". */
-static int eval_learnt(const char *op, const TensorFile *in, TensorFile *out, Error *err)
+static int eval_learnt(const TensorFile *in, TensorFile *out, Error *err)
 {
+    const char *op = tensorfile_meta(in, "op");
     const uint8_t *corpus_data, *text;
     size_t corpus_len, len;
     if (get_bytes(in, "corpus", &corpus_data, &corpus_len, err) != 0 ||
@@ -139,8 +141,9 @@ static int get_side(const TensorFile *in, TokenizerKind *kind, Error *err)
 }
 
 /* taylor_source, taylor_target: one text; batch: newline-separated texts. */
-static int eval_taylor(const char *op, const TensorFile *in, TensorFile *out, Error *err)
+static int eval_taylor(const TensorFile *in, TensorFile *out, Error *err)
 {
+    const char *op = tensorfile_meta(in, "op");
     int is_batch = !strcmp(op, "batch");
     TokenizerKind kind = !strcmp(op, "taylor_source") ? TOKENIZER_TAYLOR_SOURCE
                                                       : TOKENIZER_TAYLOR_TARGET;
@@ -208,16 +211,18 @@ static int eval_taylor(const char *op, const TensorFile *in, TensorFile *out, Er
     return rc == 0 ? 0 : error_prefix(err, in->path);
 }
 
+/* The chapter's ops and the options each reads from the metadata. */
+static const CaseOp OPS[] = {
+    {"char_encode", "", eval_learnt},
+    {"word_encode", "min_freq", eval_learnt},
+    {"bpe_train_encode", "vocab_size", eval_learnt},
+    {"taylor_source", "length", eval_taylor},
+    {"taylor_target", "length", eval_taylor},
+    {"batch", "side length", eval_taylor},
+    {NULL, NULL, NULL},
+};
+
 int tokenization_case_eval(const TensorFile *in, TensorFile *out, Error *err)
 {
-    const char *op = tensorfile_meta(in, "op");
-    err->msg[0] = 0;          /* an exercise stub returns -1 without a message */
-    if (!op) return error_set(err, "%s: metadata 'op' is missing", in->path);
-    if (!strcmp(op, "char_encode") || !strcmp(op, "word_encode") ||
-        !strcmp(op, "bpe_train_encode"))
-        return eval_learnt(op, in, out, err);
-    if (!strcmp(op, "taylor_source") || !strcmp(op, "taylor_target") || !strcmp(op, "batch"))
-        return eval_taylor(op, in, out, err);
-    return error_set(err, "%s: op '%s' is not a chapter 01 op (char_encode, word_encode, "
-                     "bpe_train_encode, taylor_source, taylor_target, batch)", in->path, op);
+    return case_dispatch(OPS, "01", in, out, err);
 }

@@ -77,10 +77,10 @@ static int read_options(const TensorFile *in, SdpaCase *c, Error *err)
     c->scale = (float)scale;
 
     double dropout_p;
-    if (tensorfile_meta_double(in, "dropout_p", 0.0, &dropout_p, err) != 0) return -1;
+    if (tensorfile_meta_double(in, "dropout", 0.0, &dropout_p, err) != 0) return -1;
     if (!(dropout_p >= 0.0 && dropout_p < 1.0))
-        return error_set(err, "%s: metadata 'dropout_p' is '%s'; it must lie in [0, 1)",
-                         case_name(in), tensorfile_meta(in, "dropout_p"));
+        return error_set(err, "%s: metadata 'dropout' is '%s'; it must lie in [0, 1)",
+                         case_name(in), tensorfile_meta(in, "dropout"));
     c->dropout_p = (float)dropout_p;
     int gqa;
     if (tensorfile_meta_bool(in, "enable_gqa", 0, &gqa, err) != 0) return -1;
@@ -172,11 +172,11 @@ int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err)
      * exactly when dropout_p > 0 (the mask PyTorch's dropout drew). */
     const Tensor *drop = tensorfile_find(in, "dropout_mask");
     if (c->dropout_p > 0.0f && !drop)
-        return error_set(err, "%s: dropout_p is %g but the case has no 'dropout_mask' (the "
+        return error_set(err, "%s: dropout is %g but the case has no 'dropout_mask' (the "
                          "dropout is not random here: the case gives its mask)", case_name(in),
                          (double)c->dropout_p);
     if (drop && c->dropout_p == 0.0f)
-        return error_set(err, "%s: a 'dropout_mask' is given but dropout_p is 0",
+        return error_set(err, "%s: a 'dropout_mask' is given but dropout is 0",
                          case_name(in));
     if (drop) {
         const Tensor *t;
@@ -225,7 +225,7 @@ static int alloc_batched(Tensor *t, const SdpaCase *c, int64_t rows, int64_t col
     return tensor_alloc(t, DTYPE_F32, c->ndim, shape, err);
 }
 
-int sdpa_eval_case(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_sdpa(const TensorFile *in, TensorFile *out, Error *err)
 {
     SdpaCase c;
     if (sdpa_case_read(in, &c, err) != 0) return -1;
@@ -278,4 +278,16 @@ int sdpa_eval_case(const TensorFile *in, TensorFile *out, Error *err)
 done:
     for (int i = 0; i < N_BUFFERS; i++) tensor_free(&t[i]);   /* no-op once added */
     return rc;
+}
+
+/* The chapter's ops and the options each reads from the metadata. */
+static const CaseOp OPS[] = {
+    {"sdpa", "is_causal scale dropout enable_gqa", eval_sdpa},
+    {"sdpa_backward", "is_causal scale dropout enable_gqa", eval_sdpa},
+    {NULL, NULL, NULL},
+};
+
+int sdpa_eval_case(const TensorFile *in, TensorFile *out, Error *err)
+{
+    return case_dispatch(OPS, "02", in, out, err);
 }

@@ -256,8 +256,8 @@ static int read_masks(const TensorFile *in, MhaCase *c, Error *err)
         const int64_t shapes[2][3] = {{L, S}, {N * H, L, S}};
         const int ndims[2] = {2, 3};
         if (check_mask(in, "attn_mask", c->attn_mask, shapes, ndims, 2,
-                       c->batched ? "(L, S) or (N * num_heads, L, S)"
-                                  : "(L, S) or (num_heads, L, S)", err) != 0)
+                       c->batched ? "(L, S) or (N * nhead, L, S)"
+                                  : "(L, S) or (nhead, L, S)", err) != 0)
             return -1;
     }
     /* PyTorch's is_causal hint (mha_case.h). */
@@ -289,16 +289,16 @@ int mha_case_read(const TensorFile *in, MhaCase *c, Error *err)
 
     if (read_inputs(in, c, err) != 0) return -1;
 
-    if (!tensorfile_meta(in, "num_heads"))
-        return error_set(err, "%s: metadata 'num_heads' is missing", case_name(in));
+    if (!tensorfile_meta(in, "nhead"))
+        return error_set(err, "%s: metadata 'nhead' is missing", case_name(in));
     long long H;
-    if (tensorfile_meta_int(in, "num_heads", 1, &H, err) != 0) return -1;
+    if (tensorfile_meta_int(in, "nhead", 1, &H, err) != 0) return -1;
     if (H < 1 || H > INT_MAX)
-        return error_set(err, "%s: metadata 'num_heads' is %lld; it must be at least 1",
+        return error_set(err, "%s: metadata 'nhead' is %lld; it must be at least 1",
                          case_name(in), H);
     if (c->E % H != 0)
         return error_set(err, "%s: embed_dim %d (the last dimension of 'query') is not "
-                         "divisible by num_heads %lld", case_name(in), c->E, H);
+                         "divisible by nhead %lld", case_name(in), c->E, H);
     c->H = (int)H;
     if (check_meta_int(in, "embed_dim", c->E, "the last dimension of 'query'", err) != 0 ||
         check_meta_int(in, "kdim", c->Ek, "the last dimension of 'key'", err) != 0 ||
@@ -311,7 +311,7 @@ int mha_case_read(const TensorFile *in, MhaCase *c, Error *err)
     int64_t rows = (int64_t)c->N * (c->L > c->S ? c->L : c->S) * widest;
     if (att > INT_MAX || rows > INT_MAX)
         return error_set(err, "%s: the case needs buffers of %lld floats (N %d, L %d, S %d, "
-                         "E %d, num_heads %d), more than this implementation allows (%d)",
+                         "E %d, nhead %d), more than this implementation allows (%d)",
                          case_name(in), (long long)(att > rows ? att : rows), c->N, c->L, c->S,
                          c->E, c->H, INT_MAX);
 
@@ -371,7 +371,7 @@ static const char *const PARAM_NAMES[7] = {"in_proj_weight", "q_proj_weight", "k
                                            "v_proj_weight",  "in_proj_bias",  "out_proj.weight",
                                            "out_proj.bias"};
 
-int mha_eval_case(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_mha(const TensorFile *in, TensorFile *out, Error *err)
 {
     MhaCase c;
     if (mha_case_read(in, &c, err) != 0) return -1;
@@ -444,4 +444,18 @@ done:
     mha_cache_free(&cache);
     free(bias);
     return rc;
+}
+
+/* The chapter's ops and the options each reads from the metadata. */
+#define MHA_OPTIONS "embed_dim nhead kdim vdim bias dropout batch_first need_weights " \
+                    "average_attn_weights is_causal self_attention add_bias_kv add_zero_attn"
+static const CaseOp OPS[] = {
+    {"mha", MHA_OPTIONS, eval_mha},
+    {"mha_backward", MHA_OPTIONS, eval_mha},
+    {NULL, NULL, NULL},
+};
+
+int mha_eval_case(const TensorFile *in, TensorFile *out, Error *err)
+{
+    return case_dispatch(OPS, "03", in, out, err);
 }

@@ -93,8 +93,9 @@ static int layernorm_options(const TensorFile *in, int64_t C, float *eps, int *a
     return 0;
 }
 
-static int eval_layernorm(const char *op, const TensorFile *in, TensorFile *out, Error *err)
+static int eval_layernorm(const TensorFile *in, TensorFile *out, Error *err)
 {
+    const char *op = tensorfile_meta(in, "op");
     int backward = strcmp(op, "layernorm_backward") == 0;
     const Tensor *x, *weight = NULL, *bias = NULL, *dy = NULL;
     if (get_input(in, "input", &x, err) != 0) return -1;
@@ -145,8 +146,9 @@ done:
     return rc;
 }
 
-static int eval_residual(const char *op, const TensorFile *in, TensorFile *out, Error *err)
+static int eval_residual(const TensorFile *in, TensorFile *out, Error *err)
 {
+    const char *op = tensorfile_meta(in, "op");
     if (strcmp(op, "residual") == 0) {
         const Tensor *x, *fx;
         if (get_input(in, "input", &x, err) != 0 ||
@@ -168,14 +170,16 @@ static int eval_residual(const char *op, const TensorFile *in, TensorFile *out, 
     return 0;
 }
 
+/* The chapter's ops and the options each reads from the metadata. */
+static const CaseOp OPS[] = {
+    {"layernorm", "normalized_shape eps elementwise_affine bias", eval_layernorm},
+    {"layernorm_backward", "normalized_shape eps elementwise_affine bias", eval_layernorm},
+    {"residual", "", eval_residual},
+    {"residual_backward", "", eval_residual},
+    {NULL, NULL, NULL},
+};
+
 int layernorm_case_eval(const TensorFile *in, TensorFile *out, Error *err)
 {
-    const char *op = tensorfile_meta(in, "op");
-    if (!op) return error_set(err, "%s: metadata 'op' is missing", case_name(in));
-    if (!strcmp(op, "layernorm") || !strcmp(op, "layernorm_backward"))
-        return eval_layernorm(op, in, out, err);
-    if (!strcmp(op, "residual") || !strcmp(op, "residual_backward"))
-        return eval_residual(op, in, out, err);
-    return error_set(err, "%s: op '%s' is not a chapter 04 op (layernorm, layernorm_backward, "
-                     "residual, residual_backward)", case_name(in), op);
+    return case_dispatch(OPS, "04", in, out, err);
 }

@@ -170,8 +170,9 @@ static int get_probability(const TensorFile *in, const char *key, int required, 
 /* Token embedding                                                           */
 /* ------------------------------------------------------------------------ */
 
-static int eval_embedding(const TensorFile *in, TensorFile *out, int backward, Error *err)
+static int eval_embedding(const TensorFile *in, TensorFile *out, Error *err)
 {
+    int backward = case_is_backward(in);
     const Tensor *ids, *w, *dy = NULL;
     if (tensorfile_get(in, "input", DTYPE_I64, 2, &ids, err) != 0 ||
         check_size(in, "tensor 'input'", tensor_numel(ids), err) != 0 ||
@@ -225,9 +226,10 @@ static int eval_embedding(const TensorFile *in, TensorFile *out, int backward, E
 /* Positions                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static int eval_positional(const TensorFile *in, TensorFile *out, int learned, int backward,
-                           Error *err)
+static int eval_positional(const TensorFile *in, TensorFile *out, Error *err)
 {
+    int learned = strncmp(tensorfile_meta(in, "op"), "positional_learned", 18) == 0;
+    int backward = case_is_backward(in);
     const Tensor *x, *w = NULL, *dy = NULL;
     if (get_tensor(in, "input", DTYPE_F32, 3, NULL, "(B, T, D)", &x, err) != 0 ||
         check_positive(in, "input", 2, x, "D (d_model)", err) != 0)
@@ -285,14 +287,15 @@ static int eval_positional(const TensorFile *in, TensorFile *out, int learned, i
 /* ------------------------------------------------------------------------ */
 
 /* dropout_mask, dropout_mask_backward: PyTorch's mask, given by the case. */
-static int eval_dropout_mask(const TensorFile *in, TensorFile *out, int backward, Error *err)
+static int eval_dropout_mask(const TensorFile *in, TensorFile *out, Error *err)
 {
+    int backward = case_is_backward(in);
     const Tensor *x, *mask = NULL, *dy = NULL;
     float p = 0.0f;
     int training;
     if (tensorfile_get(in, "input", DTYPE_F32, -1, &x, err) != 0 ||
         check_size(in, "tensor 'input'", tensor_numel(x), err) != 0 ||
-        get_probability(in, "p", 1, &p, err) != 0 ||
+        get_probability(in, "dropout", 1, &p, err) != 0 ||
         tensorfile_meta_bool(in, "training", 1, &training, err) != 0)
         return -1;
     if (training && get_mask(in, "mask", x, "'input'", &mask, err) != 0) return -1;
@@ -323,7 +326,7 @@ static int eval_dropout_rng(const TensorFile *in, TensorFile *out, Error *err)
     long long seed, stream;
     if (tensorfile_get(in, "input", DTYPE_F32, -1, &x, err) != 0 ||
         check_size(in, "tensor 'input'", tensor_numel(x), err) != 0 ||
-        get_probability(in, "p", 1, &p, err) != 0)
+        get_probability(in, "dropout", 1, &p, err) != 0)
         return -1;
     if (!tensorfile_meta(in, "rng_seed"))
         return error_set(err, "%s: metadata 'rng_seed' is missing", case_name(in));
@@ -354,8 +357,9 @@ static int eval_dropout_rng(const TensorFile *in, TensorFile *out, Error *err)
 /* The feed-forward block                                                    */
 /* ------------------------------------------------------------------------ */
 
-static int eval_ffn(const TensorFile *in, TensorFile *out, int backward, Error *err)
+static int eval_ffn(const TensorFile *in, TensorFile *out, Error *err)
 {
+    int backward = case_is_backward(in);
     const Tensor *x, *w1, *w2, *b1 = NULL, *b2 = NULL, *mask = NULL, *dy = NULL;
     if (get_tensor(in, "input", DTYPE_F32, 3, NULL, "(B, T, D)", &x, err) != 0 ||
         check_positive(in, "input", 2, x, "D (d_model)", err) != 0)
@@ -468,9 +472,10 @@ static int layer_param_shape(int i, int64_t D, int64_t F, int64_t shape[2])
     }
 }
 
-static int eval_encoder(const TensorFile *in, TensorFile *out, int stack, int backward,
-                        Error *err)
+static int eval_encoder(const TensorFile *in, TensorFile *out, Error *err)
 {
+    int stack = strncmp(tensorfile_meta(in, "op"), "encoder_layer", 13) != 0;
+    int backward = case_is_backward(in);
     const Tensor *src, *kpm = NULL, *mask = NULL, *dy = NULL;
     if (get_tensor(in, "src", DTYPE_F32, 3, NULL, "(N, S, D)", &src, err) != 0 ||
         check_positive(in, "src", 0, src, "N (the batch)", err) != 0 ||
@@ -651,28 +656,28 @@ static int eval_encoder(const TensorFile *in, TensorFile *out, int stack, int ba
 
 /* ------------------------------------------------------------------------ */
 
+/* The chapter's ops and the options each reads from the metadata. */
+#define ENCODER_OPTIONS "nhead eps dropout norm_first training"
+static const CaseOp OPS[] = {
+    {"embedding", "padding_idx scale", eval_embedding},
+    {"embedding_backward", "padding_idx scale", eval_embedding},
+    {"positional_sinusoidal", "max_len", eval_positional},
+    {"positional_sinusoidal_backward", "max_len", eval_positional},
+    {"positional_learned", "max_len", eval_positional},
+    {"positional_learned_backward", "max_len", eval_positional},
+    {"dropout_mask", "dropout training", eval_dropout_mask},
+    {"dropout_mask_backward", "dropout training", eval_dropout_mask},
+    {"dropout_rng", "dropout rng_seed rng_stream", eval_dropout_rng},
+    {"ffn", "bias dropout training", eval_ffn},
+    {"ffn_backward", "bias dropout training", eval_ffn},
+    {"encoder_layer", ENCODER_OPTIONS, eval_encoder},
+    {"encoder_layer_backward", ENCODER_OPTIONS, eval_encoder},
+    {"encoder", ENCODER_OPTIONS " num_layers final_norm", eval_encoder},
+    {"encoder_backward", ENCODER_OPTIONS " num_layers final_norm", eval_encoder},
+    {NULL, NULL, NULL},
+};
+
 int encoder_case_eval(const TensorFile *in, TensorFile *out, Error *err)
 {
-    const char *op = tensorfile_meta(in, "op");
-    if (!op) return error_set(err, "%s: metadata 'op' is missing", case_name(in));
-    if (!strcmp(op, "embedding")) return eval_embedding(in, out, 0, err);
-    if (!strcmp(op, "embedding_backward")) return eval_embedding(in, out, 1, err);
-    if (!strcmp(op, "positional_sinusoidal")) return eval_positional(in, out, 0, 0, err);
-    if (!strcmp(op, "positional_sinusoidal_backward")) return eval_positional(in, out, 0, 1, err);
-    if (!strcmp(op, "positional_learned")) return eval_positional(in, out, 1, 0, err);
-    if (!strcmp(op, "positional_learned_backward")) return eval_positional(in, out, 1, 1, err);
-    if (!strcmp(op, "dropout_mask")) return eval_dropout_mask(in, out, 0, err);
-    if (!strcmp(op, "dropout_mask_backward")) return eval_dropout_mask(in, out, 1, err);
-    if (!strcmp(op, "dropout_rng")) return eval_dropout_rng(in, out, err);
-    if (!strcmp(op, "ffn")) return eval_ffn(in, out, 0, err);
-    if (!strcmp(op, "ffn_backward")) return eval_ffn(in, out, 1, err);
-    if (!strcmp(op, "encoder_layer")) return eval_encoder(in, out, 0, 0, err);
-    if (!strcmp(op, "encoder_layer_backward")) return eval_encoder(in, out, 0, 1, err);
-    if (!strcmp(op, "encoder")) return eval_encoder(in, out, 1, 0, err);
-    if (!strcmp(op, "encoder_backward")) return eval_encoder(in, out, 1, 1, err);
-    return error_set(err, "%s: op '%s' is not a chapter 05 op (embedding, embedding_backward, "
-                     "positional_sinusoidal, positional_sinusoidal_backward, "
-                     "positional_learned, positional_learned_backward, dropout_mask, "
-                     "dropout_mask_backward, dropout_rng, ffn, ffn_backward, encoder_layer, "
-                     "encoder_layer_backward, encoder, encoder_backward)", case_name(in), op);
+    return case_dispatch(OPS, "05", in, out, err);
 }

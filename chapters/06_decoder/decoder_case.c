@@ -146,25 +146,14 @@ static void param_name(char *buf, const DecoderCase *c, int l, int i)
 static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
 {
     memset(c, 0, sizeof *c);
-    const char *op = tensorfile_meta(in, "op");
-    if (!op) return error_set(err, "%s: metadata 'op' is missing", case_name(in));
-    if (!strcmp(op, "decoder_layer")) {
-    } else if (!strcmp(op, "decoder_layer_backward")) {
-        c->backward = 1;
-    } else if (!strcmp(op, "decoder")) {
-        c->stack = 1;
-    } else if (!strcmp(op, "decoder_backward")) {
-        c->stack = c->backward = 1;
-    } else {
-        return error_set(err, "%s: op '%s' is not a chapter 06 op (decoder_layer, "
-                         "decoder_layer_backward, decoder, decoder_backward)", case_name(in), op);
-    }
+    c->stack = strncmp(tensorfile_meta(in, "op"), "decoder_layer", 13) != 0;
+    c->backward = case_is_backward(in);
 
     /* Options. */
     double dropout, eps;
     int mem_causal;
     if (tensorfile_meta_double(in, "dropout", 0.0, &dropout, err) != 0 ||
-        tensorfile_meta_double(in, "layer_norm_eps", LAYERNORM_DEFAULT_EPS, &eps, err) != 0 ||
+        tensorfile_meta_double(in, "eps", LAYERNORM_DEFAULT_EPS, &eps, err) != 0 ||
         tensorfile_meta_bool(in, "norm_first", 0, &c->norm_first, err) != 0 ||
         tensorfile_meta_bool(in, "tgt_is_causal", 0, &c->tgt_is_causal, err) != 0 ||
         tensorfile_meta_bool(in, "memory_is_causal", 0, &mem_causal, err) != 0)
@@ -174,8 +163,8 @@ static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
                          "masks, so only 0 is supported", case_name(in),
                          tensorfile_meta(in, "dropout"));
     if (!(eps > 0.0) || (float)eps <= 0.0f)
-        return error_set(err, "%s: metadata 'layer_norm_eps' is '%s'; it must be a positive "
-                         "number", case_name(in), tensorfile_meta(in, "layer_norm_eps"));
+        return error_set(err, "%s: metadata 'eps' is '%s'; it must be a positive "
+                         "number", case_name(in), tensorfile_meta(in, "eps"));
     c->eps = (float)eps;
     if (mem_causal)
         return error_set(err, "%s: metadata 'memory_is_causal' is true; not supported by this "
@@ -359,7 +348,7 @@ static float *make_bias(const Tensor *kpm, const Tensor *attn, int N, int H, int
     return bias;
 }
 
-int decoder_case_eval(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_decoder(const TensorFile *in, TensorFile *out, Error *err)
 {
     DecoderCase *c = calloc(1, sizeof *c);
     if (!c) return error_set(err, "%s: out of memory", case_name(in));
@@ -452,4 +441,19 @@ done:
     free(ca_bias);
     free(c);
     return rc;
+}
+
+/* The chapter's ops and the options each reads from the metadata. */
+#define DECODER_OPTIONS "nhead eps dropout norm_first tgt_is_causal memory_is_causal"
+static const CaseOp OPS[] = {
+    {"decoder_layer", DECODER_OPTIONS, eval_decoder},
+    {"decoder_layer_backward", DECODER_OPTIONS, eval_decoder},
+    {"decoder", DECODER_OPTIONS " num_layers final_norm", eval_decoder},
+    {"decoder_backward", DECODER_OPTIONS " num_layers final_norm", eval_decoder},
+    {NULL, NULL, NULL},
+};
+
+int decoder_case_eval(const TensorFile *in, TensorFile *out, Error *err)
+{
+    return case_dispatch(OPS, "06", in, out, err);
 }

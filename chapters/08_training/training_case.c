@@ -116,8 +116,9 @@ static int call_failed(const TensorFile *in, const char *function, const Error *
 /* Cross-entropy                                                             */
 /* ------------------------------------------------------------------------ */
 
-static int eval_cross_entropy(const TensorFile *in, TensorFile *out, int backward, Error *err)
+static int eval_cross_entropy(const TensorFile *in, TensorFile *out, Error *err)
 {
+    int backward = case_is_backward(in);
     const Tensor *logits, *target;
     if (get_tensor(in, "logits", DTYPE_F32, 2, NULL, "(R, V)", &logits, err) != 0) return -1;
     int64_t R = logits->shape[0], V = logits->shape[1];
@@ -243,8 +244,9 @@ static int eval_clip(const TensorFile *in, TensorFile *out, Error *err)
 /* Learning-rate schedules                                                   */
 /* ------------------------------------------------------------------------ */
 
-static int eval_schedule(const TensorFile *in, TensorFile *out, int noam, Error *err)
+static int eval_schedule(const TensorFile *in, TensorFile *out, Error *err)
 {
+    int noam = strcmp(tensorfile_meta(in, "op"), "lr_noam") == 0;
     const Tensor *steps;
     if (get_tensor(in, "steps", DTYPE_I64, 1, NULL, "(n,)", &steps, err) != 0) return -1;
     int64_t n = steps->shape[0];
@@ -395,7 +397,8 @@ static int get_batches(const TensorFile *in, const Model *m, int64_t steps, cons
 static int get_train_options(const TensorFile *in, TrainOptions *o, Error *err)
 {
     const char *schedule = tensorfile_meta(in, "schedule");
-    long long warmup, max_iters, adamw;
+    long long warmup, max_iters;
+    int adamw;
     float lr = 0, wd = 0, clip = 0, smoothing = 0;
     memset(o, 0, sizeof *o);
     if (require(in, "schedule", "constant, cosine or noam", err) != 0) return -1;
@@ -407,13 +410,13 @@ static int get_train_options(const TensorFile *in, TrainOptions *o, Error *err)
     if (get_int(in, "warmup", "the warm-up", 1, 0, 0, INT_MAX, &warmup, err) != 0 ||
         get_int(in, "max_iters", "the schedule's length", 1, 0, 1, INT_MAX, &max_iters,
                 err) != 0 ||
-        get_int(in, "adamw", "0 or 1", 0, 0, 0, 1, &adamw, err) != 0 ||
+        tensorfile_meta_bool(in, "adamw", 0, &adamw, err) != 0 ||
         get_float(in, "lr", "a learning rate >= 0", 0, 0, 0, INFINITY, 0, &lr, err) != 0 ||
         get_float(in, "weight_decay", ">= 0", 0, 0, 0, INFINITY, 0, &wd, err) != 0 ||
         get_float(in, "clip", ">= 0 (0: no clipping)", 0, 0, 0, INFINITY, 0, &clip, err) != 0 ||
         get_float(in, "label_smoothing", "in [0, 1]", 0, 0, 0, 1, 0, &smoothing, err) != 0)
         return -1;
-    o->adam = adam_default_config((int)adamw);
+    o->adam = adam_default_config(adamw);
     o->adam.lr = lr;
     o->adam.weight_decay = wd;
     o->warmup = warmup;
@@ -479,20 +482,27 @@ done:
     return rc;
 }
 
+static int eval_parity(const TensorFile *in, TensorFile *out, Error *err)
+{
+    return training_case_parity(in, out, NULL, err);
+}
+
+/* The chapter's ops and the options each reads from the metadata. */
+static const CaseOp OPS[] = {
+    {"cross_entropy", "ignore_index label_smoothing", eval_cross_entropy},
+    {"cross_entropy_backward", "ignore_index label_smoothing", eval_cross_entropy},
+    {"adam", "steps lr beta1 beta2 eps weight_decay decoupled", eval_adam},
+    {"clip_grad_norm", "max_norm", eval_clip},
+    {"lr_cosine", "warmup max_iters", eval_schedule},
+    {"lr_noam", "d_model warmup", eval_schedule},
+    {"seq_dataset", "task n seq_len num_categories rng_seed rng_stream", eval_seq_dataset},
+    {"batcher_shuffle", "n epochs rng_seed rng_stream", eval_batcher},
+    {"train_parity", "model.* steps lr schedule warmup max_iters adamw weight_decay clip "
+                     "label_smoothing", eval_parity},
+    {NULL, NULL, NULL},
+};
+
 int training_case_eval(const TensorFile *in, TensorFile *out, Error *err)
 {
-    const char *op = tensorfile_meta(in, "op");
-    if (!op) return error_set(err, "%s: metadata 'op' is missing", case_name(in));
-    if (!strcmp(op, "cross_entropy")) return eval_cross_entropy(in, out, 0, err);
-    if (!strcmp(op, "cross_entropy_backward")) return eval_cross_entropy(in, out, 1, err);
-    if (!strcmp(op, "adam")) return eval_adam(in, out, err);
-    if (!strcmp(op, "clip_grad_norm")) return eval_clip(in, out, err);
-    if (!strcmp(op, "lr_cosine")) return eval_schedule(in, out, 0, err);
-    if (!strcmp(op, "lr_noam")) return eval_schedule(in, out, 1, err);
-    if (!strcmp(op, "seq_dataset")) return eval_seq_dataset(in, out, err);
-    if (!strcmp(op, "batcher_shuffle")) return eval_batcher(in, out, err);
-    if (!strcmp(op, "train_parity")) return training_case_parity(in, out, NULL, err);
-    return error_set(err, "%s: op '%s' is not a chapter 08 op (cross_entropy, "
-                     "cross_entropy_backward, adam, clip_grad_norm, lr_cosine, lr_noam, "
-                     "seq_dataset, batcher_shuffle, train_parity)", case_name(in), op);
+    return case_dispatch(OPS, "08", in, out, err);
 }

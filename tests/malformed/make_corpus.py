@@ -158,7 +158,7 @@ def sdpa():
          "query"),
         ("key_rows_differ.safetensors",
          changed(g, tensors={"key": ("F32", [4, 2], f32(8))}), "value"),
-        ("dropout_p_1_5.safetensors", changed(g, meta={"dropout_p": "1.5"}), "dropout_p"),
+        ("dropout_1_5.safetensors", changed(g, meta={"dropout": "1.5"}), "dropout"),
         ("is_causal_maybe.safetensors", changed(g, meta={"is_causal": "maybe"}), "is_causal"),
         # Empty tensors, sizes that would need 2^62 attention weights.
         ("empty_but_huge.safetensors",
@@ -171,9 +171,9 @@ def sdpa():
 def mha():
     g = "golden/03_mha/worked_example.safetensors"
     return [
-        ("num_heads_0.safetensors", changed(g, meta={"num_heads": "0"}), "num_heads"),
-        ("num_heads_3.safetensors", changed(g, meta={"num_heads": "3"}), "num_heads"),
-        ("num_heads_text.safetensors", changed(g, meta={"num_heads": "two"}), "num_heads"),
+        ("nhead_0.safetensors", changed(g, meta={"nhead": "0"}), "nhead"),
+        ("nhead_3.safetensors", changed(g, meta={"nhead": "3"}), "nhead"),
+        ("nhead_text.safetensors", changed(g, meta={"nhead": "two"}), "nhead"),
         ("embed_dim_wraps.safetensors", changed(g, meta={"embed_dim": "4294967300"}),
          "embed_dim"),
         ("in_proj_short.safetensors",
