@@ -24,7 +24,7 @@ NVCC_ARCH  ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=
 # Warnings are errors, from nvcc and from the host compiler it drives.
 NVCC_FLAGS := -std=c++17 -O2 -g $(NVCC_ARCH) --Werror all-warnings \
               -Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror \
-              $(addprefix -I,$(wildcard chapters/*)) -Icuda
+              $(addprefix -I,$(wildcard chapters/*)) -Icases -Icuda
 CUDA_LIBS  := -lcublas -lcjson -lm -lgomp
 
 CUDA_KERNEL_SRC := $(filter-out cuda/run_cases.cu,$(wildcard cuda/*.cu))

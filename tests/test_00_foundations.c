@@ -25,6 +25,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "foundations_case.h"
 #include "helpers.h"
 #include "matmul.h"
 #include "rng.h"

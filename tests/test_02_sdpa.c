@@ -520,7 +520,7 @@ static void test_bad_case(void **state)
     const BadCase *bad = *state;
     TensorFile in;
     build_bad_case(&in, bad);
-    assert_case_refused(sdpa_eval_case, &in, bad->expect);
+    assert_case_refused(sdpa_case_eval, &in, bad->expect);
     tensorfile_free(&in);
 }
 
@@ -539,7 +539,7 @@ static void test_valid_base_case(void **state)
         TensorFile in, out = {0};
         build_bad_case(&in, &ok[i]);
         Error err = {{0}};
-        if (sdpa_eval_case(&in, &out, &err) != 0) {
+        if (sdpa_case_eval(&in, &out, &err) != 0) {
             print_error("%s: %s\n", ok[i].name, err.msg);
             fail();
         }
@@ -588,7 +588,7 @@ static void test_program_refuses_bad_case(void **state)
 
 /* The malformed-input corpus of this chapter (tests/malformed/02_sdpa/): each
  * file gets a one-line error naming it, and no output appears. */
-CASE_CORPUS_READER(read_corpus_case, sdpa_eval_case)
+CASE_CORPUS_READER(read_corpus_case, sdpa_case_eval)
 
 static void test_malformed_corpus(void **state)
 {

@@ -761,7 +761,7 @@ static void test_bad_case(void **state)
     const BadCase *bad = *state;
     TensorFile in;
     build_bad_case(&in, bad);
-    assert_case_refused(mha_eval_case, &in, bad->expect);
+    assert_case_refused(mha_case_eval, &in, bad->expect);
     tensorfile_free(&in);
 }
 
@@ -782,7 +782,7 @@ static void test_valid_base_case(void **state)
         TensorFile in, out = {0};
         build_bad_case(&in, &ok[i].change);
         Error err = {{0}};
-        if (mha_eval_case(&in, &out, &err) != 0) {
+        if (mha_case_eval(&in, &out, &err) != 0) {
             print_error("%s: %s\n", ok[i].change.name, err.msg);
             fail();
         }
@@ -832,7 +832,7 @@ static void test_program_refuses_bad_case(void **state)
 
 /* The malformed-input corpus of this chapter (tests/malformed/03_mha/): each
  * file gets a one-line error naming it, and no output appears. */
-CASE_CORPUS_READER(read_corpus_case, mha_eval_case)
+CASE_CORPUS_READER(read_corpus_case, mha_case_eval)
 
 static void test_malformed_corpus(void **state)
 {

@@ -120,5 +120,5 @@ static int demo(void)
 
 int main(int argc, char **argv)
 {
-    return case_main(argc, argv, USAGE, demo, sdpa_eval_case);
+    return case_main(argc, argv, USAGE, demo, sdpa_case_eval);
 }

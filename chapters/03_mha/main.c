@@ -95,5 +95,5 @@ static int demo(void)
 
 int main(int argc, char **argv)
 {
-    return case_main(argc, argv, USAGE, demo, mha_eval_case);
+    return case_main(argc, argv, USAGE, demo, mha_case_eval);
 }

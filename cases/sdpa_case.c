@@ -287,7 +287,7 @@ static const CaseOp OPS[] = {
     {NULL, NULL, NULL},
 };
 
-int sdpa_eval_case(const TensorFile *in, TensorFile *out, Error *err)
+int sdpa_case_eval(const TensorFile *in, TensorFile *out, Error *err)
 {
     return case_dispatch(OPS, "02", in, out, err);
 }

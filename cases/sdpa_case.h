@@ -51,6 +51,6 @@ typedef struct {
 int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err);
 
 /* Evaluates ops sdpa and sdpa_backward: the CaseEval of the chapter program. */
-int sdpa_eval_case(const TensorFile *in, TensorFile *out, Error *err);
+int sdpa_case_eval(const TensorFile *in, TensorFile *out, Error *err);
 
 #endif

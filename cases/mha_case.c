@@ -455,7 +455,7 @@ static const CaseOp OPS[] = {
     {NULL, NULL, NULL},
 };
 
-int mha_eval_case(const TensorFile *in, TensorFile *out, Error *err)
+int mha_case_eval(const TensorFile *in, TensorFile *out, Error *err)
 {
     return case_dispatch(OPS, "03", in, out, err);
 }

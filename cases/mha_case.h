@@ -83,6 +83,6 @@ int mha_case_has_bias(const MhaCase *c);
 int mha_case_bias(const MhaCase *c, float *bias);
 
 /* Evaluates ops mha and mha_backward: the CaseEval of the chapter program. */
-int mha_eval_case(const TensorFile *in, TensorFile *out, Error *err);
+int mha_case_eval(const TensorFile *in, TensorFile *out, Error *err);
 
 #endif
