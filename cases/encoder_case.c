@@ -425,12 +425,14 @@ static int eval_ffn(const TensorFile *in, TensorFile *out, Error *err)
     const uint8_t *m = mask ? mask->data : NULL;
     const float *pb1 = b1 ? b1->data : NULL, *pb2 = b2 ? b2->data : NULL;
     int rc = ok ? 0 : -1;
-    if (rc == 0 && ffn_forward(y, work[0].data, work[1].data, x->data, w1->data, pb1,
-                               w2->data, pb2, m, p, B, T, D, F) != 0)
+    FfnParams params = {w1->data, pb1, w2->data, pb2, (int)D, (int)F};
+    FfnCache cache = {work[0].data, work[1].data, m, p};
+    FfnGrads grads = {dw1, db1, dw2, db2};
+    if (rc == 0 && ffn_forward(y, &cache, x->data, &params, (int)(B * T)) != 0)
         rc = layer_failed(&o, in, "ffn_forward", err);
     if (rc == 0 && backward &&
-        ffn_backward(dx, dw1, db1, dw2, db2, work[2].data, dy->data, x->data, work[0].data,
-                     work[1].data, w1->data, w2->data, m, p, B, T, D, F) != 0)
+        ffn_backward(dx, &grads, work[2].data, dy->data, x->data, &params, &cache,
+                     (int)(B * T)) != 0)
         rc = layer_failed(&o, in, "ffn_backward", err);
     for (int i = 0; i < 3; i++) tensor_free(&work[i]);
     if (rc != 0) {

@@ -202,16 +202,17 @@ static void test_ffn_case(void **state)
 
     int64_t nx = (int64_t)B * T * D, nh = (int64_t)B * T * F;
     float *y = test_floats(nx), *pre = test_floats(nh), *hidden = test_floats(nh);
-    assert_int_equal(ffn_forward(y, pre, hidden, x->data, w1->data, b1, w2, b2, mask, p, B, T,
-                                 D, F), 0);
+    FfnParams params = {w1->data, b1, w2, b2, D, F};
+    FfnCache cache = {pre, hidden, mask, p};
+    assert_int_equal(ffn_forward(y, &cache, x->data, &params, B * T), 0);
     assert_close_to_golden(&f, "output", y, nx, atol, rtol);
     if (golden_op_is(&f, "ffn_backward")) {
         float *dx = test_floats(nx), *dw1 = test_floats((int64_t)F * D);
         float *dw2 = test_floats((int64_t)D * F), *db1 = test_floats(F), *db2 = test_floats(D);
         float *scratch = test_floats(nh);
-        assert_int_equal(ffn_backward(dx, dw1, bias ? db1 : NULL, dw2, bias ? db2 : NULL,
-                                      scratch, golden_f32(&f, "grad_output"), x->data, pre,
-                                      hidden, w1->data, w2, mask, p, B, T, D, F), 0);
+        FfnGrads grads = {dw1, bias ? db1 : NULL, dw2, bias ? db2 : NULL};
+        assert_int_equal(ffn_backward(dx, &grads, scratch, golden_f32(&f, "grad_output"),
+                                      x->data, &params, &cache, B * T), 0);
         assert_close_to_golden(&f, "grad_input", dx, nx, atol, rtol);
         assert_close_to_golden(&f, "grad_linear1.weight", dw1, (int64_t)F * D, atol, rtol);
         assert_close_to_golden(&f, "grad_linear2.weight", dw2, (int64_t)D * F, atol, rtol);
@@ -494,11 +495,13 @@ static void test_ffn_relu_gradient_at_zero(void **state)
 {
     float x[1] = {2}, w1[2] = {0, 1}, b1[2] = {0, 0}, w2[2] = {3, 5}, b2[1] = {1};
     float y[1], pre[2], hidden[2], scratch[2];
-    assert_int_equal(ffn_forward(y, pre, hidden, x, w1, b1, w2, b2, NULL, 0, 1, 1, 1, 2), 0);
+    FfnParams params = {w1, b1, w2, b2, 1, 2};
+    FfnCache cache = {pre, hidden, NULL, 0};
+    assert_int_equal(ffn_forward(y, &cache, x, &params, 1), 0);
     assert_true(pre[0] == 0 && pre[1] == 2 && y[0] == 11);   /* 5 * 2 + 1 */
     float dy[1] = {1}, dx[1] = {0}, dw1[2] = {0}, db1[2] = {0}, dw2[2] = {0}, db2[1] = {0};
-    assert_int_equal(ffn_backward(dx, dw1, db1, dw2, db2, scratch, dy, x, pre, hidden, w1, w2,
-                                  NULL, 0, 1, 1, 1, 2), 0);
+    FfnGrads grads = {dw1, db1, dw2, db2};
+    assert_int_equal(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, 1), 0);
     float expected[8] = {5, 0, 10, 0, 5, 0, 2, 1};   /* dx, dw1, dw2, db1, db2 */
     float got[8] = {dx[0], dw1[0], dw1[1], db1[0], db1[1], dw2[0], dw2[1], db2[0]};
     assert_close("dx, dW1, dW2 (first), db1, dW2 (second), db2", got, expected, 8, 0, 0);
@@ -514,11 +517,13 @@ static void test_ffn_backward_accumulates(void **state)
     const float *w2 = golden_f32(&f, "linear2.weight"), *dy = golden_f32(&f, "grad_output");
     float y[B * T * D], pre[B * T * F], hidden[B * T * F], scratch[B * T * F];
     float dx[B * T * D] = {0}, dw1[F * D] = {0}, db1[F] = {0}, dw2[D * F] = {0}, db2[D] = {0};
-    assert_int_equal(ffn_forward(y, pre, hidden, x, w1, golden_f32(&f, "linear1.bias"), w2,
-                                 golden_f32(&f, "linear2.bias"), NULL, 0, B, T, D, F), 0);
+    FfnParams params = {w1, golden_f32(&f, "linear1.bias"), w2, golden_f32(&f, "linear2.bias"),
+                        D, F};
+    FfnCache cache = {pre, hidden, NULL, 0};
+    FfnGrads grads = {dw1, db1, dw2, db2};
+    assert_int_equal(ffn_forward(y, &cache, x, &params, B * T), 0);
     for (int rep = 0; rep < 2; rep++)
-        assert_int_equal(ffn_backward(dx, dw1, db1, dw2, db2, scratch, dy, x, pre, hidden, w1,
-                                      w2, NULL, 0, B, T, D, F), 0);
+        assert_int_equal(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, B * T), 0);
     const char *names[5] = {"grad_input", "grad_linear1.weight", "grad_linear1.bias",
                             "grad_linear2.weight", "grad_linear2.bias"};
     float *got[5] = {dx, dw1, db1, dw2, db2};
@@ -551,9 +556,11 @@ static void test_ffn_thread_count_independent(void **state)
         float *y = test_floats(NX), *pre = test_floats(NH), *hidden = test_floats(NH);
         float *scratch = test_floats(NH), *dx = test_floats(NX), *dw1 = test_floats(F * D);
         float *db1 = test_floats(F), *dw2 = test_floats(D * F), *db2 = test_floats(D);
-        assert_int_equal(ffn_forward(y, pre, hidden, x, w1, b1, w2, b2, mask, p, B, T, D, F), 0);
-        assert_int_equal(ffn_backward(dx, dw1, db1, dw2, db2, scratch, dy, x, pre, hidden, w1,
-                                      w2, mask, p, B, T, D, F), 0);
+        FfnParams params = {w1, b1, w2, b2, D, F};
+        FfnCache cache = {pre, hidden, mask, p};
+        FfnGrads grads = {dw1, db1, dw2, db2};
+        assert_int_equal(ffn_forward(y, &cache, x, &params, B * T), 0);
+        assert_int_equal(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, B * T), 0);
         res[run][0] = y, res[run][1] = dx, res[run][2] = dw1, res[run][3] = dw2;
         free(pre), free(hidden), free(scratch), free(db1), free(db2);
     }

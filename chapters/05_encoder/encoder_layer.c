@@ -21,8 +21,253 @@
 #include "layernorm.h"
 #include "residual.h"
 
+/* Given below the subject: the glue that keeps the layer's code short. */
+static const uint8_t *drawn(const EncoderLayerCache *c, const uint8_t *mask);
+static FfnParams ffn_params(const EncoderLayerParams *p, const EncoderLayerCache *c);
+static FfnGrads ffn_grads(const EncoderLayerGrads *g);
+static FfnCache ffn_cache(const EncoderLayerCache *c);
+static int norm_forward(const EncoderLayerCache *c, float *out, float *mean, float *rstd,
+                        const float *x, const float *weight, const float *bias);
+static int norm_backward(const EncoderLayerCache *c, float *dx, float *dweight, float *dbias,
+                         const float *dout, const float *x, const float *weight,
+                         const float *mean, const float *rstd);
+
 /* ------------------------------------------------------------------------ */
-/* Caches (given, not part of the exercise)                                  */
+/* The layer                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* In training with p > 0, the four dropout masks, drawn in a fixed order (the
+ * attention weights' last); otherwise every dropout is the identity. */
+static int draw_masks(EncoderLayerCache *c, Rng *rng)
+{
+    /* BEGIN SOLUTION */
+    int rows = c->N * c->S;
+    float p = c->dropout;
+    c->masks_drawn = 0;
+    c->attn.drop = NULL;
+    c->attn.dropout_p = 0.0f;
+    if (!rng || p <= 0.0f) return 0;
+    if (dropout_mask(c->mask1, rows * c->D, p, rng) != 0 ||
+        dropout_mask(c->mask_ffn, rows * c->F, p, rng) != 0 ||
+        dropout_mask(c->mask2, rows * c->D, p, rng) != 0 ||
+        dropout_mask(c->mask_attn, c->N * c->H * c->S * c->S, p, rng) != 0)
+        return -1;
+    c->attn.drop = c->mask_attn;
+    c->attn.dropout_p = p;
+    c->masks_drawn = 1;
+    return 0;
+    /* END SOLUTION */
+}
+
+/* Post-norm, the paper's layer (h is ln1):
+ *     res1 = src + dropout1(attn(src));    ln1 = norm1(res1)
+ *     res2 = ln1 + dropout2(ffn(ln1));     out = norm2(res2)               */
+static int post_norm_forward(float *out, EncoderLayerCache *c, const float *src,
+                             const EncoderLayerParams *p, const float *bias)
+{
+    /* BEGIN SOLUTION */
+    int rows = c->N * c->S, n = rows * c->D;
+    FfnParams ffn = ffn_params(p, c);
+    FfnCache ffn_c = ffn_cache(c);
+    if (mha_forward(c->attn_out, &c->attn, src, src, src, &p->self_attn, bias, 0) != 0 ||
+        dropout_forward(c->res1, c->attn_out, drawn(c, c->mask1), n, c->dropout) != 0 ||
+        residual_forward(c->res1, src, c->res1, n) != 0 ||
+        norm_forward(c, c->ln1, c->mean1, c->rstd1, c->res1, p->norm1_weight,
+                     p->norm1_bias) != 0 ||
+        ffn_forward(c->ffn_out, &ffn_c, c->ln1, &ffn, rows) != 0 ||
+        dropout_forward(c->res2, c->ffn_out, drawn(c, c->mask2), n, c->dropout) != 0 ||
+        residual_forward(c->res2, c->ln1, c->res2, n) != 0)
+        return -1;
+    return norm_forward(c, out, c->mean2, c->rstd2, c->res2, p->norm2_weight, p->norm2_bias);
+    /* END SOLUTION */
+}
+
+/* Pre-norm, norm_first=True (h is res1):
+ *     ln1 = norm1(src);     res1 = src + dropout1(attn(ln1))
+ *     ln2 = norm2(res1);    out  = res1 + dropout2(ffn(ln2))               */
+static int pre_norm_forward(float *out, EncoderLayerCache *c, const float *src,
+                            const EncoderLayerParams *p, const float *bias)
+{
+    /* BEGIN SOLUTION */
+    int rows = c->N * c->S, n = rows * c->D;
+    FfnParams ffn = ffn_params(p, c);
+    FfnCache ffn_c = ffn_cache(c);
+    if (norm_forward(c, c->ln1, c->mean1, c->rstd1, src, p->norm1_weight, p->norm1_bias) != 0 ||
+        mha_forward(c->attn_out, &c->attn, c->ln1, c->ln1, c->ln1, &p->self_attn, bias, 0) != 0 ||
+        dropout_forward(c->res1, c->attn_out, drawn(c, c->mask1), n, c->dropout) != 0 ||
+        residual_forward(c->res1, src, c->res1, n) != 0 ||
+        norm_forward(c, c->ln2, c->mean2, c->rstd2, c->res1, p->norm2_weight,
+                     p->norm2_bias) != 0 ||
+        ffn_forward(c->ffn_out, &ffn_c, c->ln2, &ffn, rows) != 0 ||
+        dropout_forward(out, c->ffn_out, drawn(c, c->mask2), n, c->dropout) != 0)
+        return -1;
+    return residual_forward(out, c->res1, out, n);
+    /* END SOLUTION */
+}
+
+int encoder_layer_forward(float *out, EncoderLayerCache *c, const float *src,
+                          const EncoderLayerParams *p, const float *bias, Rng *rng)
+{
+    /* BEGIN SOLUTION */
+    if (draw_masks(c, rng) != 0) return -1;
+    return c->norm_first ? pre_norm_forward(out, c, src, p, bias)
+                         : post_norm_forward(out, c, src, p, bias);
+    /* END SOLUTION */
+}
+
+/* The backward passes run the formulas above from the bottom up. Every
+ * backward they call ADDS into its gradients, so a buffer is zeroed before it
+ * collects a new one; the three (N, S, D) scratch buffers d_a, d_b, d_c are
+ * named below for the gradient each holds at the time. */
+static int post_norm_backward(float *dsrc, const EncoderLayerGrads *g, const float *dout,
+                              const float *src, const EncoderLayerParams *p,
+                              EncoderLayerCache *c)
+{
+    /* BEGIN SOLUTION */
+    int rows = c->N * c->S, n = rows * c->D;
+    size_t bytes = (size_t)n * sizeof(float);
+    FfnParams ffn = ffn_params(p, c);
+    FfnGrads ffn_g = ffn_grads(g);
+    FfnCache ffn_c = ffn_cache(c);
+
+    /* out = norm2(res2) */
+    float *d_res2 = c->d_a;
+    memset(d_res2, 0, bytes);
+    if (norm_backward(c, d_res2, g->norm2_weight, g->norm2_bias, dout, c->res2,
+                      p->norm2_weight, c->mean2, c->rstd2) != 0)
+        return -1;
+    /* res2 = ln1 + dropout2(ffn(ln1)): ln1 gets d_res2 by the skip path and
+     * the FFN's input gradient on top. */
+    float *d_ln1 = c->d_b, *d_ffn_out = c->d_c;
+    memcpy(d_ln1, d_res2, bytes);
+    memset(d_ffn_out, 0, bytes);
+    if (dropout_backward(d_ffn_out, d_res2, drawn(c, c->mask2), n, c->dropout) != 0 ||
+        ffn_backward(d_ln1, &ffn_g, c->d_hidden, d_ffn_out, c->ln1, &ffn, &ffn_c, rows) != 0)
+        return -1;
+    /* ln1 = norm1(res1) */
+    float *d_res1 = c->d_a;
+    memset(d_res1, 0, bytes);
+    if (norm_backward(c, d_res1, g->norm1_weight, g->norm1_bias, d_ln1, c->res1,
+                      p->norm1_weight, c->mean1, c->rstd1) != 0)
+        return -1;
+    /* res1 = src + dropout1(attn(src)): src gets d_res1 by the skip path,
+     * and three times more through query, key and value. */
+    float *d_dropped = c->d_c, *d_attn_out = c->d_b;
+    memset(d_dropped, 0, bytes);
+    if (residual_backward(dsrc, d_dropped, d_res1, n) != 0) return -1;
+    memset(d_attn_out, 0, bytes);
+    if (dropout_backward(d_attn_out, d_dropped, drawn(c, c->mask1), n, c->dropout) != 0)
+        return -1;
+    return mha_backward(dsrc, dsrc, dsrc, &g->self_attn, d_attn_out, src, src, src,
+                        &p->self_attn, &c->attn);
+    /* END SOLUTION */
+}
+
+static int pre_norm_backward(float *dsrc, const EncoderLayerGrads *g, const float *dout,
+                             const float *src, const EncoderLayerParams *p,
+                             EncoderLayerCache *c)
+{
+    /* BEGIN SOLUTION */
+    int rows = c->N * c->S, n = rows * c->D;
+    size_t bytes = (size_t)n * sizeof(float);
+    FfnParams ffn = ffn_params(p, c);
+    FfnGrads ffn_g = ffn_grads(g);
+    FfnCache ffn_c = ffn_cache(c);
+
+    /* out = res1 + dropout2(ffn(ln2)): res1 gets dout by the skip path. */
+    float *d_res1 = c->d_b, *d_ffn_out = c->d_c, *d_ln2 = c->d_a;
+    memcpy(d_res1, dout, bytes);
+    memset(d_ffn_out, 0, bytes);
+    if (dropout_backward(d_ffn_out, dout, drawn(c, c->mask2), n, c->dropout) != 0) return -1;
+    /* ln2 = norm2(res1) adds its input gradient into d_res1. */
+    memset(d_ln2, 0, bytes);
+    if (ffn_backward(d_ln2, &ffn_g, c->d_hidden, d_ffn_out, c->ln2, &ffn, &ffn_c, rows) != 0 ||
+        norm_backward(c, d_res1, g->norm2_weight, g->norm2_bias, d_ln2, c->res1,
+                      p->norm2_weight, c->mean2, c->rstd2) != 0)
+        return -1;
+    /* res1 = src + dropout1(attn(ln1)): src gets d_res1 by the skip path ... */
+    float *d_dropped = c->d_c, *d_attn_out = c->d_b, *d_ln1 = c->d_a;
+    memset(d_dropped, 0, bytes);
+    if (residual_backward(dsrc, d_dropped, d_res1, n) != 0) return -1;
+    memset(d_attn_out, 0, bytes);
+    if (dropout_backward(d_attn_out, d_dropped, drawn(c, c->mask1), n, c->dropout) != 0)
+        return -1;
+    /* ... and through attention (query, key and value all ln1) and norm1. */
+    memset(d_ln1, 0, bytes);
+    if (mha_backward(d_ln1, d_ln1, d_ln1, &g->self_attn, d_attn_out, c->ln1, c->ln1, c->ln1,
+                     &p->self_attn, &c->attn) != 0)
+        return -1;
+    return norm_backward(c, dsrc, g->norm1_weight, g->norm1_bias, d_ln1, src, p->norm1_weight,
+                         c->mean1, c->rstd1);
+    /* END SOLUTION */
+}
+
+int encoder_layer_backward(float *dsrc, const EncoderLayerGrads *g, const float *dout,
+                           const float *src, const EncoderLayerParams *p,
+                           EncoderLayerCache *c)
+{
+    /* BEGIN SOLUTION */
+    return c->norm_first ? pre_norm_backward(dsrc, g, dout, src, p, c)
+                         : post_norm_backward(dsrc, g, dout, src, p, c);
+    /* END SOLUTION */
+}
+
+/* ------------------------------------------------------------------------ */
+/* The stack                                                                 */
+/* ------------------------------------------------------------------------ */
+
+int encoder_forward(float *out, EncoderCache *c, const float *src, const EncoderParams *p,
+                    const float *bias, Rng *rng)
+{
+    /* BEGIN SOLUTION */
+    int rows = c->N * c->S, n = rows * c->D;
+    /* Layer k reads x_{k-1} (src for the first) and writes x_k into xs. */
+    const float *x = src;
+    for (int k = 0; k < c->num_layers; k++) {
+        float *y = c->xs + (size_t)k * n;
+        if (encoder_layer_forward(y, &c->layers[k], x, &p->layers[k], bias, rng) != 0)
+            return -1;
+        x = y;
+    }
+    if (p->norm_weight)
+        return layernorm_forward(out, c->mean, c->rstd, x, p->norm_weight, p->norm_bias, 1,
+                                 rows, c->D, c->eps);
+    memcpy(out, x, (size_t)n * sizeof *out);
+    return 0;
+    /* END SOLUTION */
+}
+
+int encoder_backward(float *dsrc, const EncoderGrads *g, const float *dout, const float *src,
+                     const EncoderParams *p, EncoderCache *c)
+{
+    /* BEGIN SOLUTION */
+    int rows = c->N * c->S, n = rows * c->D, K = c->num_layers;
+    size_t bytes = (size_t)n * sizeof(float);
+    /* dx = dL/dx_K, through the final norm if there is one. */
+    float *dx = c->d_a, *dprev = c->d_b;
+    memset(dx, 0, bytes);
+    if (p->norm_weight) {
+        if (layernorm_backward(dx, g->norm_weight, g->norm_bias, dout, c->xs + (size_t)(K - 1) * n,
+                               p->norm_weight, c->mean, c->rstd, 1, rows, c->D) != 0)
+            return -1;
+    } else {
+        memcpy(dx, dout, bytes);
+    }
+    /* Back through the layers, last first; each turns dL/dx_k into dL/dx_{k-1}. */
+    for (int k = K - 1; k >= 1; k--) {
+        memset(dprev, 0, bytes);
+        if (encoder_layer_backward(dprev, &g->layers[k], dx, c->xs + (size_t)(k - 1) * n,
+                                   &p->layers[k], &c->layers[k]) != 0)
+            return -1;
+        float *t = dx;
+        dx = dprev, dprev = t;
+    }
+    return encoder_layer_backward(dsrc, &g->layers[0], dx, src, &p->layers[0], &c->layers[0]);
+    /* END SOLUTION */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Given: the caches and small helpers (not part of the exercise)            */
 /* ------------------------------------------------------------------------ */
 
 static float *floats(int64_t n)
@@ -102,163 +347,41 @@ void encoder_layer_cache_free(EncoderLayerCache *c)
     memset(c, 0, sizeof *c);
 }
 
-/* ------------------------------------------------------------------------ */
-/* The layer                                                                 */
-/* ------------------------------------------------------------------------ */
-
-int encoder_layer_forward(float *out, EncoderLayerCache *c, const float *src,
-                          const EncoderLayerParams *p, const float *bias, Rng *rng)
+static const uint8_t *drawn(const EncoderLayerCache *c, const uint8_t *mask)
 {
-    /* BEGIN SOLUTION */
-    int rows = c->N * c->S, n = rows * c->D;
-    float drop = c->dropout;
-    /* Training with p > 0 draws the four masks, in a fixed order (the
-     * attention weights' last); otherwise every dropout is the identity
-     * (mask NULL). */
-    const uint8_t *m1 = NULL, *mf = NULL, *m2 = NULL;
-    c->masks_drawn = 0;
-    c->attn.drop = NULL;
-    c->attn.dropout_p = 0.0f;
-    if (rng && drop > 0.0f) {
-        if (dropout_mask(c->mask1, n, drop, rng) != 0 ||
-            dropout_mask(c->mask_ffn, rows * c->F, drop, rng) != 0 ||
-            dropout_mask(c->mask2, n, drop, rng) != 0 ||
-            dropout_mask(c->mask_attn, c->N * c->H * c->S * c->S, drop, rng) != 0)
-            return -1;
-        m1 = c->mask1, mf = c->mask_ffn, m2 = c->mask2;
-        c->attn.drop = c->mask_attn;
-        c->attn.dropout_p = drop;
-        c->masks_drawn = 1;
-    }
-
-    /* Sub-layer 1: self-attention. Post-norm attends over src itself,
-     * pre-norm over norm1(src). */
-    const float *attn_in = src;
-    if (c->norm_first) {
-        if (layernorm_forward(c->ln1, c->mean1, c->rstd1, src, p->norm1_weight, p->norm1_bias,
-                              1, rows, c->D, c->eps) != 0)
-            return -1;
-        attn_in = c->ln1;
-    }
-    if (mha_forward(c->attn_out, &c->attn, attn_in, attn_in, attn_in, &p->self_attn, bias,
-                    0) != 0)
-        return -1;
-    /* res1 = src + dropout1(attn_out); res1 holds the dropped output first. */
-    if (dropout_forward(c->res1, c->attn_out, m1, n, drop) != 0 ||
-        residual_forward(c->res1, src, c->res1, n) != 0)
-        return -1;
-
-    /* Sub-layer 2: the FFN, on norm1(res1) (post) or norm2(res1) (pre). */
-    const float *ffn_in;
-    if (c->norm_first) {
-        if (layernorm_forward(c->ln2, c->mean2, c->rstd2, c->res1, p->norm2_weight,
-                              p->norm2_bias, 1, rows, c->D, c->eps) != 0)
-            return -1;
-        ffn_in = c->ln2;
-    } else {
-        if (layernorm_forward(c->ln1, c->mean1, c->rstd1, c->res1, p->norm1_weight,
-                              p->norm1_bias, 1, rows, c->D, c->eps) != 0)
-            return -1;
-        ffn_in = c->ln1;
-    }
-    if (ffn_forward(c->ffn_out, c->ffn_pre, c->ffn_hidden, ffn_in, p->linear1_weight,
-                    p->linear1_bias, p->linear2_weight, p->linear2_bias, mf, drop, c->N, c->S,
-                    c->D, c->F) != 0)
-        return -1;
-    /* The second residual: out = ffn_in' + dropout2(ffn_out), where the skip
-     * path starts at h (post-norm: h = ln1) or at res1 (pre-norm). */
-    const float *skip = c->norm_first ? c->res1 : c->ln1;
-    float *sum = c->norm_first ? out : c->res2;
-    if (dropout_forward(sum, c->ffn_out, m2, n, drop) != 0 ||
-        residual_forward(sum, skip, sum, n) != 0)
-        return -1;
-    if (!c->norm_first &&
-        layernorm_forward(out, c->mean2, c->rstd2, c->res2, p->norm2_weight, p->norm2_bias, 1,
-                          rows, c->D, c->eps) != 0)
-        return -1;
-    return 0;
-    /* END SOLUTION */
+    return c->masks_drawn ? mask : NULL;
 }
 
-int encoder_layer_backward(float *dsrc, const EncoderLayerGrads *g, const float *dout,
-                           const float *src, const EncoderLayerParams *p,
-                           EncoderLayerCache *c)
+static FfnParams ffn_params(const EncoderLayerParams *p, const EncoderLayerCache *c)
 {
-    /* BEGIN SOLUTION */
-    int rows = c->N * c->S, n = rows * c->D;
-    size_t bytes = (size_t)n * sizeof(float);
-    float drop = c->dropout;
-    const uint8_t *m1 = c->masks_drawn ? c->mask1 : NULL;
-    const uint8_t *mf = c->masks_drawn ? c->mask_ffn : NULL;
-    const uint8_t *m2 = c->masks_drawn ? c->mask2 : NULL;
-    /* Three (N, S, D) scratch buffers; every backward below ADDS, so each is
-     * zeroed before it collects a new gradient. */
-    float *da = c->d_a, *db = c->d_b, *dc = c->d_c;
-
-    if (!c->norm_first) {
-        /* out = norm2(r2): da = dL/dr2. */
-        memset(da, 0, bytes);
-        if (layernorm_backward(da, g->norm2_weight, g->norm2_bias, dout, c->res2,
-                               p->norm2_weight, c->mean2, c->rstd2, 1, rows, c->D) != 0)
-            return -1;
-        /* r2 = h + dropout2(ffn(h)): h gets da by the skip path (db) and the
-         * FFN's input gradient on top. */
-        memcpy(db, da, bytes);
-        memset(dc, 0, bytes);
-        if (dropout_backward(dc, da, m2, n, drop) != 0 ||
-            ffn_backward(db, g->linear1_weight, g->linear1_bias, g->linear2_weight,
-                         g->linear2_bias, c->d_hidden, dc, c->ln1, c->ffn_pre, c->ffn_hidden,
-                         p->linear1_weight, p->linear2_weight, mf, drop, c->N, c->S, c->D,
-                         c->F) != 0)
-            return -1;
-        /* h = norm1(r1): da = dL/dr1. */
-        memset(da, 0, bytes);
-        if (layernorm_backward(da, g->norm1_weight, g->norm1_bias, db, c->res1,
-                               p->norm1_weight, c->mean1, c->rstd1, 1, rows, c->D) != 0)
-            return -1;
-        /* r1 = src + dropout1(attn(src)): src gets da by the skip path, and
-         * three times more through query, key and value. */
-        memset(dc, 0, bytes);
-        if (residual_backward(dsrc, dc, da, n) != 0) return -1;
-        memset(db, 0, bytes);
-        if (dropout_backward(db, dc, m1, n, drop) != 0) return -1;
-        return mha_backward(dsrc, dsrc, dsrc, &g->self_attn, db, src, src, src, &p->self_attn,
-                            &c->attn);
-    }
-
-    /* Pre-norm. out = h + dropout2(ffn(n2)): h gets dout by the skip path
-     * (db), dc = dL/dffn_out. */
-    memcpy(db, dout, bytes);
-    memset(dc, 0, bytes);
-    if (dropout_backward(dc, dout, m2, n, drop) != 0) return -1;
-    /* da = dL/dn2, then n2 = norm2(h) adds its input gradient into db. */
-    memset(da, 0, bytes);
-    if (ffn_backward(da, g->linear1_weight, g->linear1_bias, g->linear2_weight,
-                     g->linear2_bias, c->d_hidden, dc, c->ln2, c->ffn_pre, c->ffn_hidden,
-                     p->linear1_weight, p->linear2_weight, mf, drop, c->N, c->S, c->D,
-                     c->F) != 0 ||
-        layernorm_backward(db, g->norm2_weight, g->norm2_bias, da, c->res1, p->norm2_weight,
-                           c->mean2, c->rstd2, 1, rows, c->D) != 0)
-        return -1;
-    /* h = src + dropout1(attn(n1)): src gets db by the skip path ... */
-    memset(dc, 0, bytes);
-    if (residual_backward(dsrc, dc, db, n) != 0) return -1;
-    memset(db, 0, bytes);
-    if (dropout_backward(db, dc, m1, n, drop) != 0) return -1;
-    /* ... and through attention (da = dL/dn1, the three inputs added) and
-     * norm1. */
-    memset(da, 0, bytes);
-    if (mha_backward(da, da, da, &g->self_attn, db, c->ln1, c->ln1, c->ln1, &p->self_attn,
-                     &c->attn) != 0)
-        return -1;
-    return layernorm_backward(dsrc, g->norm1_weight, g->norm1_bias, da, src, p->norm1_weight,
-                              c->mean1, c->rstd1, 1, rows, c->D);
-    /* END SOLUTION */
+    return (FfnParams){p->linear1_weight, p->linear1_bias, p->linear2_weight, p->linear2_bias,
+                       c->D, c->F};
 }
 
-/* ------------------------------------------------------------------------ */
-/* The stack                                                                 */
-/* ------------------------------------------------------------------------ */
+static FfnGrads ffn_grads(const EncoderLayerGrads *g)
+{
+    return (FfnGrads){g->linear1_weight, g->linear1_bias, g->linear2_weight, g->linear2_bias};
+}
+
+static FfnCache ffn_cache(const EncoderLayerCache *c)
+{
+    return (FfnCache){c->ffn_pre, c->ffn_hidden, drawn(c, c->mask_ffn), c->dropout};
+}
+
+/* LayerNorm over the layer's N * S rows of D. */
+static int norm_forward(const EncoderLayerCache *c, float *out, float *mean, float *rstd,
+                        const float *x, const float *weight, const float *bias)
+{
+    return layernorm_forward(out, mean, rstd, x, weight, bias, 1, c->N * c->S, c->D, c->eps);
+}
+
+static int norm_backward(const EncoderLayerCache *c, float *dx, float *dweight, float *dbias,
+                         const float *dout, const float *x, const float *weight,
+                         const float *mean, const float *rstd)
+{
+    return layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, 1, c->N * c->S,
+                              c->D);
+}
 
 int encoder_cache_alloc(EncoderCache *c, int num_layers, int N, int S, int D, int H, int F,
                         int norm_first, float eps, float dropout, int backward, Error *err)
@@ -305,54 +428,4 @@ void encoder_cache_free(EncoderCache *c)
     free(c->d_a);
     free(c->d_b);
     memset(c, 0, sizeof *c);
-}
-
-int encoder_forward(float *out, EncoderCache *c, const float *src, const EncoderParams *p,
-                    const float *bias, Rng *rng)
-{
-    /* BEGIN SOLUTION */
-    int rows = c->N * c->S, n = rows * c->D;
-    /* Layer k reads x_{k-1} (src for the first) and writes x_k into xs. */
-    const float *x = src;
-    for (int k = 0; k < c->num_layers; k++) {
-        float *y = c->xs + (size_t)k * n;
-        if (encoder_layer_forward(y, &c->layers[k], x, &p->layers[k], bias, rng) != 0)
-            return -1;
-        x = y;
-    }
-    if (p->norm_weight)
-        return layernorm_forward(out, c->mean, c->rstd, x, p->norm_weight, p->norm_bias, 1,
-                                 rows, c->D, c->eps);
-    memcpy(out, x, (size_t)n * sizeof *out);
-    return 0;
-    /* END SOLUTION */
-}
-
-int encoder_backward(float *dsrc, const EncoderGrads *g, const float *dout, const float *src,
-                     const EncoderParams *p, EncoderCache *c)
-{
-    /* BEGIN SOLUTION */
-    int rows = c->N * c->S, n = rows * c->D, K = c->num_layers;
-    size_t bytes = (size_t)n * sizeof(float);
-    /* dx = dL/dx_K, through the final norm if there is one. */
-    float *dx = c->d_a, *dprev = c->d_b;
-    memset(dx, 0, bytes);
-    if (p->norm_weight) {
-        if (layernorm_backward(dx, g->norm_weight, g->norm_bias, dout, c->xs + (size_t)(K - 1) * n,
-                               p->norm_weight, c->mean, c->rstd, 1, rows, c->D) != 0)
-            return -1;
-    } else {
-        memcpy(dx, dout, bytes);
-    }
-    /* Back through the layers, last first; each turns dL/dx_k into dL/dx_{k-1}. */
-    for (int k = K - 1; k >= 1; k--) {
-        memset(dprev, 0, bytes);
-        if (encoder_layer_backward(dprev, &g->layers[k], dx, c->xs + (size_t)(k - 1) * n,
-                                   &p->layers[k], &c->layers[k]) != 0)
-            return -1;
-        float *t = dx;
-        dx = dprev, dprev = t;
-    }
-    return encoder_layer_backward(dsrc, &g->layers[0], dx, src, &p->layers[0], &c->layers[0]);
-    /* END SOLUTION */
 }

@@ -31,8 +31,7 @@
  *     dx     += dpre W1;          dW1 += dpre^T x;        db1 += sum of dpre rows
  *
  * ReLU's derivative is taken as 0 at pre == 0 exactly, as PyTorch does. All
- * five gradients are ADDED (+=); dx may be NULL. dhidden is scratch space of
- * (B, T, F) floats that the backward overwrites.
+ * five gradients are ADDED (+=); dx may be NULL.
  *
  * Read next: the encoder layer, which wraps this block (and self-attention)
  * in residual connections and LayerNorm.
@@ -44,30 +43,36 @@
 
 #include <stdint.h>
 
-int ffn_forward(float *out,                 /* (B, T, D) */
-                float *pre,                 /* (B, T, F) saved: linear1's output */
-                float *hidden,              /* (B, T, F) saved: linear2's input */
-                const float *x,             /* (B, T, D) */
-                const float *w1,            /* (F, D) linear1.weight */
-                const float *b1,            /* (F,)   linear1.bias, or NULL */
-                const float *w2,            /* (D, F) linear2.weight */
-                const float *b2,            /* (D,)   linear2.bias, or NULL */
-                const uint8_t *mask,        /* (B, T, F) dropout mask, or NULL */
-                float p, int B, int T, int D, int F);
+/* The block's parameters, under nn.TransformerEncoderLayer's names. */
+typedef struct {
+    const float *w1;   /* (F, D) linear1.weight */
+    const float *b1;   /* (F,)   linear1.bias, or NULL (bias=False) */
+    const float *w2;   /* (D, F) linear2.weight */
+    const float *b2;   /* (D,)   linear2.bias, or NULL */
+    int D, F;          /* d_model and the hidden width */
+} FfnParams;
 
-int ffn_backward(float *dx,                 /* (B, T, D), accumulated, or NULL */
-                 float *dw1,                /* (F, D), accumulated */
-                 float *db1,                /* (F,), accumulated, or NULL (no bias) */
-                 float *dw2,                /* (D, F), accumulated */
-                 float *db2,                /* (D,), accumulated, or NULL (no bias) */
-                 float *dhidden,            /* (B, T, F) scratch */
-                 const float *dout,         /* (B, T, D) */
-                 const float *x,            /* (B, T, D) */
-                 const float *pre,          /* (B, T, F) from the forward */
-                 const float *hidden,       /* (B, T, F) from the forward */
-                 const float *w1,           /* (F, D) */
-                 const float *w2,           /* (D, F) */
-                 const uint8_t *mask,       /* (B, T, F) the forward's mask, or NULL */
-                 float p, int B, int T, int D, int F);
+/* Their gradients, ADDED to (+=); b1 and b2 NULL when the block has no biases. */
+typedef struct {
+    float *w1, *b1, *w2, *b2;
+} FfnGrads;
+
+/* What the forward keeps for the backward, and the dropout it applied. */
+typedef struct {
+    float *pre;            /* (rows, F) linear1's output */
+    float *hidden;         /* (rows, F) linear2's input: dropout(relu(pre)) */
+    const uint8_t *mask;   /* (rows, F) the dropout mask, or NULL: no dropout */
+    float p;               /* the probability the mask was drawn with */
+} FfnCache;
+
+/* out (rows, D) = the block on x (rows, D); fills c->pre and c->hidden.
+ * rows = B * T: every position on its own. */
+int ffn_forward(float *out, FfnCache *c, const float *x, const FfnParams *p, int rows);
+
+/* dx (rows, D) += the gradient of x, or dx NULL; g += the parameters'
+ * gradients. dout (rows, D) is the gradient of the output, x and c what the
+ * forward saw and kept, dhidden (rows, F) scratch the backward overwrites. */
+int ffn_backward(float *dx, const FfnGrads *g, float *dhidden, const float *dout,
+                 const float *x, const FfnParams *p, const FfnCache *c, int rows);
 
 #endif

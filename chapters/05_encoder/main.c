@@ -142,8 +142,9 @@ static int demo(void)
     float w1[F * D] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, -1, 0}, b1[F] = {0, 0, 0};
     float w2[D * F] = {1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, b2[D] = {0, 0, 0, 0.5f};
     float pre[F], hidden[F], y[D];
-    if (ffn_forward(y, pre, hidden, x + 1 * D, w1, b1, w2, b2, NULL, 0.0f, 1, 1, D, F) != 0)
-        return -1;
+    FfnParams params = {w1, b1, w2, b2, D, F};
+    FfnCache cache = {pre, hidden, NULL, 0.0f};
+    if (ffn_forward(y, &cache, x + 1 * D, &params, 1) != 0) return -1;
     printf("\nFeed-forward block on position 1 (D = 4, F = 3, no dropout)\n");
     print_rows("  pre = x W1^T + b1 (the third unit is negative):", pre, 1, F, 1);
     print_rows("  hidden = relu(pre):", hidden, 1, F, 1);

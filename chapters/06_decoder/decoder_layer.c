@@ -141,6 +141,8 @@ int decoder_layer_forward(float *out, DecoderLayerCache *c, const float *tgt,
     c->sa.drop = c->masks_drawn ? c->sa_mask : NULL;
     c->ca.drop = c->masks_drawn ? c->ca_mask : NULL;
     c->sa.dropout_p = c->ca.dropout_p = c->masks_drawn ? pdrop : 0.0f;
+    FfnParams ffn = {p->linear1_weight, p->linear1_bias, p->linear2_weight, p->linear2_bias, D, F};
+    FfnCache ffn_c = {c->pre, c->hidden, c->masks_drawn ? c->ffn_mask : NULL, pdrop};
 
     for (int k = 0; k < 3; k++) {
         const float *x = stream_before(c, k, tgt);
@@ -158,9 +160,7 @@ int decoder_layer_forward(float *out, DecoderLayerCache *c, const float *tgt,
         else if (k == 1)    /* cross-attention: keys and values from the encoder */
             rc = mha_forward(c->tmp, &c->ca, in, memory, memory, &p->multihead_attn, ca_bias, 0);
         else
-            rc = ffn_forward(c->tmp, c->pre, c->hidden, in, p->linear1_weight, p->linear1_bias,
-                             p->linear2_weight, p->linear2_bias,
-                             c->masks_drawn ? c->ffn_mask : NULL, pdrop, N, T, D, F);
+            rc = ffn_forward(c->tmp, &ffn_c, in, &ffn, R);
         if (rc != 0) return -1;
         if (dropout_forward(c->tmp, c->tmp, c->masks_drawn ? c->mask[k] : NULL, n, pdrop) != 0)
             return -1;
@@ -189,6 +189,9 @@ int decoder_layer_backward(float *dtgt, float *dmemory, const DecoderLayerGrads 
     int N = c->N, T = c->T, D = c->D, F = c->F, R = N * T, n = N * T * D;
     size_t bytes = (size_t)n * sizeof(float);
     float pdrop = c->dropout;
+    FfnParams ffn = {p->linear1_weight, p->linear1_bias, p->linear2_weight, p->linear2_bias, D, F};
+    FfnGrads ffn_g = {g->linear1_weight, g->linear1_bias, g->linear2_weight, g->linear2_bias};
+    FfnCache ffn_c = {c->pre, c->hidden, c->masks_drawn ? c->ffn_mask : NULL, pdrop};
     /* dx: the gradient of the stream after sub-layer k, walking backwards. */
     memcpy(c->dx, dout, bytes);
     for (int k = 2; k >= 0; k--) {
@@ -223,10 +226,7 @@ int decoder_layer_backward(float *dtgt, float *dmemory, const DecoderLayerGrads 
             rc = mha_backward(din, dmemory, dmemory, &g->multihead_attn, c->dsub, in, memory,
                               memory, &p->multihead_attn, &c->ca);
         else
-            rc = ffn_backward(din, g->linear1_weight, g->linear1_bias, g->linear2_weight,
-                              g->linear2_bias, c->dhidden, c->dsub, in, c->pre, c->hidden,
-                              p->linear1_weight, p->linear2_weight,
-                              c->masks_drawn ? c->ffn_mask : NULL, pdrop, N, T, D, F);
+            rc = ffn_backward(din, &ffn_g, c->dhidden, c->dsub, in, &ffn, &ffn_c, R);
         if (rc != 0) return -1;
         if (c->norm_first &&
             layernorm_backward(c->dx, g->norm_weight[k], g->norm_bias[k], c->dnorm,

@@ -238,6 +238,9 @@ int decode_cache_step(DecodeCache *c, Model *m, const int64_t *tokens, float *lo
      * sub-layers, post-norm x = norm(x + f(x)) or pre-norm x = x + f(norm(x)). */
     for (int l = 0; l < c->layers; l++) {
         const DecoderLayerParams *p = &m->dec[l];
+        FfnParams ffn = {p->linear1_weight, p->linear1_bias, p->linear2_weight, p->linear2_bias,
+                         D, c->F};
+        FfnCache ffn_c = {c->pre, c->hidden, NULL, 0.0f};
         for (int k = 0; k < 3; k++) {
             const float *in = c->x;
             if (cfg->norm_first) {
@@ -248,9 +251,7 @@ int decode_cache_step(DecodeCache *c, Model *m, const int64_t *tokens, float *lo
             }
             int rc = k < 2 ? attention_step(c, k == 0 ? &p->self_attn : &p->multihead_attn,
                                             c->sub, in, l, k == 1)
-                           : ffn_forward(c->sub, c->pre, c->hidden, in, p->linear1_weight,
-                                         p->linear1_bias, p->linear2_weight, p->linear2_bias,
-                                         NULL, 0.0f, N, 1, D, c->F);
+                           : ffn_forward(c->sub, &ffn_c, in, &ffn, N);
             if (rc != 0) return -1;
             if (residual_forward(c->x, c->x, c->sub, N * D) != 0) return -1;
             if (!cfg->norm_first &&
