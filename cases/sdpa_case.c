@@ -225,11 +225,17 @@ static int alloc_batched(Tensor *t, const SdpaCase *c, int64_t rows, int64_t col
     return tensor_alloc(t, DTYPE_F32, c->ndim, shape, err);
 }
 
+SdpaArgs sdpa_case_args(const SdpaCase *c, const float *bias)
+{
+    return (SdpaArgs){c->B, c->L, c->S, c->E, c->Ev, c->scale, c->is_causal, bias, c->drop,
+                      c->dropout_p};
+}
+
 static int eval_sdpa(const TensorFile *in, TensorFile *out, Error *err)
 {
     SdpaCase c;
     if (sdpa_case_read(in, &c, err) != 0) return -1;
-    int B = c.B, L = c.L, S = c.S, E = c.E, Ev = c.Ev;
+    int L = c.L, S = c.S, E = c.E, Ev = c.Ev;
 
     /* Every buffer, so that one loop frees whatever was not handed to `out`. */
     enum { OUTPUT, ATT, BIAS, DQ, DK, DV, N_BUFFERS };
@@ -250,8 +256,8 @@ static int eval_sdpa(const TensorFile *in, TensorFile *out, Error *err)
         }
         bias = t[BIAS].data;
     }
-    if (sdpa_forward(t[OUTPUT].data, t[ATT].data, c.q, c.k, c.v, bias, c.drop, c.dropout_p,
-                     B, L, S, E, Ev, c.scale, c.is_causal) != 0) {
+    SdpaArgs args = sdpa_case_args(&c, bias);
+    if (sdpa_forward(t[OUTPUT].data, t[ATT].data, c.q, c.k, c.v, &args) != 0) {
         error_set(err, "%s: sdpa_forward failed", case_name(in));
         goto done;
     }
@@ -262,7 +268,7 @@ static int eval_sdpa(const TensorFile *in, TensorFile *out, Error *err)
             alloc_batched(&t[DV], &c, S, Ev, err) != 0)        /* (B, S, Ev) */
             goto done;
         if (sdpa_backward(t[DQ].data, t[DK].data, t[DV].data, c.dout, c.q, c.k, c.v,
-                          t[ATT].data, c.drop, c.dropout_p, B, L, S, E, Ev, c.scale) != 0) {
+                          t[ATT].data, &args) != 0) {
             error_set(err, "%s: sdpa_backward failed", case_name(in));
             goto done;
         }

@@ -30,6 +30,7 @@
 #define SDPA_CASE_H
 
 #include "safetensors.h"
+#include "sdpa.h"
 
 /* A checked case: borrowed pointers into the TensorFile, and the sizes in
  * sdpa.h's letters. */
@@ -49,6 +50,10 @@ typedef struct {
 
 /* Reads and checks the inputs and options of `in` (see above). */
 int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err);
+
+/* The case's sizes, scale, causality and dropout as sdpa_forward takes them,
+ * with `bias` (B, L, S) (sdpa_mask_bias of the case's mask) or NULL. */
+SdpaArgs sdpa_case_args(const SdpaCase *c, const float *bias);
 
 /* Evaluates ops sdpa and sdpa_backward: the CaseEval of the chapter program. */
 int sdpa_case_eval(const TensorFile *in, TensorFile *out, Error *err);

@@ -1080,8 +1080,9 @@ static void check_long_attention(Report *rep, Rng *rng)
               *att = (float *)calloc(nls, 4);
         float *dq = (float *)calloc(nq, 4), *dk = (float *)calloc(nk, 4),
               *dv = (float *)calloc(nv, 4);
-        sdpa_forward(out, att, q, k, v, bias, NULL, 0.0f, B, L, S, E, Ev, scale, cfg[s].causal);
-        sdpa_backward(dq, dk, dv, dout, q, k, v, att, NULL, 0.0f, B, L, S, E, Ev, scale);
+        SdpaArgs args = {B, L, S, E, Ev, scale, cfg[s].causal, bias, NULL, 0.0f};
+        sdpa_forward(out, att, q, k, v, &args);
+        sdpa_backward(dq, dk, dv, dout, q, k, v, att, &args);
         /* The scores the softmax saw (the C attention keeps none), for the
          * tolerances' growth: largest finite |score| / 4, at least 1. */
         for (int b = 0; b < B; b++)

@@ -69,14 +69,14 @@ static void run_case(Run *r, const TensorFile *f)
     }
     r->out = test_floats((int64_t)B * L * Ev);
     r->att = test_floats(n_att(c));
-    assert_int_equal(sdpa_forward(r->out, r->att, c->q, c->k, c->v, r->bias, c->drop,
-                                  c->dropout_p, B, L, S, E, Ev, c->scale, c->is_causal), 0);
+    SdpaArgs args = sdpa_case_args(c, r->bias);
+    assert_int_equal(sdpa_forward(r->out, r->att, c->q, c->k, c->v, &args), 0);
     if (c->backward) {
         r->dq = test_floats((int64_t)B * L * E);
         r->dk = test_floats((int64_t)B * S * E);
         r->dv = test_floats((int64_t)B * S * Ev);
         assert_int_equal(sdpa_backward(r->dq, r->dk, r->dv, c->dout, c->q, c->k, c->v, r->att,
-                                       c->drop, c->dropout_p, B, L, S, E, Ev, c->scale), 0);
+                                       &args), 0);
     }
 }
 
@@ -181,7 +181,8 @@ static void test_infinite_score(void **state)
     const float k[S * E] = {1, 0, -1, 0};
     const float v[S * E] = {1, 2, 3, 4};
     float out[L * E], att[L * S];
-    assert_int_equal(sdpa_forward(out, att, q, k, v, NULL, NULL, 0.0f, 1, L, S, E, E, 1.0f, 0), 0);
+    SdpaArgs a = {.B = 1, .L = L, .S = S, .E = E, .Ev = E, .scale = 1.0f};
+    assert_int_equal(sdpa_forward(out, att, q, k, v, &a), 0);
     for (int j = 0; j < S; j++) assert_true(isnan(att[j]) && isnan(out[j]));
     assert_float_equal(att[S] + att[S + 1], 1.0f, 1e-6f);
     assert_false(isnan(out[E]) || isnan(out[E + 1]));
@@ -213,13 +214,14 @@ static void test_dropout_keeps_expectation(void **state)
         all[i] = 1;
         dropped += !keep[i];
     }
-    float scale = sdpa_default_scale(E);
-    assert_int_equal(sdpa_forward(out, att, q, k, v, NULL, keep, p, B, L, S, E, 1, scale, 0), 0);
+    SdpaArgs with_dropout = {B, L, S, E, 1, sdpa_default_scale(E), 0, NULL, keep, p};
+    SdpaArgs plain_args = {B, L, S, E, 1, sdpa_default_scale(E), 0, NULL, NULL, 0.0f};
+    SdpaArgs kept_all = {B, L, S, E, 1, sdpa_default_scale(E), 0, NULL, all, p};
+    assert_int_equal(sdpa_forward(out, att, q, k, v, &with_dropout), 0);
     double mean = 0;
     for (int i = 0; i < B * L; i++) mean += out[i] / (B * L);
-    assert_int_equal(sdpa_forward(plain, att, q, k, v, NULL, NULL, 0.0f, B, L, S, E, 1, scale,
-                                  0), 0);
-    assert_int_equal(sdpa_forward(out, att, q, k, v, NULL, all, p, B, L, S, E, 1, scale, 0), 0);
+    assert_int_equal(sdpa_forward(plain, att, q, k, v, &plain_args), 0);
+    assert_int_equal(sdpa_forward(out, att, q, k, v, &kept_all), 0);
     double worst = 0;
     for (int i = 0; i < B * L; i++) worst = fmax(worst, fabs(out[i] - plain[i] / (1.0 - p)));
     print_message("  p %.1f: %.4f of the weights dropped, mean output %.4f (1 expected); all "
@@ -280,8 +282,8 @@ static void test_causal_equals_tril_mask(void **state)
     float *att = test_floats(n_att(c));
     int64_t att_shape[4] = {c->batch_shape[0], c->batch_shape[1], L, S};
     assert_int_equal(sdpa_mask_bias(bias, tril, 1, (int64_t[]){L, S}, 2, att_shape, 4), 0);
-    assert_int_equal(sdpa_forward(out, att, c->q, c->k, c->v, bias, NULL, 0.0f, c->B, L, S, c->E,
-                                  c->Ev, c->scale, 0), 0);
+    SdpaArgs a = {c->B, L, S, c->E, c->Ev, c->scale, 0, bias, NULL, 0.0f};
+    assert_int_equal(sdpa_forward(out, att, c->q, c->k, c->v, &a), 0);
     assert_memory_equal(att, r.att, n_att(c) * sizeof(float));
     assert_memory_equal(out, r.out, (size_t)c->B * L * c->Ev * sizeof(float));
     print_message("  is_causal and a tril boolean mask agree bit for bit (L %d, S %d)\n", L, S);
@@ -350,8 +352,8 @@ static void test_seed_example_printed_values(void **state)
     const float want_att[9] = {0.4028f, 0.2886f, 0.3086f, 0.3538f, 0.3069f, 0.3393f,
                                0.1303f, 0.4630f, 0.4067f};
     float out[6], att[9];
-    assert_int_equal(sdpa_forward(out, att, q, k, v, NULL, NULL, 0.0f, 1, 3, 3, 2, 2,
-                                  sdpa_default_scale(2), 0), 0);
+    SdpaArgs a = {.B = 1, .L = 3, .S = 3, .E = 2, .Ev = 2, .scale = sdpa_default_scale(2)};
+    assert_int_equal(sdpa_forward(out, att, q, k, v, &a), 0);
     assert_close("seed example output", out, want_out, 6, 1.5e-4, 0);
     assert_close("seed example attention", att, want_att, 9, 1.5e-4, 0);
 }
@@ -386,8 +388,8 @@ static void test_backward_accumulates(void **state)
     Run r;
     run_case(&r, &f);
     const SdpaCase *c = &r.c;
-    assert_int_equal(sdpa_backward(r.dq, r.dk, r.dv, c->dout, c->q, c->k, c->v, r.att, NULL,
-                                   0.0f, c->B, c->L, c->S, c->E, c->Ev, c->scale), 0);
+    SdpaArgs a = sdpa_case_args(c, NULL);
+    assert_int_equal(sdpa_backward(r.dq, r.dk, r.dv, c->dout, c->q, c->k, c->v, r.att, &a), 0);
     const char *names[3] = {"grad_query", "grad_key", "grad_value"};
     const float *got[3] = {r.dq, r.dk, r.dv};
     for (int t = 0; t < 3; t++) {

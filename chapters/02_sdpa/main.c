@@ -73,9 +73,8 @@ static int run_example(const char *title, const float *q, const float *k, const 
 {
     float out[3 * 2], att[3 * 3];
     printf("-- %s\n", title);
-    if (sdpa_forward(out, att, q, k, v, NULL, NULL, 0.0f, 1, 3, 3, 2, 2, sdpa_default_scale(2),
-                     0) != 0)
-        return -1;
+    SdpaArgs a = {.B = 1, .L = 3, .S = 3, .E = 2, .Ev = 2, .scale = sdpa_default_scale(2)};
+    if (sdpa_forward(out, att, q, k, v, &a) != 0) return -1;
     *max_diff = 0;
     int differ = compare("output = att V", out, SEED_OUT, 3, 2, max_diff);
     differ += compare("attention weights", att, SEED_ATT, 3, 3, max_diff);
@@ -109,9 +108,9 @@ static int demo(void)
 
     /* The same example, causal: query i may only look at keys 0..i. */
     float out[3 * 2], att[3 * 3];
-    if (sdpa_forward(out, att, SEED_Q, SEED_K, SEED_V, NULL, NULL, 0.0f, 1, 3, 3, 2, 2,
-                     sdpa_default_scale(2), 1) != 0)
-        return -1;
+    SdpaArgs causal = {.B = 1, .L = 3, .S = 3, .E = 2, .Ev = 2, .scale = sdpa_default_scale(2),
+                       .is_causal = 1};
+    if (sdpa_forward(out, att, SEED_Q, SEED_K, SEED_V, &causal) != 0) return -1;
     printf("-- the same example with is_causal (row 0 can only copy v_0)\n");
     matrix_print("attention weights", att, 3, 3);
     matrix_print("output", out, 3, 2);

@@ -69,12 +69,13 @@ static void dropped_weights(float *w, const float *att, const uint8_t *keep, flo
     for (size_t i = 0; i < n; i++) w[i] = keep[i] ? att[i] * scale : 0.0f;
 }
 
-int sdpa_forward(float *out, float *att,
-                 const float *q, const float *k, const float *v, const float *bias,
-                 const uint8_t *drop, float dropout_p,
-                 int B, int L, int S, int E, int Ev, float scale, int is_causal)
+int sdpa_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                 const SdpaArgs *a)
 {
     /* BEGIN SOLUTION */
+    const int B = a->B, L = a->L, S = a->S, E = a->E, Ev = a->Ev;
+    const float *bias = a->bias;
+    const uint8_t *drop = a->drop;
     int rc = 0;
     /* With one batch entry there is nothing to share out here; the threads
      * are left to the matmuls inside (an inner parallel loop only runs in
@@ -99,10 +100,10 @@ int sdpa_forward(float *out, float *att,
             for (int i = 0; i < L; i++) {
                 float *row = ab + (size_t)i * S;
                 for (int j = 0; j < S; j++) {
-                    row[j] *= scale;
+                    row[j] *= a->scale;
                     if (biasb) row[j] += biasb[(size_t)i * S + j];
                     /* causal, top-left aligned: query i sees keys 0..i */
-                    if (is_causal && j > i) row[j] = -INFINITY;
+                    if (a->is_causal && j > i) row[j] = -INFINITY;
                 }
                 /* The row becomes a probability distribution over the keys,
                  * in place; a row that is -inf everywhere becomes zeros (the
@@ -113,7 +114,7 @@ int sdpa_forward(float *out, float *att,
              * or, in training with dropout, of the weights dropout keeps. */
             const float *used = ab;
             if (drop) {
-                dropped_weights(w, ab, drop + (size_t)b * L * S, dropout_p, (size_t)L * S);
+                dropped_weights(w, ab, drop + (size_t)b * L * S, a->dropout_p, (size_t)L * S);
                 used = w;
             }
             rc |= matmul_nn(ob, used, vb, L, Ev, S, 0);
@@ -125,10 +126,11 @@ int sdpa_forward(float *out, float *att,
 }
 
 int sdpa_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                  const float *k, const float *v, const float *att, const uint8_t *drop,
-                  float dropout_p, int B, int L, int S, int E, int Ev, float scale)
+                  const float *k, const float *v, const float *att, const SdpaArgs *a)
 {
     /* BEGIN SOLUTION */
+    const int B = a->B, L = a->L, S = a->S, E = a->E, Ev = a->Ev;
+    const uint8_t *drop = a->drop;
     int rc = 0;
     #pragma omp parallel reduction(|:rc) if (B > 1)
     {
@@ -154,13 +156,13 @@ int sdpa_backward(float *dq, float *dk, float *dv, const float *dout, const floa
             /* out = w V, a plain matrix product (w = att, or the weights
              * dropout kept), gives both of its inputs a gradient:
              * dV += w^T dout and dw = dout V^T. */
-            if (keep) dropped_weights(w, ab, keep, dropout_p, n);
+            if (keep) dropped_weights(w, ab, keep, a->dropout_p, n);
             rc |= matmul_tn(dvb, keep ? w : ab, dob, S, Ev, L, 1);
             rc |= matmul_nt(ds, dob, vb, L, S, Ev, 0);
             /* Dropout passes the gradient of the weights it kept, scaled
              * the same way, and none of those it dropped. */
             if (keep) {
-                const float up = 1.0f / (1.0f - dropout_p);
+                const float up = 1.0f / (1.0f - a->dropout_p);
                 for (size_t i = 0; i < n; i++) ds[i] = keep[i] ? ds[i] * up : 0.0f;
             }
             /* Through the softmax, row by row and in place (the Jacobian of
@@ -172,7 +174,7 @@ int sdpa_backward(float *dq, float *dk, float *dv, const float *dout, const floa
                                            ds + (size_t)i * S, S);
             /* scores = scale * Q K^T + bias: the bias is a constant, and the
              * scale multiplies through. From here on ds is d(loss)/d(Q K^T). */
-            for (size_t i = 0; i < n; i++) ds[i] *= scale;
+            for (size_t i = 0; i < n; i++) ds[i] *= a->scale;
             /* dQ += ds K and dK += ds^T Q, the two halves of Q K^T. */
             rc |= matmul_nn(dqb, ds, kb, L, E, S, 1);
             rc |= matmul_tn(dkb, ds, qb, S, E, L, 1);

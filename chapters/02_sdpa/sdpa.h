@@ -65,36 +65,40 @@ float sdpa_default_scale(int E);
 int sdpa_mask_bias(float *bias, const void *mask, int is_bool, const int64_t *mask_shape,
                    int mask_ndim, const int64_t *att_shape, int att_ndim);
 
+/* One attention: its sizes, its scale and its masks. */
+typedef struct {
+    int B, L, S, E, Ev;      /* the letters above */
+    float scale;             /* multiplies Q K^T: sdpa_default_scale(E) unless chosen */
+    int is_causal;           /* 1: query i may only attend to keys j <= i */
+    const float *bias;       /* (B, L, S) additive mask, or NULL for none */
+    const uint8_t *drop;     /* (B, L, S) dropout's keep mask (1 kept), or NULL: none */
+    float dropout_p;         /* the probability it was drawn with, in [0, 1) */
+} SdpaArgs;
+
 /* Forward pass.
  *   out     (B, L, Ev)  the attention output
  *   att     (B, L, S)   softmax(scores): the attention weights, saved for
  *                       backward; the scores Q K^T * scale + bias (-inf
  *                       above the diagonal if causal) are made in it first
  *   q (B, L, E), k (B, S, E), v (B, S, Ev)
- *   bias    (B, L, S) additive mask, or NULL for none
- *   drop    (B, L, S) dropout's keep mask (1 kept), or NULL: no dropout
- *   dropout_p           the probability it was drawn with, in [0, 1)
- *   is_causal           1: query i may only attend to keys j <= i
  * Results do not depend on the number of OpenMP threads.
  * Returns 0 (the exercise stub returns -1). */
-int sdpa_forward(float *out, float *att,
-                 const float *q, const float *k, const float *v, const float *bias,
-                 const uint8_t *drop, float dropout_p, int B, int L, int S, int E, int Ev,
-                 float scale, int is_causal);
+int sdpa_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                 const SdpaArgs *a);
 
 /* Backward pass. ADDS the gradients into dq (B, L, E), dk (B, S, E) and
  * dv (B, S, Ev), as every backward in this project does (zero them first for
  * a plain gradient).
  *   dout    (B, L, Ev)  gradient of the loss with respect to out
  *   att     (B, L, S)   the weights sdpa_forward() saved
- *   drop, dropout_p     the dropout mask and p of that forward (NULL, 0: none)
+ *   a                   the forward's arguments (its bias and is_causal are
+ *                       not needed: att already holds their effect)
  * The gradients with respect to att and to the scores live one batch entry
  * at a time, (L, S), in a scratch buffer of each thread: they never make a
  * (B, L, S) pass through memory. The mask needs no gradient and no
  * argument: a masked entry has att = 0, and that alone stops its gradient.
  * Returns 0 (the exercise stub returns -1). */
 int sdpa_backward(float *dq, float *dk, float *dv, const float *dout, const float *q,
-                  const float *k, const float *v, const float *att, const uint8_t *drop,
-                  float dropout_p, int B, int L, int S, int E, int Ev, float scale);
+                  const float *k, const float *v, const float *att, const SdpaArgs *a);
 
 #endif

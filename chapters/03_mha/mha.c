@@ -220,9 +220,9 @@ int mha_forward(float *out, MhaCache *cache, const float *query, const float *ke
 
     /* 3. Attention in every head at once: N * H independent problems, each
      *    scaled by 1/sqrt(Dh), the head's own feature size. */
-    if (sdpa_forward(c->oh, c->att, c->qh, c->kh, c->vh, bias, c->drop, c->dropout_p, N * H, L,
-                     S, Dh, Dh, sdpa_default_scale(Dh), is_causal) != 0)
-        return -1;
+    SdpaArgs heads = {N * H, L, S, Dh, Dh, sdpa_default_scale(Dh), is_causal, bias, c->drop,
+                      c->dropout_p};
+    if (sdpa_forward(c->oh, c->att, c->qh, c->kh, c->vh, &heads) != 0) return -1;
 
     /* 4. Concatenate the heads' outputs: (N, H, L, Dh) -> (N, L, E). */
     if (mha_merge_heads(c->o, c->oh, N, L, H, Dh) != 0) return -1;
@@ -263,8 +263,9 @@ int mha_backward(float *dquery, float *dkey, float *dvalue, const MhaGrads *grad
     memset(c->dqh, 0, nl * sizeof *c->dqh);
     memset(c->dkh, 0, ns * sizeof *c->dkh);
     memset(c->dvh, 0, ns * sizeof *c->dvh);
-    if (sdpa_backward(c->dqh, c->dkh, c->dvh, c->doh, c->qh, c->kh, c->vh, c->att, c->drop,
-                      c->dropout_p, N * H, L, S, Dh, Dh, sdpa_default_scale(Dh)) != 0)
+    SdpaArgs heads = {N * H, L, S, Dh, Dh, sdpa_default_scale(Dh), 0, NULL, c->drop,
+                      c->dropout_p};
+    if (sdpa_backward(c->dqh, c->dkh, c->dvh, c->doh, c->qh, c->kh, c->vh, c->att, &heads) != 0)
         return -1;
 
     /* 2. The split was a copy too: merge the heads' gradients back into

@@ -178,9 +178,9 @@ static int attend_one(DecodeCache *c, float *o, const float *q, const float *key
         int n = nh / H, h = nh % H;
         const float *k = keys + (size_t)nh * stride * Dh, *v = values + (size_t)nh * stride * Dh;
         /* the row's bias over keys 0..len-1 is the first len entries of its row */
+        SdpaArgs one = {1, 1, len, Dh, Dh, scale, 0, bias + (size_t)n * stride, NULL, 0.0f};
         rc |= sdpa_forward(o + (size_t)n * c->D + h * Dh, c->att + (size_t)nh * stride,
-                           q + (size_t)n * c->D + h * Dh, k, v, bias + (size_t)n * stride, NULL,
-                           0.0f, 1, 1, len, Dh, Dh, scale, 0);
+                           q + (size_t)n * c->D + h * Dh, k, v, &one);
     }
     return rc ? -1 : 0;
 }
