@@ -15,6 +15,24 @@
 #include "layernorm.h"
 #include "residual.h"
 
+/* The attention masks of one forward, as decoder_layer_forward takes them. */
+typedef struct {
+    const float *sa_bias;     /* (N, H, T, T) self-attention bias, or NULL */
+    int sa_causal;            /* 1: the causal pattern without a bias */
+    const float *ca_bias;     /* (N, H, T, S) cross-attention bias, or NULL */
+} DecoderMasks;
+
+/* Given below the subject: the glue that keeps the layer's code short. */
+static const uint8_t *drawn(const DecoderLayerCache *c, const uint8_t *mask);
+static FfnParams ffn_params(const DecoderLayerParams *p, const DecoderLayerCache *c);
+static FfnGrads ffn_grads(const DecoderLayerGrads *g);
+static FfnCache ffn_cache(const DecoderLayerCache *c);
+static int norm_forward(const DecoderLayerCache *c, int k, float *out, const float *x,
+                        const DecoderLayerParams *p);
+static int norm_backward(const DecoderLayerCache *c, int k, float *dx,
+                         const DecoderLayerGrads *g, const float *dout, const float *x,
+                         const DecoderLayerParams *p);
+
 /* ------------------------------------------------------------------------ */
 /* Allocation (not part of the exercise)                                     */
 /* ------------------------------------------------------------------------ */
@@ -104,19 +122,90 @@ int decoder_layer_cache_alloc(DecoderLayerCache *c, int N, int T, int S, int D, 
 /* The layer                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* The residual stream before sub-layer k: the target for k = 0, then the
- * result of sub-layer k - 1 (a norm's output in post-norm, a residual sum in
- * pre-norm). */
-static const float *stream_before(const DecoderLayerCache *c, int k, const float *tgt)
+/* In training with p > 0, the masks of dropout1, dropout2, the FFN's hidden
+ * layer and dropout3, then those of the two attentions' weights, in that
+ * order; otherwise every dropout is the identity. */
+static int draw_masks(DecoderLayerCache *c, Rng *rng)
 {
-    if (k == 0) return tgt;
-    return c->norm_first ? c->norm_in[k] : c->norm_out[k - 1];
+    /* BEGIN SOLUTION */
+    int N = c->N, T = c->T, n = N * T * c->D;
+    float p = c->dropout;
+    c->masks_drawn = rng != NULL && p > 0.0f;
+    if (c->masks_drawn &&
+        (dropout_mask(c->mask[0], n, p, rng) != 0 ||
+         dropout_mask(c->mask[1], n, p, rng) != 0 ||
+         dropout_mask(c->ffn_mask, N * T * c->F, p, rng) != 0 ||
+         dropout_mask(c->mask[2], n, p, rng) != 0 ||
+         dropout_mask(c->sa_mask, N * c->H * T * T, p, rng) != 0 ||
+         dropout_mask(c->ca_mask, N * c->H * T * c->S, p, rng) != 0))
+        return -1;
+    c->sa.drop = c->masks_drawn ? c->sa_mask : NULL;
+    c->ca.drop = c->masks_drawn ? c->ca_mask : NULL;
+    c->sa.dropout_p = c->ca.dropout_p = c->masks_drawn ? p : 0.0f;
+    return 0;
+    /* END SOLUTION */
 }
 
-/* What sub-layer k reads: the stream itself (post-norm) or its norm (pre-norm). */
-static const float *sublayer_input(const DecoderLayerCache *c, int k, const float *tgt)
+/* Sub-layer k on its input x, dropout included, into c->tmp: masked
+ * self-attention (k = 0), cross-attention over the memory (1), the FFN (2). */
+static int sublayer_forward(DecoderLayerCache *c, int k, const float *x, const float *memory,
+                            const DecoderLayerParams *p, const DecoderMasks *m)
 {
-    return c->norm_first ? c->norm_out[k] : stream_before(c, k, tgt);
+    /* BEGIN SOLUTION */
+    int rows = c->N * c->T, rc;
+    if (k == 0) {
+        rc = mha_forward(c->tmp, &c->sa, x, x, x, &p->self_attn, m->sa_bias, m->sa_causal);
+    } else if (k == 1) {
+        rc = mha_forward(c->tmp, &c->ca, x, memory, memory, &p->multihead_attn, m->ca_bias, 0);
+    } else {
+        FfnParams ffn = ffn_params(p, c);
+        FfnCache ffn_c = ffn_cache(c);
+        rc = ffn_forward(c->tmp, &ffn_c, x, &ffn, rows);
+    }
+    if (rc != 0) return -1;
+    return dropout_forward(c->tmp, c->tmp, drawn(c, c->mask[k]), rows * c->D, c->dropout);
+    /* END SOLUTION */
+}
+
+/* Post-norm, the paper's layer: x_{k+1} = norm_k(x_k + f_k(x_k)), with x_0
+ * = tgt and x_3 = out. norm_in[k] keeps the sum, norm_out[k] is x_{k+1}. */
+static int post_norm_forward(float *out, DecoderLayerCache *c, const float *tgt,
+                             const float *memory, const DecoderLayerParams *p,
+                             const DecoderMasks *m)
+{
+    /* BEGIN SOLUTION */
+    int n = c->N * c->T * c->D;
+    const float *x = tgt;
+    for (int k = 0; k < 3; k++) {
+        float *next = k < 2 ? c->norm_out[k] : out;
+        if (sublayer_forward(c, k, x, memory, p, m) != 0 ||
+            residual_forward(c->norm_in[k], x, c->tmp, n) != 0 ||
+            norm_forward(c, k, next, c->norm_in[k], p) != 0)
+            return -1;
+        x = next;
+    }
+    return 0;
+    /* END SOLUTION */
+}
+
+/* Pre-norm (norm_first=True): x_{k+1} = x_k + f_k(norm_k(x_k)). norm_in[k]
+ * keeps x_k, norm_out[k] is norm_k(x_k). */
+static int pre_norm_forward(float *out, DecoderLayerCache *c, const float *tgt,
+                            const float *memory, const DecoderLayerParams *p,
+                            const DecoderMasks *m)
+{
+    /* BEGIN SOLUTION */
+    int n = c->N * c->T * c->D;
+    memcpy(c->norm_in[0], tgt, (size_t)n * sizeof *tgt);
+    for (int k = 0; k < 3; k++) {
+        float *next = k < 2 ? c->norm_in[k + 1] : out;
+        if (norm_forward(c, k, c->norm_out[k], c->norm_in[k], p) != 0 ||
+            sublayer_forward(c, k, c->norm_out[k], memory, p, m) != 0 ||
+            residual_forward(next, c->norm_in[k], c->tmp, n) != 0)
+            return -1;
+    }
+    return 0;
+    /* END SOLUTION */
 }
 
 int decoder_layer_forward(float *out, DecoderLayerCache *c, const float *tgt,
@@ -124,58 +213,73 @@ int decoder_layer_forward(float *out, DecoderLayerCache *c, const float *tgt,
                           const float *sa_bias, int sa_causal, const float *ca_bias, Rng *rng)
 {
     /* BEGIN SOLUTION */
-    int N = c->N, T = c->T, D = c->D, F = c->F, R = N * T, n = N * T * D;
-    float pdrop = c->dropout;
-    /* Training with dropout: the masks of dropout1, 2, the FFN's hidden
-     * layer and dropout3, then those of the two attentions' weights.
-     * Otherwise every mask is NULL: identity. */
-    c->masks_drawn = rng != NULL && pdrop > 0.0f;
-    if (c->masks_drawn &&
-        (dropout_mask(c->mask[0], n, pdrop, rng) != 0 ||
-         dropout_mask(c->mask[1], n, pdrop, rng) != 0 ||
-         dropout_mask(c->ffn_mask, R * F, pdrop, rng) != 0 ||
-         dropout_mask(c->mask[2], n, pdrop, rng) != 0 ||
-         dropout_mask(c->sa_mask, N * c->H * T * T, pdrop, rng) != 0 ||
-         dropout_mask(c->ca_mask, N * c->H * T * c->S, pdrop, rng) != 0))
-        return -1;
-    c->sa.drop = c->masks_drawn ? c->sa_mask : NULL;
-    c->ca.drop = c->masks_drawn ? c->ca_mask : NULL;
-    c->sa.dropout_p = c->ca.dropout_p = c->masks_drawn ? pdrop : 0.0f;
-    FfnParams ffn = {p->linear1_weight, p->linear1_bias, p->linear2_weight, p->linear2_bias, D, F};
-    FfnCache ffn_c = {c->pre, c->hidden, c->masks_drawn ? c->ffn_mask : NULL, pdrop};
+    DecoderMasks m = {sa_bias, sa_causal, ca_bias};
+    if (draw_masks(c, rng) != 0) return -1;
+    return c->norm_first ? pre_norm_forward(out, c, tgt, memory, p, &m)
+                         : post_norm_forward(out, c, tgt, memory, p, &m);
+    /* END SOLUTION */
+}
 
-    for (int k = 0; k < 3; k++) {
-        const float *x = stream_before(c, k, tgt);
-        /* Pre-norm normalises the sub-layer's input; the stream stays as it is. */
-        if (c->norm_first) {
-            memcpy(c->norm_in[k], x, (size_t)n * sizeof *x);
-            if (layernorm_forward(c->norm_out[k], c->mean[k], c->rstd[k], x, p->norm_weight[k],
-                                  p->norm_bias[k], 1, R, D, c->eps) != 0)
-                return -1;
-        }
-        const float *in = sublayer_input(c, k, tgt);
-        int rc;
-        if (k == 0)         /* masked self-attention: queries, keys, values all from in */
-            rc = mha_forward(c->tmp, &c->sa, in, in, in, &p->self_attn, sa_bias, sa_causal);
-        else if (k == 1)    /* cross-attention: keys and values from the encoder */
-            rc = mha_forward(c->tmp, &c->ca, in, memory, memory, &p->multihead_attn, ca_bias, 0);
-        else
-            rc = ffn_forward(c->tmp, &ffn_c, in, &ffn, R);
-        if (rc != 0) return -1;
-        if (dropout_forward(c->tmp, c->tmp, c->masks_drawn ? c->mask[k] : NULL, n, pdrop) != 0)
+/* The backward of sub-layer k, dropout included: from d_out, the gradient
+ * of c->tmp, it ADDS the gradient of its input x into dx (and of the memory
+ * into dmemory, for k = 1) and of its parameters into g. c->dsub is scratch. */
+static int sublayer_backward(DecoderLayerCache *c, int k, float *dx, float *dmemory,
+                             const DecoderLayerGrads *g, const float *d_out, const float *x,
+                             const float *memory, const DecoderLayerParams *p)
+{
+    /* BEGIN SOLUTION */
+    int rows = c->N * c->T, n = rows * c->D;
+    float *d_f = c->dsub;                       /* the gradient of f_k's output */
+    memset(d_f, 0, (size_t)n * sizeof *d_f);
+    if (dropout_backward(d_f, d_out, drawn(c, c->mask[k]), n, c->dropout) != 0) return -1;
+    if (k == 0)         /* one input used three times: one buffer takes all three paths */
+        return mha_backward(dx, dx, dx, &g->self_attn, d_f, x, x, x, &p->self_attn, &c->sa);
+    if (k == 1)         /* the keys and values are the memory: its gradient */
+        return mha_backward(dx, dmemory, dmemory, &g->multihead_attn, d_f, x, memory, memory,
+                            &p->multihead_attn, &c->ca);
+    FfnParams ffn = ffn_params(p, c);
+    FfnGrads ffn_g = ffn_grads(g);
+    FfnCache ffn_c = ffn_cache(c);
+    return ffn_backward(dx, &ffn_g, c->dhidden, d_f, x, &ffn, &ffn_c, rows);
+    /* END SOLUTION */
+}
+
+/* Post-norm backward, k = 2, 1, 0: d_x (c->dx) holds dL/dx_{k+1}; through
+ * norm_k into d_sum, which reaches x_k both directly and through f_k. */
+static int post_norm_backward(float *dmemory, const DecoderLayerGrads *g, const float *dout,
+                              const float *tgt, const float *memory,
+                              const DecoderLayerParams *p, DecoderLayerCache *c)
+{
+    /* BEGIN SOLUTION */
+    size_t bytes = (size_t)c->N * c->T * c->D * sizeof(float);
+    float *d_x = c->dx, *d_sum = c->dnorm;
+    memcpy(d_x, dout, bytes);
+    for (int k = 2; k >= 0; k--) {
+        const float *x = k > 0 ? c->norm_out[k - 1] : tgt;
+        memset(d_sum, 0, bytes);
+        if (norm_backward(c, k, d_sum, g, d_x, c->norm_in[k], p) != 0) return -1;
+        memcpy(d_x, d_sum, bytes);              /* the skip path; f_k adds its share */
+        if (sublayer_backward(c, k, d_x, dmemory, g, d_sum, x, memory, p) != 0) return -1;
+    }
+    return 0;
+    /* END SOLUTION */
+}
+
+/* Pre-norm backward, k = 2, 1, 0: d_x (c->dx) holds dL/dx_{k+1}, which
+ * reaches x_k directly; f_k gives d_normed, which norm_k adds into d_x. */
+static int pre_norm_backward(float *dmemory, const DecoderLayerGrads *g, const float *dout,
+                             const float *memory, const DecoderLayerParams *p,
+                             DecoderLayerCache *c)
+{
+    /* BEGIN SOLUTION */
+    size_t bytes = (size_t)c->N * c->T * c->D * sizeof(float);
+    float *d_x = c->dx, *d_normed = c->dnorm;
+    memcpy(d_x, dout, bytes);
+    for (int k = 2; k >= 0; k--) {
+        memset(d_normed, 0, bytes);
+        if (sublayer_backward(c, k, d_normed, dmemory, g, d_x, c->norm_out[k], memory, p) != 0 ||
+            norm_backward(c, k, d_x, g, d_normed, c->norm_in[k], p) != 0)
             return -1;
-        if (c->norm_first) {
-            /* x + f(norm(x)) is the next stream: the next norm's input, or out. */
-            float *next = k < 2 ? c->norm_in[k + 1] : out;
-            if (residual_forward(next, x, c->tmp, n) != 0) return -1;
-        } else {
-            /* norm(x + f(x)) is the next stream. */
-            if (residual_forward(c->norm_in[k], x, c->tmp, n) != 0) return -1;
-            if (layernorm_forward(k < 2 ? c->norm_out[k] : out, c->mean[k], c->rstd[k],
-                                  c->norm_in[k], p->norm_weight[k], p->norm_bias[k], 1, R, D,
-                                  c->eps) != 0)
-                return -1;
-        }
     }
     return 0;
     /* END SOLUTION */
@@ -186,56 +290,11 @@ int decoder_layer_backward(float *dtgt, float *dmemory, const DecoderLayerGrads 
                            const DecoderLayerParams *p, DecoderLayerCache *c)
 {
     /* BEGIN SOLUTION */
-    int N = c->N, T = c->T, D = c->D, F = c->F, R = N * T, n = N * T * D;
-    size_t bytes = (size_t)n * sizeof(float);
-    float pdrop = c->dropout;
-    FfnParams ffn = {p->linear1_weight, p->linear1_bias, p->linear2_weight, p->linear2_bias, D, F};
-    FfnGrads ffn_g = {g->linear1_weight, g->linear1_bias, g->linear2_weight, g->linear2_bias};
-    FfnCache ffn_c = {c->pre, c->hidden, c->masks_drawn ? c->ffn_mask : NULL, pdrop};
-    /* dx: the gradient of the stream after sub-layer k, walking backwards. */
-    memcpy(c->dx, dout, bytes);
-    for (int k = 2; k >= 0; k--) {
-        const uint8_t *mask = c->masks_drawn ? c->mask[k] : NULL;
-        if (!c->norm_first) {
-            /* stream = norm(r), r = x + drop(f(x)): first through the norm. */
-            memset(c->dnorm, 0, bytes);
-            if (layernorm_backward(c->dnorm, g->norm_weight[k], g->norm_bias[k], c->dx,
-                                   c->norm_in[k], p->norm_weight[k], c->mean[k], c->rstd[k], 1,
-                                   R, D) != 0)
-                return -1;
-            /* dr reaches x directly (the residual) and through f. */
-            memcpy(c->dx, c->dnorm, bytes);
-            memset(c->dsub, 0, bytes);
-            if (dropout_backward(c->dsub, c->dnorm, mask, n, pdrop) != 0) return -1;
-        } else {
-            /* stream = x + drop(f(norm(x))): dx keeps the residual's share. */
-            memset(c->dsub, 0, bytes);
-            if (dropout_backward(c->dsub, c->dx, mask, n, pdrop) != 0) return -1;
-        }
-        /* The sub-layer's backward adds the gradient of its input into din:
-         * straight into dx in post-norm, into dnorm (the norm's output) in
-         * pre-norm. */
-        const float *in = sublayer_input(c, k, tgt);
-        float *din = c->norm_first ? c->dnorm : c->dx;
-        if (c->norm_first) memset(c->dnorm, 0, bytes);
-        int rc;
-        if (k == 0)         /* one input used three times: one buffer takes all three paths */
-            rc = mha_backward(din, din, din, &g->self_attn, c->dsub, in, in, in, &p->self_attn,
-                              &c->sa);
-        else if (k == 1)    /* the keys and values are the memory: its gradient */
-            rc = mha_backward(din, dmemory, dmemory, &g->multihead_attn, c->dsub, in, memory,
-                              memory, &p->multihead_attn, &c->ca);
-        else
-            rc = ffn_backward(din, &ffn_g, c->dhidden, c->dsub, in, &ffn, &ffn_c, R);
-        if (rc != 0) return -1;
-        if (c->norm_first &&
-            layernorm_backward(c->dx, g->norm_weight[k], g->norm_bias[k], c->dnorm,
-                               c->norm_in[k], p->norm_weight[k], c->mean[k], c->rstd[k], 1, R,
-                               D) != 0)
-            return -1;
-    }
+    int rc = c->norm_first ? pre_norm_backward(dmemory, g, dout, memory, p, c)
+                           : post_norm_backward(dmemory, g, dout, tgt, memory, p, c);
+    if (rc != 0) return -1;
     if (dtgt)
-        for (int i = 0; i < n; i++) dtgt[i] += c->dx[i];
+        for (int i = 0; i < c->N * c->T * c->D; i++) dtgt[i] += c->dx[i];
     return 0;
     /* END SOLUTION */
 }
@@ -344,4 +403,45 @@ int decoder_stack_backward(float *dtgt, float *dmemory, const DecoderLayerGrads 
         for (size_t i = 0; i < nd; i++) dtgt[i] += d[i];
     return 0;
     /* END SOLUTION */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Given: small helpers of the layer                                         */
+/* ------------------------------------------------------------------------ */
+
+static const uint8_t *drawn(const DecoderLayerCache *c, const uint8_t *mask)
+{
+    return c->masks_drawn ? mask : NULL;
+}
+
+static FfnParams ffn_params(const DecoderLayerParams *p, const DecoderLayerCache *c)
+{
+    return (FfnParams){p->linear1_weight, p->linear1_bias, p->linear2_weight, p->linear2_bias,
+                       c->D, c->F};
+}
+
+static FfnGrads ffn_grads(const DecoderLayerGrads *g)
+{
+    return (FfnGrads){g->linear1_weight, g->linear1_bias, g->linear2_weight, g->linear2_bias};
+}
+
+static FfnCache ffn_cache(const DecoderLayerCache *c)
+{
+    return (FfnCache){c->pre, c->hidden, drawn(c, c->ffn_mask), c->dropout};
+}
+
+/* norm_k (norm1, norm2, norm3) over the layer's N * T rows of D. */
+static int norm_forward(const DecoderLayerCache *c, int k, float *out, const float *x,
+                        const DecoderLayerParams *p)
+{
+    return layernorm_forward(out, c->mean[k], c->rstd[k], x, p->norm_weight[k], p->norm_bias[k],
+                             1, c->N * c->T, c->D, c->eps);
+}
+
+static int norm_backward(const DecoderLayerCache *c, int k, float *dx,
+                         const DecoderLayerGrads *g, const float *dout, const float *x,
+                         const DecoderLayerParams *p)
+{
+    return layernorm_backward(dx, g->norm_weight[k], g->norm_bias[k], dout, x, p->norm_weight[k],
+                              c->mean[k], c->rstd[k], 1, c->N * c->T, c->D);
 }
