@@ -15,154 +15,6 @@
 #include "error.h"
 
 /* ------------------------------------------------------------------------ */
-/* PairTable                                                                 */
-/* ------------------------------------------------------------------------ */
-
-static int64_t pair_slot(const PairTable *t, int64_t left, int64_t right)
-{
-    uint64_t h = (uint64_t)left * 0x9E3779B97F4A7C15ULL ^ (uint64_t)right * 0xC2B2AE3D27D4EB4FULL;
-    int64_t mask = t->n_slots - 1;
-    int64_t s = (int64_t)((h ^ (h >> 29)) & (uint64_t)mask);
-    while (t->left[s] >= 0 && (t->left[s] != left || t->right[s] != right))
-        s = (s + 1) & mask;                       /* linear probing */
-    return s;
-}
-
-static int pair_table_grow(PairTable *t, Error *err)
-{
-    PairTable bigger = {0};
-    bigger.n_slots = t->n_slots ? 2 * t->n_slots : 1024;
-    bigger.left = malloc((size_t)bigger.n_slots * sizeof *bigger.left);
-    bigger.right = malloc((size_t)bigger.n_slots * sizeof *bigger.right);
-    bigger.value = malloc((size_t)bigger.n_slots * sizeof *bigger.value);
-    if (!bigger.left || !bigger.right || !bigger.value) {
-        pair_table_free(&bigger);
-        return error_set(err, "out of memory growing a pair table");
-    }
-    for (int64_t s = 0; s < bigger.n_slots; s++) bigger.left[s] = -1;
-    for (int64_t s = 0; s < t->n_slots; s++) {
-        if (t->left[s] < 0) continue;
-        int64_t d = pair_slot(&bigger, t->left[s], t->right[s]);
-        bigger.left[d] = t->left[s];
-        bigger.right[d] = t->right[s];
-        bigger.value[d] = t->value[s];
-    }
-    bigger.n_used = t->n_used;
-    pair_table_free(t);
-    *t = bigger;
-    return 0;
-}
-
-int pair_table_add(PairTable *t, int64_t left, int64_t right, int64_t amount, Error *err)
-{
-    if (2 * (t->n_used + 1) > t->n_slots && pair_table_grow(t, err) != 0) return -1;
-    int64_t s = pair_slot(t, left, right);
-    if (t->left[s] < 0) {
-        t->left[s] = left;
-        t->right[s] = right;
-        t->value[s] = 0;
-        t->n_used++;
-    }
-    t->value[s] += amount;
-    return 0;
-}
-
-int pair_table_get(const PairTable *t, int64_t left, int64_t right, int64_t *value)
-{
-    if (t->n_slots == 0) return 0;
-    int64_t s = pair_slot(t, left, right);
-    if (t->left[s] < 0) return 0;
-    *value = t->value[s];
-    return 1;
-}
-
-void pair_table_clear(PairTable *t)
-{
-    for (int64_t s = 0; s < t->n_slots; s++) t->left[s] = -1;
-    t->n_used = 0;
-}
-
-void pair_table_free(PairTable *t)
-{
-    free(t->left);
-    free(t->right);
-    free(t->value);
-    memset(t, 0, sizeof *t);
-}
-
-/* ------------------------------------------------------------------------ */
-/* The tokenizer's storage                                                   */
-/* ------------------------------------------------------------------------ */
-
-int bpe_init(Bpe *bpe, Error *err)
-{
-    memset(bpe, 0, sizeof *bpe);
-    vocab_init(&bpe->vocab);
-    if (vocab_add_specials(&bpe->vocab, 0, err) != 0) return -1;
-    for (int b = 0; b < 256; b++) {
-        uint8_t byte = (uint8_t)b;
-        if (vocab_add(&bpe->vocab, &byte, 1, err) < 0) {
-            bpe_free(bpe);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-void bpe_free(Bpe *bpe)
-{
-    vocab_free(&bpe->vocab);
-    free(bpe->merges);
-    pair_table_free(&bpe->ranks);
-    memset(bpe, 0, sizeof *bpe);
-}
-
-int bpe_add_merge(Bpe *bpe, int64_t left, int64_t right, Error *err)
-{
-    Vocab *v = &bpe->vocab;
-    if (v->size < BPE_BASE_SIZE)
-        return error_set(err, "BPE merge: the tokenizer was not initialised with bpe_init");
-    if (left < BPE_BYTE_BASE || left >= v->size || right < BPE_BYTE_BASE || right >= v->size)
-        return error_set(err, "BPE merge %lld: pair (%lld, %lld) names an id outside %d..%d",
-                         (long long)bpe->n_merges, (long long)left, (long long)right,
-                         BPE_BYTE_BASE, v->size - 1);
-    int64_t rank;
-    if (pair_table_get(&bpe->ranks, left, right, &rank))
-        return error_set(err, "BPE merge %lld: pair (%lld, %lld) is already merge %lld",
-                         (long long)bpe->n_merges, (long long)left, (long long)right,
-                         (long long)rank);
-    if (bpe->n_merges == bpe->cap_merges) {
-        int64_t cap = bpe->cap_merges ? 2 * bpe->cap_merges : 256;
-        int64_t *m = realloc(bpe->merges, (size_t)cap * 2 * sizeof *m);
-        if (!m) return error_set(err, "out of memory growing the BPE merges");
-        bpe->merges = m;
-        bpe->cap_merges = cap;
-    }
-    /* The new token's bytes: the left token's, then the right token's. */
-    size_t ll = v->lengths[left], lr = v->lengths[right];
-    uint8_t *joined = malloc(ll + lr);
-    if (!joined) return error_set(err, "out of memory joining two tokens");
-    memcpy(joined, v->bytes[left], ll);
-    memcpy(joined + ll, v->bytes[right], lr);
-    int id = vocab_add(v, joined, ll + lr, err);
-    free(joined);
-    if (id < 0) return -1;
-    if (pair_table_add(&bpe->ranks, left, right, bpe->n_merges, err) != 0) return -1;
-    bpe->merges[2 * bpe->n_merges] = left;
-    bpe->merges[2 * bpe->n_merges + 1] = right;
-    bpe->n_merges++;
-    return 0;
-}
-
-int bpe_byte_class(uint8_t b)
-{
-    if (b >= 0x80 || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z')) return BPE_LETTER;
-    if (b >= '0' && b <= '9') return BPE_DIGIT;
-    if (byte_is_space(b)) return BPE_SPACE;
-    return BPE_OTHER;
-}
-
-/* ------------------------------------------------------------------------ */
 /* The algorithms                                                            */
 /* ------------------------------------------------------------------------ */
 
@@ -315,4 +167,152 @@ int bpe_encode(const Bpe *bpe, const uint8_t *text, size_t len, int64_t *ids, in
     free(pieces);
     return 0;
     /* END SOLUTION */
+}
+
+/* ------------------------------------------------------------------------ */
+/* PairTable                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static int64_t pair_slot(const PairTable *t, int64_t left, int64_t right)
+{
+    uint64_t h = (uint64_t)left * 0x9E3779B97F4A7C15ULL ^ (uint64_t)right * 0xC2B2AE3D27D4EB4FULL;
+    int64_t mask = t->n_slots - 1;
+    int64_t s = (int64_t)((h ^ (h >> 29)) & (uint64_t)mask);
+    while (t->left[s] >= 0 && (t->left[s] != left || t->right[s] != right))
+        s = (s + 1) & mask;                       /* linear probing */
+    return s;
+}
+
+static int pair_table_grow(PairTable *t, Error *err)
+{
+    PairTable bigger = {0};
+    bigger.n_slots = t->n_slots ? 2 * t->n_slots : 1024;
+    bigger.left = malloc((size_t)bigger.n_slots * sizeof *bigger.left);
+    bigger.right = malloc((size_t)bigger.n_slots * sizeof *bigger.right);
+    bigger.value = malloc((size_t)bigger.n_slots * sizeof *bigger.value);
+    if (!bigger.left || !bigger.right || !bigger.value) {
+        pair_table_free(&bigger);
+        return error_set(err, "out of memory growing a pair table");
+    }
+    for (int64_t s = 0; s < bigger.n_slots; s++) bigger.left[s] = -1;
+    for (int64_t s = 0; s < t->n_slots; s++) {
+        if (t->left[s] < 0) continue;
+        int64_t d = pair_slot(&bigger, t->left[s], t->right[s]);
+        bigger.left[d] = t->left[s];
+        bigger.right[d] = t->right[s];
+        bigger.value[d] = t->value[s];
+    }
+    bigger.n_used = t->n_used;
+    pair_table_free(t);
+    *t = bigger;
+    return 0;
+}
+
+int pair_table_add(PairTable *t, int64_t left, int64_t right, int64_t amount, Error *err)
+{
+    if (2 * (t->n_used + 1) > t->n_slots && pair_table_grow(t, err) != 0) return -1;
+    int64_t s = pair_slot(t, left, right);
+    if (t->left[s] < 0) {
+        t->left[s] = left;
+        t->right[s] = right;
+        t->value[s] = 0;
+        t->n_used++;
+    }
+    t->value[s] += amount;
+    return 0;
+}
+
+int pair_table_get(const PairTable *t, int64_t left, int64_t right, int64_t *value)
+{
+    if (t->n_slots == 0) return 0;
+    int64_t s = pair_slot(t, left, right);
+    if (t->left[s] < 0) return 0;
+    *value = t->value[s];
+    return 1;
+}
+
+void pair_table_clear(PairTable *t)
+{
+    for (int64_t s = 0; s < t->n_slots; s++) t->left[s] = -1;
+    t->n_used = 0;
+}
+
+void pair_table_free(PairTable *t)
+{
+    free(t->left);
+    free(t->right);
+    free(t->value);
+    memset(t, 0, sizeof *t);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The tokenizer's storage                                                   */
+/* ------------------------------------------------------------------------ */
+
+int bpe_init(Bpe *bpe, Error *err)
+{
+    memset(bpe, 0, sizeof *bpe);
+    vocab_init(&bpe->vocab);
+    if (vocab_add_specials(&bpe->vocab, 0, err) != 0) return -1;
+    for (int b = 0; b < 256; b++) {
+        uint8_t byte = (uint8_t)b;
+        if (vocab_add(&bpe->vocab, &byte, 1, err) < 0) {
+            bpe_free(bpe);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void bpe_free(Bpe *bpe)
+{
+    vocab_free(&bpe->vocab);
+    free(bpe->merges);
+    pair_table_free(&bpe->ranks);
+    memset(bpe, 0, sizeof *bpe);
+}
+
+int bpe_add_merge(Bpe *bpe, int64_t left, int64_t right, Error *err)
+{
+    Vocab *v = &bpe->vocab;
+    if (v->size < BPE_BASE_SIZE)
+        return error_set(err, "BPE merge: the tokenizer was not initialised with bpe_init");
+    if (left < BPE_BYTE_BASE || left >= v->size || right < BPE_BYTE_BASE || right >= v->size)
+        return error_set(err, "BPE merge %lld: pair (%lld, %lld) names an id outside %d..%d",
+                         (long long)bpe->n_merges, (long long)left, (long long)right,
+                         BPE_BYTE_BASE, v->size - 1);
+    int64_t rank;
+    if (pair_table_get(&bpe->ranks, left, right, &rank))
+        return error_set(err, "BPE merge %lld: pair (%lld, %lld) is already merge %lld",
+                         (long long)bpe->n_merges, (long long)left, (long long)right,
+                         (long long)rank);
+    if (bpe->n_merges == bpe->cap_merges) {
+        int64_t cap = bpe->cap_merges ? 2 * bpe->cap_merges : 256;
+        int64_t *m = realloc(bpe->merges, (size_t)cap * 2 * sizeof *m);
+        if (!m) return error_set(err, "out of memory growing the BPE merges");
+        bpe->merges = m;
+        bpe->cap_merges = cap;
+    }
+    /* The new token's bytes: the left token's, then the right token's. */
+    size_t ll = v->lengths[left], lr = v->lengths[right];
+    uint8_t *joined = malloc(ll + lr);
+    if (!joined) return error_set(err, "out of memory joining two tokens");
+    memcpy(joined, v->bytes[left], ll);
+    memcpy(joined + ll, v->bytes[right], lr);
+    int id = vocab_add(v, joined, ll + lr, err);
+    free(joined);
+    if (id < 0) return -1;
+    if (pair_table_add(&bpe->ranks, left, right, bpe->n_merges, err) != 0) return -1;
+    bpe->merges[2 * bpe->n_merges] = left;
+    bpe->merges[2 * bpe->n_merges + 1] = right;
+    bpe->n_merges++;
+    return 0;
+}
+
+int bpe_byte_class(uint8_t b)
+{
+    if (b >= 0x80 || (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z')) return BPE_LETTER;
+    if (b >= '0' && b <= '9') return BPE_DIGIT;
+    if (byte_is_space(b)) return BPE_SPACE;
+    return BPE_OTHER;
 }

@@ -13,6 +13,29 @@
 
 #define N_CODEPOINTS 0x110000
 
+int char_encode(const Vocab *vocab, const uint8_t *text, size_t len, int64_t *ids,
+                int64_t *n_ids, Error *err)
+{
+    /* BEGIN SOLUTION */
+    int64_t n = 0;
+    for (size_t pos = 0; pos < len;) {
+        uint32_t cp;
+        size_t n_bytes;
+        if (utf8_decode(text, len, pos, &cp, &n_bytes, err) != 0) return -1;
+        /* The token is the character's own bytes. */
+        int id = vocab_find(vocab, text + pos, n_bytes);
+        ids[n++] = id >= 0 ? id : TOKEN_UNK;
+        pos += n_bytes;
+    }
+    *n_ids = n;
+    return 0;
+    /* END SOLUTION */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Given: not part of the exercise                                           */
+/* ------------------------------------------------------------------------ */
+
 int char_vocab_build(Vocab *vocab, const uint8_t *corpus, size_t len, Error *err)
 {
     vocab_init(vocab);
@@ -38,23 +61,4 @@ int char_vocab_build(Vocab *vocab, const uint8_t *corpus, size_t len, Error *err
     free(seen);
     if (rc != 0) vocab_free(vocab);
     return rc;
-}
-
-int char_encode(const Vocab *vocab, const uint8_t *text, size_t len, int64_t *ids,
-                int64_t *n_ids, Error *err)
-{
-    /* BEGIN SOLUTION */
-    int64_t n = 0;
-    for (size_t pos = 0; pos < len;) {
-        uint32_t cp;
-        size_t n_bytes;
-        if (utf8_decode(text, len, pos, &cp, &n_bytes, err) != 0) return -1;
-        /* The token is the character's own bytes. */
-        int id = vocab_find(vocab, text + pos, n_bytes);
-        ids[n++] = id >= 0 ? id : TOKEN_UNK;
-        pos += n_bytes;
-    }
-    *n_ids = n;
-    return 0;
-    /* END SOLUTION */
 }

@@ -20,26 +20,6 @@ static const char *const TARGET_TOKENS[] = {
 #define N_SOURCE (int)(sizeof SOURCE_TOKENS / sizeof SOURCE_TOKENS[0])
 #define N_TARGET (int)(sizeof TARGET_TOKENS / sizeof TARGET_TOKENS[0])
 
-/* strcmp compares as unsigned bytes: bytewise order, like Python's sorted(). */
-static int compare_strings(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-int taylor_vocab(Vocab *vocab, TaylorSide side, Error *err)
-{
-    const char *sorted[N_SOURCE > N_TARGET ? N_SOURCE : N_TARGET];
-    int n = side == TAYLOR_SOURCE ? N_SOURCE : N_TARGET;
-    memcpy(sorted, side == TAYLOR_SOURCE ? SOURCE_TOKENS : TARGET_TOKENS, n * sizeof *sorted);
-    qsort(sorted, (size_t)n, sizeof *sorted, compare_strings);
-    vocab_init(vocab);
-    int rc = vocab_add_specials(vocab, 0, err);
-    for (int i = 0; rc == 0 && i < n; i++)
-        if (vocab_add(vocab, sorted[i], strlen(sorted[i]), err) < 0) rc = -1;
-    if (rc != 0) vocab_free(vocab);
-    return rc;
-}
-
 int taylor_encode(const Vocab *vocab, const uint8_t *text, size_t len, int64_t *ids,
                   int64_t *n_ids, Error *err)
 {
@@ -73,4 +53,28 @@ int taylor_encode(const Vocab *vocab, const uint8_t *text, size_t len, int64_t *
     *n_ids = n;
     return 0;
     /* END SOLUTION */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Given: not part of the exercise                                           */
+/* ------------------------------------------------------------------------ */
+
+/* strcmp compares as unsigned bytes: bytewise order, like Python's sorted(). */
+static int compare_strings(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int taylor_vocab(Vocab *vocab, TaylorSide side, Error *err)
+{
+    const char *sorted[N_SOURCE > N_TARGET ? N_SOURCE : N_TARGET];
+    int n = side == TAYLOR_SOURCE ? N_SOURCE : N_TARGET;
+    memcpy(sorted, side == TAYLOR_SOURCE ? SOURCE_TOKENS : TARGET_TOKENS, n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, compare_strings);
+    vocab_init(vocab);
+    int rc = vocab_add_specials(vocab, 0, err);
+    for (int i = 0; rc == 0 && i < n; i++)
+        if (vocab_add(vocab, sorted[i], strlen(sorted[i]), err) < 0) rc = -1;
+    if (rc != 0) vocab_free(vocab);
+    return rc;
 }

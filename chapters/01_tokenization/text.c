@@ -8,48 +8,6 @@
 
 #include "error.h"
 
-int text_append(Text *t, const void *bytes, size_t n, Error *err)
-{
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 64;
-        while (cap < t->len + n + 1) cap *= 2;
-        uint8_t *data = realloc(t->data, cap);
-        if (!data) return error_set(err, "out of memory growing a text to %zu bytes", cap);
-        t->data = data;
-        t->cap = cap;
-    }
-    if (n) memcpy(t->data + t->len, bytes, n);
-    t->len += n;
-    t->data[t->len] = 0;
-    return 0;
-}
-
-void text_free(Text *t)
-{
-    free(t->data);
-    memset(t, 0, sizeof *t);
-}
-
-int text_read_file(const char *path, Text *t, Error *err)
-{
-    int is_stdin = strcmp(path, "-") == 0;
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f) return error_set(err, "cannot open %s: %s", path, strerror(errno));
-    uint8_t buf[65536];
-    size_t n;
-    int rc = text_append(t, "", 0, err);       /* a readable empty text, even for an empty file */
-    while (rc == 0 && (n = fread(buf, 1, sizeof buf, f)) > 0) rc = text_append(t, buf, n, err);
-    if (rc == 0 && ferror(f)) rc = error_set(err, "cannot read %s: %s", is_stdin ? "stdin" : path,
-                                             strerror(errno));
-    if (!is_stdin) fclose(f);
-    return rc;
-}
-
-int byte_is_space(uint8_t b)
-{
-    return b == ' ' || b == '\t' || b == '\n' || b == '\v' || b == '\f' || b == '\r';
-}
-
 int utf8_decode(const uint8_t *text, size_t len, size_t pos, uint32_t *codepoint,
                 size_t *n_bytes, Error *err)
 {
@@ -120,4 +78,50 @@ int utf8_encode(uint32_t cp, uint8_t out[4], size_t *n_bytes, Error *err)
         *n_bytes = 4;
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Given: not part of the exercise                                           */
+/* ------------------------------------------------------------------------ */
+
+int text_append(Text *t, const void *bytes, size_t n, Error *err)
+{
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 64;
+        while (cap < t->len + n + 1) cap *= 2;
+        uint8_t *data = realloc(t->data, cap);
+        if (!data) return error_set(err, "out of memory growing a text to %zu bytes", cap);
+        t->data = data;
+        t->cap = cap;
+    }
+    if (n) memcpy(t->data + t->len, bytes, n);
+    t->len += n;
+    t->data[t->len] = 0;
+    return 0;
+}
+
+void text_free(Text *t)
+{
+    free(t->data);
+    memset(t, 0, sizeof *t);
+}
+
+int text_read_file(const char *path, Text *t, Error *err)
+{
+    int is_stdin = strcmp(path, "-") == 0;
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    if (!f) return error_set(err, "cannot open %s: %s", path, strerror(errno));
+    uint8_t buf[65536];
+    size_t n;
+    int rc = text_append(t, "", 0, err);       /* a readable empty text, even for an empty file */
+    while (rc == 0 && (n = fread(buf, 1, sizeof buf, f)) > 0) rc = text_append(t, buf, n, err);
+    if (rc == 0 && ferror(f)) rc = error_set(err, "cannot read %s: %s", is_stdin ? "stdin" : path,
+                                             strerror(errno));
+    if (!is_stdin) fclose(f);
+    return rc;
+}
+
+int byte_is_space(uint8_t b)
+{
+    return b == ' ' || b == '\t' || b == '\n' || b == '\v' || b == '\f' || b == '\r';
 }

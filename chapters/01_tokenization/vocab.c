@@ -8,6 +8,28 @@
 
 static const char *const SPECIAL_NAMES[] = {"<pad>", "<sos>", "<eos>", "<unk>"};
 
+int vocab_decode(const Vocab *v, const int64_t *ids, int64_t n, const char *sep, Text *out,
+                 Error *err)
+{
+    if (vocab_check_ids(v, ids, n, err) != 0) return -1;
+    /* BEGIN SOLUTION */
+    int first = 1;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t id = ids[i];
+        /* Structural specials carry no text; <unk> is written as "<unk>". */
+        if (id < v->n_special && id != TOKEN_UNK) continue;
+        if (!first && text_append(out, sep, strlen(sep), err) != 0) return -1;
+        if (text_append(out, v->bytes[id], v->lengths[id], err) != 0) return -1;
+        first = 0;
+    }
+    return 0;
+    /* END SOLUTION */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Given: not part of the exercise                                           */
+/* ------------------------------------------------------------------------ */
+
 void vocab_init(Vocab *v)
 {
     memset(v, 0, sizeof *v);
@@ -112,22 +134,4 @@ int vocab_check_ids(const Vocab *v, const int64_t *ids, int64_t n, Error *err)
             return error_set(err, "token id %lld (at position %lld) is outside the vocabulary "
                              "0..%d", (long long)ids[i], (long long)i, v->size - 1);
     return 0;
-}
-
-int vocab_decode(const Vocab *v, const int64_t *ids, int64_t n, const char *sep, Text *out,
-                 Error *err)
-{
-    if (vocab_check_ids(v, ids, n, err) != 0) return -1;
-    /* BEGIN SOLUTION */
-    int first = 1;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t id = ids[i];
-        /* Structural specials carry no text; <unk> is written as "<unk>". */
-        if (id < v->n_special && id != TOKEN_UNK) continue;
-        if (!first && text_append(out, sep, strlen(sep), err) != 0) return -1;
-        if (text_append(out, v->bytes[id], v->lengths[id], err) != 0) return -1;
-        first = 0;
-    }
-    return 0;
-    /* END SOLUTION */
 }

@@ -25,98 +25,6 @@
 #include "sdpa.h"
 
 /* ------------------------------------------------------------------------ */
-/* The cache and the parameter layouts (given, not part of the exercise)    */
-/* ------------------------------------------------------------------------ */
-
-/* One buffer of n floats, zeroed; NULL when out of memory. */
-static float *floats(int64_t n)
-{
-    return calloc((size_t)n, sizeof(float));
-}
-
-int mha_cache_alloc(MhaCache *c, int N, int L, int S, int E, int H, int Ek, int Ev,
-                    int backward, Error *err)
-{
-    memset(c, 0, sizeof *c);
-    if (N < 1 || L < 1 || S < 1 || E < 1 || H < 1 || Ek < 1 || Ev < 1)
-        return error_set(err, "mha: sizes must be at least 1 (N %d, L %d, S %d, E %d, H %d, "
-                         "kdim %d, vdim %d)", N, L, S, E, H, Ek, Ev);
-    if (E % H != 0)
-        return error_set(err, "mha: embed_dim %d is not divisible by num_heads %d", E, H);
-    /* The largest buffer is (N, H, L, S) or (N, max(L, S), E); every offset
-     * inside one must fit the int loops of the layer functions. */
-    int64_t att = (int64_t)N * H * L * S;
-    int64_t rows = (int64_t)N * (L > S ? L : S) * E;
-    if (att > INT_MAX || rows > INT_MAX)
-        return error_set(err, "mha: N %d, L %d, S %d, E %d, H %d need buffers of %lld floats, "
-                         "more than this implementation allows (%d)", N, L, S, E, H,
-                         (long long)(att > rows ? att : rows), INT_MAX);
-    *c = (MhaCache){.N = N, .L = L, .S = S, .E = E, .H = H, .Dh = E / H, .Ek = Ek, .Ev = Ev};
-    int64_t nl = (int64_t)N * L * E, ns = (int64_t)N * S * E;   /* (N, L, E), (N, S, E) */
-    c->q = floats(nl);
-    c->k = floats(ns);
-    c->v = floats(ns);
-    c->qh = floats(nl);
-    c->kh = floats(ns);
-    c->vh = floats(ns);
-    c->att = floats(att);
-    c->oh = floats(nl);
-    c->o = floats(nl);
-    int ok = c->q && c->k && c->v && c->qh && c->kh && c->vh && c->att && c->oh && c->o;
-    if (ok && backward) {
-        c->d_o = floats(nl);
-        c->doh = floats(nl);
-        c->dqh = floats(nl);
-        c->dkh = floats(ns);
-        c->dvh = floats(ns);
-        c->dq = floats(nl);
-        c->dk = floats(ns);
-        c->dv = floats(ns);
-        ok = c->d_o && c->doh && c->dqh && c->dkh && c->dvh && c->dq && c->dk && c->dv;
-    }
-    if (!ok) {
-        mha_cache_free(c);
-        return error_set(err, "mha: out of memory for N %d, L %d, S %d, E %d, H %d", N, L, S, E,
-                         H);
-    }
-    return 0;
-}
-
-void mha_cache_free(MhaCache *c)
-{
-    float **buffers[] = {&c->q,   &c->k,   &c->v,   &c->qh,  &c->kh,  &c->vh,
-                         &c->att, &c->oh,  &c->o,   &c->d_o, &c->doh, &c->dqh,
-                         &c->dkh, &c->dvh, &c->dq,  &c->dk,  &c->dv};
-    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) {
-        free(*buffers[i]);
-        *buffers[i] = NULL;
-    }
-}
-
-void mha_in_proj_params(const MhaParams *p, int E, const float *w[3], const float *b[3])
-{
-    for (int i = 0; i < 3; i++) {
-        /* Packed: rows i*E .. (i+1)*E - 1 of in_proj_weight (3E, E). */
-        w[i] = p->in_proj_weight ? p->in_proj_weight + (size_t)i * E * E
-             : i == 0            ? p->q_proj_weight
-             : i == 1            ? p->k_proj_weight
-                                 : p->v_proj_weight;
-        b[i] = p->in_proj_bias ? p->in_proj_bias + (size_t)i * E : NULL;
-    }
-}
-
-void mha_in_proj_grads(const MhaGrads *g, int E, float *dw[3], float *db[3])
-{
-    for (int i = 0; i < 3; i++) {
-        dw[i] = g->in_proj_weight ? g->in_proj_weight + (size_t)i * E * E
-              : i == 0            ? g->q_proj_weight
-              : i == 1            ? g->k_proj_weight
-                                  : g->v_proj_weight;
-        db[i] = g->in_proj_bias ? g->in_proj_bias + (size_t)i * E : NULL;
-    }
-}
-
-/* ------------------------------------------------------------------------ */
 /* Heads and masks                                                          */
 /* ------------------------------------------------------------------------ */
 
@@ -301,4 +209,96 @@ int mha_average_heads(float *avg, const float *att, int N, int H, int L, int S)
         }
     return 0;
     /* END SOLUTION */
+}
+
+/* ------------------------------------------------------------------------ */
+/* The cache and the parameter layouts (given, not part of the exercise)    */
+/* ------------------------------------------------------------------------ */
+
+/* One buffer of n floats, zeroed; NULL when out of memory. */
+static float *floats(int64_t n)
+{
+    return calloc((size_t)n, sizeof(float));
+}
+
+int mha_cache_alloc(MhaCache *c, int N, int L, int S, int E, int H, int Ek, int Ev,
+                    int backward, Error *err)
+{
+    memset(c, 0, sizeof *c);
+    if (N < 1 || L < 1 || S < 1 || E < 1 || H < 1 || Ek < 1 || Ev < 1)
+        return error_set(err, "mha: sizes must be at least 1 (N %d, L %d, S %d, E %d, H %d, "
+                         "kdim %d, vdim %d)", N, L, S, E, H, Ek, Ev);
+    if (E % H != 0)
+        return error_set(err, "mha: embed_dim %d is not divisible by num_heads %d", E, H);
+    /* The largest buffer is (N, H, L, S) or (N, max(L, S), E); every offset
+     * inside one must fit the int loops of the layer functions. */
+    int64_t att = (int64_t)N * H * L * S;
+    int64_t rows = (int64_t)N * (L > S ? L : S) * E;
+    if (att > INT_MAX || rows > INT_MAX)
+        return error_set(err, "mha: N %d, L %d, S %d, E %d, H %d need buffers of %lld floats, "
+                         "more than this implementation allows (%d)", N, L, S, E, H,
+                         (long long)(att > rows ? att : rows), INT_MAX);
+    *c = (MhaCache){.N = N, .L = L, .S = S, .E = E, .H = H, .Dh = E / H, .Ek = Ek, .Ev = Ev};
+    int64_t nl = (int64_t)N * L * E, ns = (int64_t)N * S * E;   /* (N, L, E), (N, S, E) */
+    c->q = floats(nl);
+    c->k = floats(ns);
+    c->v = floats(ns);
+    c->qh = floats(nl);
+    c->kh = floats(ns);
+    c->vh = floats(ns);
+    c->att = floats(att);
+    c->oh = floats(nl);
+    c->o = floats(nl);
+    int ok = c->q && c->k && c->v && c->qh && c->kh && c->vh && c->att && c->oh && c->o;
+    if (ok && backward) {
+        c->d_o = floats(nl);
+        c->doh = floats(nl);
+        c->dqh = floats(nl);
+        c->dkh = floats(ns);
+        c->dvh = floats(ns);
+        c->dq = floats(nl);
+        c->dk = floats(ns);
+        c->dv = floats(ns);
+        ok = c->d_o && c->doh && c->dqh && c->dkh && c->dvh && c->dq && c->dk && c->dv;
+    }
+    if (!ok) {
+        mha_cache_free(c);
+        return error_set(err, "mha: out of memory for N %d, L %d, S %d, E %d, H %d", N, L, S, E,
+                         H);
+    }
+    return 0;
+}
+
+void mha_cache_free(MhaCache *c)
+{
+    float **buffers[] = {&c->q,   &c->k,   &c->v,   &c->qh,  &c->kh,  &c->vh,
+                         &c->att, &c->oh,  &c->o,   &c->d_o, &c->doh, &c->dqh,
+                         &c->dkh, &c->dvh, &c->dq,  &c->dk,  &c->dv};
+    for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++) {
+        free(*buffers[i]);
+        *buffers[i] = NULL;
+    }
+}
+
+void mha_in_proj_params(const MhaParams *p, int E, const float *w[3], const float *b[3])
+{
+    for (int i = 0; i < 3; i++) {
+        /* Packed: rows i*E .. (i+1)*E - 1 of in_proj_weight (3E, E). */
+        w[i] = p->in_proj_weight ? p->in_proj_weight + (size_t)i * E * E
+             : i == 0            ? p->q_proj_weight
+             : i == 1            ? p->k_proj_weight
+                                 : p->v_proj_weight;
+        b[i] = p->in_proj_bias ? p->in_proj_bias + (size_t)i * E : NULL;
+    }
+}
+
+void mha_in_proj_grads(const MhaGrads *g, int E, float *dw[3], float *db[3])
+{
+    for (int i = 0; i < 3; i++) {
+        dw[i] = g->in_proj_weight ? g->in_proj_weight + (size_t)i * E * E
+              : i == 0            ? g->q_proj_weight
+              : i == 1            ? g->k_proj_weight
+                                  : g->v_proj_weight;
+        db[i] = g->in_proj_bias ? g->in_proj_bias + (size_t)i * E : NULL;
+    }
 }

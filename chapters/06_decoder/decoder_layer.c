@@ -22,7 +22,7 @@ typedef struct {
     const float *ca_bias;     /* (N, H, T, S) cross-attention bias, or NULL */
 } DecoderMasks;
 
-/* Given below the subject: the glue that keeps the layer's code short. */
+/* Given at the end of the file: the glue that keeps the layer's code short. */
 static const uint8_t *drawn(const DecoderLayerCache *c, const uint8_t *mask);
 static FfnParams ffn_params(const DecoderLayerParams *p, const DecoderLayerCache *c);
 static FfnGrads ffn_grads(const DecoderLayerGrads *g);
@@ -32,91 +32,7 @@ static int norm_forward(const DecoderLayerCache *c, int k, float *out, const flo
 static int norm_backward(const DecoderLayerCache *c, int k, float *dx,
                          const DecoderLayerGrads *g, const float *dout, const float *x,
                          const DecoderLayerParams *p);
-
-/* ------------------------------------------------------------------------ */
-/* Allocation (not part of the exercise)                                     */
-/* ------------------------------------------------------------------------ */
-
-void decoder_layer_cache_free(DecoderLayerCache *c)
-{
-    mha_cache_free(&c->sa);
-    mha_cache_free(&c->ca);
-    for (int k = 0; k < 3; k++) {
-        free(c->norm_in[k]);
-        free(c->norm_out[k]);
-        free(c->mean[k]);
-        free(c->rstd[k]);
-        free(c->mask[k]);
-    }
-    free(c->pre);
-    free(c->hidden);
-    free(c->tmp);
-    free(c->ffn_mask);
-    free(c->sa_mask);
-    free(c->ca_mask);
-    free(c->dx);
-    free(c->dsub);
-    free(c->dnorm);
-    free(c->dhidden);
-    memset(c, 0, sizeof *c);
-}
-
-static int alloc_floats(float **p, size_t n, int *ok)
-{
-    *p = calloc(n, sizeof **p);
-    if (!*p) *ok = 0;
-    return *ok;
-}
-
-int decoder_layer_cache_alloc(DecoderLayerCache *c, int N, int T, int S, int D, int H, int F,
-                              int norm_first, float eps, float dropout, int backward,
-                              Error *err)
-{
-    memset(c, 0, sizeof *c);
-    if (N < 1 || T < 1 || S < 1 || D < 1 || H < 1 || F < 1)
-        return error_set(err, "decoder layer: every size must be at least 1 (N %d, T %d, S %d, "
-                         "D %d, H %d, F %d)", N, T, S, D, H, F);
-    if (D % H != 0)
-        return error_set(err, "decoder layer: d_model %d is not divisible by nhead %d", D, H);
-    if (!(dropout >= 0.0f && dropout < 1.0f))
-        return error_set(err, "decoder layer: dropout %g must lie in [0, 1)", (double)dropout);
-    c->N = N, c->T = T, c->S = S, c->D = D, c->H = H, c->F = F;
-    c->norm_first = norm_first != 0;
-    c->eps = eps;
-    c->dropout = dropout;
-    if (mha_cache_alloc(&c->sa, N, T, T, D, H, D, D, backward, err) != 0) return -1;
-    if (mha_cache_alloc(&c->ca, N, T, S, D, H, D, D, backward, err) != 0) {
-        mha_cache_free(&c->sa);
-        return -1;
-    }
-    size_t nd = (size_t)N * T * D, nf = (size_t)N * T * F, nr = (size_t)N * T;
-    int ok = 1;
-    for (int k = 0; k < 3; k++) {
-        alloc_floats(&c->norm_in[k], nd, &ok);
-        alloc_floats(&c->norm_out[k], nd, &ok);
-        alloc_floats(&c->mean[k], nr, &ok);
-        alloc_floats(&c->rstd[k], nr, &ok);
-        if (dropout > 0 && !(c->mask[k] = calloc(nd, 1))) ok = 0;
-    }
-    alloc_floats(&c->pre, nf, &ok);
-    alloc_floats(&c->hidden, nf, &ok);
-    alloc_floats(&c->tmp, nd, &ok);
-    if (dropout > 0 && !(c->ffn_mask = calloc(nf, 1))) ok = 0;
-    if (dropout > 0 && !(c->sa_mask = calloc((size_t)N * H * T * T, 1))) ok = 0;
-    if (dropout > 0 && !(c->ca_mask = calloc((size_t)N * H * T * S, 1))) ok = 0;
-    if (backward) {
-        alloc_floats(&c->dx, nd, &ok);
-        alloc_floats(&c->dsub, nd, &ok);
-        alloc_floats(&c->dnorm, nd, &ok);
-        alloc_floats(&c->dhidden, nf, &ok);
-    }
-    if (!ok) {
-        decoder_layer_cache_free(c);
-        return error_set(err, "decoder layer: out of memory for the activations (N %d, T %d, "
-                         "D %d, F %d)", N, T, D, F);
-    }
-    return 0;
-}
+static int alloc_floats(float **p, size_t n, int *ok);
 
 /* ------------------------------------------------------------------------ */
 /* The layer                                                                 */
@@ -444,4 +360,89 @@ static int norm_backward(const DecoderLayerCache *c, int k, float *dx,
 {
     return layernorm_backward(dx, g->norm_weight[k], g->norm_bias[k], dout, x, p->norm_weight[k],
                               c->mean[k], c->rstd[k], 1, c->N * c->T, c->D);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Given: the layer's cache                                                  */
+/* ------------------------------------------------------------------------ */
+
+void decoder_layer_cache_free(DecoderLayerCache *c)
+{
+    mha_cache_free(&c->sa);
+    mha_cache_free(&c->ca);
+    for (int k = 0; k < 3; k++) {
+        free(c->norm_in[k]);
+        free(c->norm_out[k]);
+        free(c->mean[k]);
+        free(c->rstd[k]);
+        free(c->mask[k]);
+    }
+    free(c->pre);
+    free(c->hidden);
+    free(c->tmp);
+    free(c->ffn_mask);
+    free(c->sa_mask);
+    free(c->ca_mask);
+    free(c->dx);
+    free(c->dsub);
+    free(c->dnorm);
+    free(c->dhidden);
+    memset(c, 0, sizeof *c);
+}
+
+static int alloc_floats(float **p, size_t n, int *ok)
+{
+    *p = calloc(n, sizeof **p);
+    if (!*p) *ok = 0;
+    return *ok;
+}
+
+int decoder_layer_cache_alloc(DecoderLayerCache *c, int N, int T, int S, int D, int H, int F,
+                              int norm_first, float eps, float dropout, int backward,
+                              Error *err)
+{
+    memset(c, 0, sizeof *c);
+    if (N < 1 || T < 1 || S < 1 || D < 1 || H < 1 || F < 1)
+        return error_set(err, "decoder layer: every size must be at least 1 (N %d, T %d, S %d, "
+                         "D %d, H %d, F %d)", N, T, S, D, H, F);
+    if (D % H != 0)
+        return error_set(err, "decoder layer: d_model %d is not divisible by nhead %d", D, H);
+    if (!(dropout >= 0.0f && dropout < 1.0f))
+        return error_set(err, "decoder layer: dropout %g must lie in [0, 1)", (double)dropout);
+    c->N = N, c->T = T, c->S = S, c->D = D, c->H = H, c->F = F;
+    c->norm_first = norm_first != 0;
+    c->eps = eps;
+    c->dropout = dropout;
+    if (mha_cache_alloc(&c->sa, N, T, T, D, H, D, D, backward, err) != 0) return -1;
+    if (mha_cache_alloc(&c->ca, N, T, S, D, H, D, D, backward, err) != 0) {
+        mha_cache_free(&c->sa);
+        return -1;
+    }
+    size_t nd = (size_t)N * T * D, nf = (size_t)N * T * F, nr = (size_t)N * T;
+    int ok = 1;
+    for (int k = 0; k < 3; k++) {
+        alloc_floats(&c->norm_in[k], nd, &ok);
+        alloc_floats(&c->norm_out[k], nd, &ok);
+        alloc_floats(&c->mean[k], nr, &ok);
+        alloc_floats(&c->rstd[k], nr, &ok);
+        if (dropout > 0 && !(c->mask[k] = calloc(nd, 1))) ok = 0;
+    }
+    alloc_floats(&c->pre, nf, &ok);
+    alloc_floats(&c->hidden, nf, &ok);
+    alloc_floats(&c->tmp, nd, &ok);
+    if (dropout > 0 && !(c->ffn_mask = calloc(nf, 1))) ok = 0;
+    if (dropout > 0 && !(c->sa_mask = calloc((size_t)N * H * T * T, 1))) ok = 0;
+    if (dropout > 0 && !(c->ca_mask = calloc((size_t)N * H * T * S, 1))) ok = 0;
+    if (backward) {
+        alloc_floats(&c->dx, nd, &ok);
+        alloc_floats(&c->dsub, nd, &ok);
+        alloc_floats(&c->dnorm, nd, &ok);
+        alloc_floats(&c->dhidden, nf, &ok);
+    }
+    if (!ok) {
+        decoder_layer_cache_free(c);
+        return error_set(err, "decoder layer: out of memory for the activations (N %d, T %d, "
+                         "D %d, F %d)", N, T, D, F);
+    }
+    return 0;
 }

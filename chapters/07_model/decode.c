@@ -24,85 +24,13 @@
 #include "softmax.h"
 #include "threads.h"
 
-/* ------------------------------------------------------------------------ */
-/* Checks (given)                                                            */
-/* ------------------------------------------------------------------------ */
-
-/* A seq2seq model, N sources of S ids inside its vocabulary, and M decoder
- * positions. */
-static int check_source(const Model *m, const int64_t *src, int N, int S, int M, Error *err)
-{
-    const ModelConfig *c = &m->cfg;
-    if (c->kind != MODEL_SEQ2SEQ)
-        return error_set(err, "decode: the model is a %s; only a seq2seq model writes "
-                         "sequences", model_kind_name(c->kind));
-    if (N < 1 || S < 1)
-        return error_set(err, "decode: batch %d and source length %d must be at least 1", N, S);
-    if (S > c->max_len)
-        return error_set(err, "decode: a source of %d positions is longer than max_len %d", S,
-                         c->max_len);
-    if (M < 1 || M > c->max_len)
-        return error_set(err, "decode: max_new %d must lie in 1..max_len (%d): the decoder "
-                         "reads <sos> and up to max_new - 1 tokens", M, c->max_len);
-    return model_check_ids(src, (int64_t)N * S, c->src_vocab, "decode: src", err);
-}
-
+/* Given helpers, defined at the end of the file. */
+static int check_source(const Model *m, const int64_t *src, int N, int S, int M, Error *err);
 static int check_decode(const Model *m, const int64_t *src, int N, int S,
-                        const DecodeOptions *d, int beam, Error *err)
-{
-    const ModelConfig *c = &m->cfg;
-    if (check_source(m, src, N, S, d->max_new, err) != 0) return -1;
-    if (d->sos_id < 0 || d->sos_id >= c->tgt_vocab || d->eos_id < 0 ||
-        d->eos_id >= c->tgt_vocab)
-        return error_set(err, "decode: sos_id %lld and eos_id %lld must lie in the target "
-                         "vocabulary 0..%d", (long long)d->sos_id, (long long)d->eos_id,
-                         c->tgt_vocab - 1);
-    if (d->sos_id == c->pad_id)
-        return error_set(err, "decode: sos_id %lld is the padding id: the first position "
-                         "would attend to nothing", (long long)d->sos_id);
-    if (beam && d->beam_width < 1)
-        return error_set(err, "decode: beam_width %d must be at least 1", d->beam_width);
-    if (beam && !isfinite(d->length_penalty))
-        return error_set(err, "decode: length_penalty must be a finite number");
-    return 0;
-}
-
-/* The index of the largest of x[0..n), the first one on ties (torch.argmax). */
-static inline int argmax_first(const float *x, int n)
-{
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
-}
-
-/* log(sum_i exp(x_i)) over a row of logits, in double: log_softmax(x)[v] is
- * x[v] minus this. */
-static inline double log_sum_exp(const float *x, int n)
-{
-    double mx = x[argmax_first(x, n)], sum = 0.0;
-    for (int i = 0; i < n; i++) sum += exp((double)x[i] - mx);
-    return mx + log(sum);
-}
-
-/* ------------------------------------------------------------------------ */
-/* The key/value cache                                                       */
-/* ------------------------------------------------------------------------ */
-
-/* The parameter called name (chapter 07's state_dict names), or NULL. */
-static const float *param(const Model *m, const char *name)
-{
-    const ModelTensor *t = model_tensor(m, name);
-    return t ? m->params + t->offset : NULL;
-}
-
-void decode_cache_free(DecodeCache *c)
-{
-    float *bufs[] = {c->self_k, c->self_v, c->cross_k, c->cross_v, c->self_bias, c->cross_bias,
-                     c->x, c->y, c->sub, c->q, c->k, c->v, c->o, c->pre, c->hidden, c->att};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
-    memset(c, 0, sizeof *c);
-}
+                        const DecodeOptions *d, int beam, Error *err);
+static inline int argmax_first(const float *x, int n);
+static inline double log_sum_exp(const float *x, int n);
+static const float *param(const Model *m, const char *name);
 
 int decode_cache_init(DecodeCache *c, Model *m, const int64_t *src, int N, int S, int M,
                       Error *err)
@@ -550,4 +478,84 @@ int model_topk(const float *logits, int64_t rows, int V, int k, int64_t *ids, fl
     free(p), free(taken);
     return rc;
     /* END SOLUTION */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Checks (given)                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* A seq2seq model, N sources of S ids inside its vocabulary, and M decoder
+ * positions. */
+static int check_source(const Model *m, const int64_t *src, int N, int S, int M, Error *err)
+{
+    const ModelConfig *c = &m->cfg;
+    if (c->kind != MODEL_SEQ2SEQ)
+        return error_set(err, "decode: the model is a %s; only a seq2seq model writes "
+                         "sequences", model_kind_name(c->kind));
+    if (N < 1 || S < 1)
+        return error_set(err, "decode: batch %d and source length %d must be at least 1", N, S);
+    if (S > c->max_len)
+        return error_set(err, "decode: a source of %d positions is longer than max_len %d", S,
+                         c->max_len);
+    if (M < 1 || M > c->max_len)
+        return error_set(err, "decode: max_new %d must lie in 1..max_len (%d): the decoder "
+                         "reads <sos> and up to max_new - 1 tokens", M, c->max_len);
+    return model_check_ids(src, (int64_t)N * S, c->src_vocab, "decode: src", err);
+}
+
+static int check_decode(const Model *m, const int64_t *src, int N, int S,
+                        const DecodeOptions *d, int beam, Error *err)
+{
+    const ModelConfig *c = &m->cfg;
+    if (check_source(m, src, N, S, d->max_new, err) != 0) return -1;
+    if (d->sos_id < 0 || d->sos_id >= c->tgt_vocab || d->eos_id < 0 ||
+        d->eos_id >= c->tgt_vocab)
+        return error_set(err, "decode: sos_id %lld and eos_id %lld must lie in the target "
+                         "vocabulary 0..%d", (long long)d->sos_id, (long long)d->eos_id,
+                         c->tgt_vocab - 1);
+    if (d->sos_id == c->pad_id)
+        return error_set(err, "decode: sos_id %lld is the padding id: the first position "
+                         "would attend to nothing", (long long)d->sos_id);
+    if (beam && d->beam_width < 1)
+        return error_set(err, "decode: beam_width %d must be at least 1", d->beam_width);
+    if (beam && !isfinite(d->length_penalty))
+        return error_set(err, "decode: length_penalty must be a finite number");
+    return 0;
+}
+
+/* The index of the largest of x[0..n), the first one on ties (torch.argmax). */
+static inline int argmax_first(const float *x, int n)
+{
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* log(sum_i exp(x_i)) over a row of logits, in double: log_softmax(x)[v] is
+ * x[v] minus this. */
+static inline double log_sum_exp(const float *x, int n)
+{
+    double mx = x[argmax_first(x, n)], sum = 0.0;
+    for (int i = 0; i < n; i++) sum += exp((double)x[i] - mx);
+    return mx + log(sum);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The key/value cache                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* The parameter called name (chapter 07's state_dict names), or NULL. */
+static const float *param(const Model *m, const char *name)
+{
+    const ModelTensor *t = model_tensor(m, name);
+    return t ? m->params + t->offset : NULL;
+}
+
+void decode_cache_free(DecodeCache *c)
+{
+    float *bufs[] = {c->self_k, c->self_v, c->cross_k, c->cross_v, c->self_bias, c->cross_bias,
+                     c->x, c->y, c->sub, c->q, c->k, c->v, c->o, c->pre, c->hidden, c->att};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    memset(c, 0, sizeof *c);
 }

@@ -25,6 +25,288 @@
 #include "positional.h"
 
 /* ------------------------------------------------------------------------ */
+/* Forward                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* One side's parameters: embedding table, scale, position table. */
+typedef struct {
+    const float *embed, *scale, *pos;
+    float *d_embed, *d_scale, *d_pos;   /* gradients; d_pos NULL for a fixed table */
+} Side;
+
+/* Given helpers, defined at the end of the file. */
+static float *find(const Model *m, const char *name, int grad);
+static Side side_of(const Model *m, int target);
+static float scale_of(const Model *m, const Side *s);
+
+/* x = dropout(embed(ids) * scale + pos): the front end of one side.
+ * emb (N, len, D) keeps embed(ids) for the learned scale's gradient. */
+static int front_forward(const Model *m, const Side *s, float *x, float *emb, uint8_t *drop,
+                         const int64_t *ids, int N, int len, Rng *rng)
+{
+    /* BEGIN SOLUTION */
+    int D = m->cfg.d_model, n = N * len * D;
+    float scale = scale_of(m, s);
+    if (embedding_forward(emb, ids, s->embed, N, len, D, 1.0f) != 0) return -1;
+    for (int i = 0; i < n; i++) x[i] = emb[i] * scale;
+    if (positional_forward(x, x, s->pos, N, len, D) != 0) return -1;
+    if (rng && m->cfg.dropout > 0) {
+        if (dropout_mask(drop, n, m->cfg.dropout, rng) != 0) return -1;
+        return dropout_forward(x, x, drop, n, m->cfg.dropout);
+    }
+    return 0;
+    /* END SOLUTION */
+}
+
+/* x = dropout(input_net(features)): a set model's front end, features
+ * (N, S, I) -> x (N, S, D). No position is added: the encoder then treats
+ * the elements as a set (permuting them permutes its output, chapter 03). */
+static int set_front_forward(const Model *m, float *x, uint8_t *drop, const float *features,
+                             int N, int S, Rng *rng)
+{
+    /* BEGIN SOLUTION */
+    int D = m->cfg.d_model, n = N * S * D;
+    if (!features) return -1;
+    if (linear_forward(x, features, find(m, "input_net.weight", 0), find(m, "input_net.bias", 0),
+                       N * S, m->cfg.input_dim, D) != 0)
+        return -1;
+    if (rng && m->cfg.dropout > 0) {
+        if (dropout_mask(drop, n, m->cfg.dropout, rng) != 0) return -1;
+        return dropout_forward(x, x, drop, n, m->cfg.dropout);
+    }
+    return 0;
+    /* END SOLUTION */
+}
+
+/* The additive bias (N, H, L, S) that ignores the padding keys of key_ids
+ * (N, S), the query side having L rows: *out = bias, filled with -inf at
+ * every padding key and 0 elsewhere, or *out = NULL when no key of the
+ * batch is padding (the attention then needs no bias at all). */
+static int padding_bias(const float **out, float *bias, const int64_t *key_ids, int pad_id,
+                        int N, int H, int L, int S)
+{
+    /* BEGIN SOLUTION */
+    int any = 0;
+    *out = NULL;
+    if (!bias || pad_id < 0) return 0;
+    for (int64_t i = 0; i < (int64_t)N * S; i++) any |= key_ids[i] == pad_id;
+    if (!any) return 0;
+    for (int n = 0; n < N; n++) {
+        const int64_t *ids = key_ids + (size_t)n * S;
+        for (int r = 0; r < H * L; r++) {
+            float *row = bias + ((size_t)n * H * L + r) * S;
+            for (int s = 0; s < S; s++) row[s] = ids[s] == pad_id ? -INFINITY : 0.0f;
+        }
+    }
+    *out = bias;
+    return 0;
+    /* END SOLUTION */
+}
+
+/* The encoder's parameters as chapter 05's stack struct. */
+static EncoderParams encoder_params(const Model *m)
+{
+    EncoderParams p = {m->cfg.num_encoder_layers, m->enc, find(m, "encoder.norm.weight", 0),
+                       find(m, "encoder.norm.bias", 0)};
+    return p;
+}
+
+/* mean over the non-padding positions of memory (N, S, D) -> pooled (N, D) */
+static int mean_pool(float *pooled, float *count, const float *memory, const int64_t *ids,
+                     int pad_id, int N, int S, int D)
+{
+    /* BEGIN SOLUTION */
+    for (int n = 0; n < N; n++) {
+        float *p = pooled + (size_t)n * D;
+        int c = 0;
+        memset(p, 0, (size_t)D * sizeof *p);
+        for (int s = 0; s < S; s++) {
+            if (pad_id >= 0 && ids[(size_t)n * S + s] == pad_id) continue;
+            const float *x = memory + ((size_t)n * S + s) * D;
+            for (int d = 0; d < D; d++) p[d] += x[d];
+            c++;
+        }
+        count[n] = (float)c;
+        for (int d = 0; d < D && c > 0; d++) p[d] /= (float)c;
+    }
+    return 0;
+    /* END SOLUTION */
+}
+
+int model_forward(Model *m, ModelWork *w, const int64_t *src, const int64_t *tgt, Rng *rng)
+{
+    /* BEGIN SOLUTION */
+    const ModelConfig *c = &m->cfg;
+    int N = w->N, S = w->S, T = w->T, D = c->d_model, H = c->nhead;
+    Side src_side = side_of(m, 0), tgt_side = side_of(m, 1);
+    EncoderParams enc = encoder_params(m);
+    w->src_ids = src, w->tgt_ids = tgt;
+    w->dropped = rng != NULL && c->dropout > 0;
+
+    if (c->kind == MODEL_SET
+            ? set_front_forward(m, w->src_x, w->src_drop, w->features, N, S, rng) != 0
+            : front_forward(m, &src_side, w->src_x, w->src_emb, w->src_drop, src, N, S, rng) != 0)
+        return -1;
+    const float *enc_bias, *dec_bias, *cross_bias;
+    if (padding_bias(&enc_bias, w->enc_bias, src, c->pad_id, N, H, S, S) != 0) return -1;
+    if (encoder_forward(w->memory, &w->enc, w->src_x, &enc, enc_bias, rng) != 0) return -1;
+
+    const float *top = w->memory;                  /* the generator's input */
+    if (c->kind == MODEL_CLASSIFIER) {
+        if (mean_pool(w->pooled, w->pool_count, w->memory, src, c->pad_id, N, S, D) != 0)
+            return -1;
+        top = w->pooled;
+    } else if (c->kind == MODEL_SEQ2SEQ) {
+        if (front_forward(m, &tgt_side, w->tgt_x, w->tgt_emb, w->tgt_drop, tgt, N, T, rng) != 0)
+            return -1;
+        /* target padding and the subsequent mask in the self-attention,
+         * source padding in the cross-attention */
+        if (padding_bias(&dec_bias, w->dec_bias, tgt, c->pad_id, N, H, T, T) != 0 ||
+            padding_bias(&cross_bias, w->cross_bias, src, c->pad_id, N, H, T, S) != 0)
+            return -1;
+        if (decoder_stack_forward(w->dec_out, &w->dec, w->tgt_x, w->memory, m->dec,
+                                  find(m, "decoder.norm.weight", 0),
+                                  find(m, "decoder.norm.bias", 0), dec_bias, 1, cross_bias,
+                                  rng) != 0)
+            return -1;
+        top = w->dec_out;
+    }
+    return linear_forward(w->logits, top, find(m, "generator.weight", 0),
+                          find(m, "generator.bias", 0), (int)w->rows, D, c->tgt_vocab);
+    /* END SOLUTION */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Backward                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The backward of front_forward: dx (N, len, D), the gradient of x, is
+ * overwritten on the way. */
+static int front_backward(const Model *m, const Side *s, float *dx, const float *emb,
+                          const uint8_t *drop, const int64_t *ids, int N, int len)
+{
+    /* BEGIN SOLUTION */
+    int D = m->cfg.d_model, n = N * len * D;
+    float scale = scale_of(m, s);
+    /* dropout: the kept values were scaled by 1 / (1 - p), so are their gradients */
+    if (drop) {
+        float keep = 1.0f / (1.0f - m->cfg.dropout);
+        for (int i = 0; i < n; i++) dx[i] = drop[i] ? dx[i] * keep : 0.0f;
+    }
+    /* the position table receives the gradient of x, summed over the batch */
+    if (s->d_pos && positional_backward(NULL, s->d_pos, dx, N, len, D) != 0) return -1;
+    /* x = e * scale: a learned scale collects sum(dx * e) */
+    if (m->cfg.scale_embedding == 2) {
+        double sum = 0.0;
+        for (int i = 0; i < n; i++) sum += (double)dx[i] * emb[i];
+        s->d_scale[0] += (float)sum;
+    }
+    int64_t pad = m->cfg.pad_id >= 0 ? m->cfg.pad_id : EMBEDDING_NO_PADDING;
+    return embedding_backward(s->d_embed, dx, ids, N, len, D, scale, pad);
+    /* END SOLUTION */
+}
+
+/* The backward of set_front_forward: dx (N, S, D) is overwritten on the way;
+ * input_net's weight and bias collect their gradients (the features are
+ * data: they need none). */
+static int set_front_backward(const Model *m, float *dx, const uint8_t *drop,
+                              const float *features, int N, int S)
+{
+    /* BEGIN SOLUTION */
+    int D = m->cfg.d_model, n = N * S * D;
+    if (drop) {
+        float keep = 1.0f / (1.0f - m->cfg.dropout);
+        for (int i = 0; i < n; i++) dx[i] = drop[i] ? dx[i] * keep : 0.0f;
+    }
+    return linear_backward(NULL, find(m, "input_net.weight", 1), find(m, "input_net.bias", 1),
+                           dx, features, find(m, "input_net.weight", 0), N * S,
+                           m->cfg.input_dim, D);
+    /* END SOLUTION */
+}
+
+int model_backward(Model *m, ModelWork *w, const float *dlogits)
+{
+    /* BEGIN SOLUTION */
+    const ModelConfig *c = &m->cfg;
+    int N = w->N, S = w->S, T = w->T, D = c->d_model;
+    size_t nsd = (size_t)N * S * D;
+    if (!w->backward) return -1;
+    const float *top = c->kind == MODEL_SEQ2SEQ ? w->dec_out
+                     : c->kind == MODEL_CLASSIFIER ? w->pooled : w->memory;
+    memset(w->d_top, 0, (size_t)w->rows * D * sizeof *w->d_top);
+    if (linear_backward(w->d_top, find(m, "generator.weight", 1), find(m, "generator.bias", 1),
+                        dlogits, top, find(m, "generator.weight", 0), (int)w->rows, D,
+                        c->tgt_vocab) != 0)
+        return -1;
+
+    /* The gradient reaching the encoder's output. */
+    memset(w->d_memory, 0, nsd * sizeof *w->d_memory);
+    if (c->kind == MODEL_LABELLER || c->kind == MODEL_SET) {
+        memcpy(w->d_memory, w->d_top, nsd * sizeof *w->d_memory);
+    } else if (c->kind == MODEL_CLASSIFIER) {
+        /* the mean spreads its gradient evenly over the positions it averaged */
+        for (int n = 0; n < N; n++) {
+            if (w->pool_count[n] == 0) continue;
+            for (int s = 0; s < S; s++) {
+                if (c->pad_id >= 0 && w->src_ids[(size_t)n * S + s] == c->pad_id) continue;
+                float *d = w->d_memory + ((size_t)n * S + s) * D;
+                const float *g = w->d_top + (size_t)n * D;
+                for (int k = 0; k < D; k++) d[k] = g[k] / w->pool_count[n];
+            }
+        }
+    } else {
+        Side tgt_side = side_of(m, 1);
+        memset(w->d_tgt, 0, (size_t)N * T * D * sizeof *w->d_tgt);
+        if (decoder_stack_backward(w->d_tgt, w->d_memory, m->dec_grad,
+                                   find(m, "decoder.norm.weight", 1),
+                                   find(m, "decoder.norm.bias", 1), w->d_top, w->tgt_x,
+                                   w->memory, m->dec, find(m, "decoder.norm.weight", 0),
+                                   &w->dec) != 0)
+            return -1;
+        if (front_backward(m, &tgt_side, w->d_tgt, w->tgt_emb, w->dropped ? w->tgt_drop : NULL,
+                           w->tgt_ids, N, T) != 0)
+            return -1;
+    }
+
+    EncoderParams enc = encoder_params(m);
+    EncoderGrads enc_grad = {m->enc_grad, find(m, "encoder.norm.weight", 1),
+                             find(m, "encoder.norm.bias", 1)};
+    Side src_side = side_of(m, 0);
+    memset(w->d_src, 0, nsd * sizeof *w->d_src);
+    if (encoder_backward(w->d_src, &enc_grad, w->d_memory, w->src_x, &enc, &w->enc) != 0)
+        return -1;
+    if (c->kind == MODEL_SET)
+        return set_front_backward(m, w->d_src, w->dropped ? w->src_drop : NULL, w->features, N,
+                                  S);
+    return front_backward(m, &src_side, w->d_src, w->src_emb, w->dropped ? w->src_drop : NULL,
+                          w->src_ids, N, S);
+    /* END SOLUTION */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Attention maps (given)                                                    */
+/* ------------------------------------------------------------------------ */
+
+const float *model_attention(const ModelWork *w, const Model *m, ModelAttention which,
+                             int layer, int n, int head)
+{
+    int H = m->cfg.nhead, S = w->S, T = w->T;
+    if (n < 0 || n >= w->N || head < 0 || head >= H || layer < 0) return NULL;
+    switch (which) {
+    case ATTN_ENCODER:
+        if (layer >= m->cfg.num_encoder_layers) return NULL;
+        return w->enc.layers[layer].attn.att + ((size_t)n * H + head) * S * S;
+    case ATTN_DECODER_SELF:
+        if (m->cfg.kind != MODEL_SEQ2SEQ || layer >= m->cfg.num_decoder_layers) return NULL;
+        return w->dec.layers[layer].sa.att + ((size_t)n * H + head) * T * T;
+    case ATTN_DECODER_CROSS:
+        if (m->cfg.kind != MODEL_SEQ2SEQ || layer >= m->cfg.num_decoder_layers) return NULL;
+        return w->dec.layers[layer].ca.att + ((size_t)n * H + head) * T * S;
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
 /* The config (given)                                                        */
 /* ------------------------------------------------------------------------ */
 
@@ -703,16 +985,6 @@ int model_work_reshape(ModelWork *w, const Model *m, int S, int T, Error *err)
     return 0;
 }
 
-/* ------------------------------------------------------------------------ */
-/* Forward                                                                   */
-/* ------------------------------------------------------------------------ */
-
-/* One side's parameters: embedding table, scale, position table. */
-typedef struct {
-    const float *embed, *scale, *pos;
-    float *d_embed, *d_scale, *d_pos;   /* gradients; d_pos NULL for a fixed table */
-} Side;
-
 static Side side_of(const Model *m, int target)
 {
     Side s;
@@ -734,271 +1006,4 @@ static float scale_of(const Model *m, const Side *s)
     case 2: return s->scale[0];
     }
     return 1.0f;
-}
-
-/* x = dropout(embed(ids) * scale + pos): the front end of one side.
- * emb (N, len, D) keeps embed(ids) for the learned scale's gradient. */
-static int front_forward(const Model *m, const Side *s, float *x, float *emb, uint8_t *drop,
-                         const int64_t *ids, int N, int len, Rng *rng)
-{
-    /* BEGIN SOLUTION */
-    int D = m->cfg.d_model, n = N * len * D;
-    float scale = scale_of(m, s);
-    if (embedding_forward(emb, ids, s->embed, N, len, D, 1.0f) != 0) return -1;
-    for (int i = 0; i < n; i++) x[i] = emb[i] * scale;
-    if (positional_forward(x, x, s->pos, N, len, D) != 0) return -1;
-    if (rng && m->cfg.dropout > 0) {
-        if (dropout_mask(drop, n, m->cfg.dropout, rng) != 0) return -1;
-        return dropout_forward(x, x, drop, n, m->cfg.dropout);
-    }
-    return 0;
-    /* END SOLUTION */
-}
-
-/* x = dropout(input_net(features)): a set model's front end, features
- * (N, S, I) -> x (N, S, D). No position is added: the encoder then treats
- * the elements as a set (permuting them permutes its output, chapter 03). */
-static int set_front_forward(const Model *m, float *x, uint8_t *drop, const float *features,
-                             int N, int S, Rng *rng)
-{
-    /* BEGIN SOLUTION */
-    int D = m->cfg.d_model, n = N * S * D;
-    if (!features) return -1;
-    if (linear_forward(x, features, find(m, "input_net.weight", 0), find(m, "input_net.bias", 0),
-                       N * S, m->cfg.input_dim, D) != 0)
-        return -1;
-    if (rng && m->cfg.dropout > 0) {
-        if (dropout_mask(drop, n, m->cfg.dropout, rng) != 0) return -1;
-        return dropout_forward(x, x, drop, n, m->cfg.dropout);
-    }
-    return 0;
-    /* END SOLUTION */
-}
-
-/* The additive bias (N, H, L, S) that ignores the padding keys of key_ids
- * (N, S), the query side having L rows: *out = bias, filled with -inf at
- * every padding key and 0 elsewhere, or *out = NULL when no key of the
- * batch is padding (the attention then needs no bias at all). */
-static int padding_bias(const float **out, float *bias, const int64_t *key_ids, int pad_id,
-                        int N, int H, int L, int S)
-{
-    /* BEGIN SOLUTION */
-    int any = 0;
-    *out = NULL;
-    if (!bias || pad_id < 0) return 0;
-    for (int64_t i = 0; i < (int64_t)N * S; i++) any |= key_ids[i] == pad_id;
-    if (!any) return 0;
-    for (int n = 0; n < N; n++) {
-        const int64_t *ids = key_ids + (size_t)n * S;
-        for (int r = 0; r < H * L; r++) {
-            float *row = bias + ((size_t)n * H * L + r) * S;
-            for (int s = 0; s < S; s++) row[s] = ids[s] == pad_id ? -INFINITY : 0.0f;
-        }
-    }
-    *out = bias;
-    return 0;
-    /* END SOLUTION */
-}
-
-/* The encoder's parameters as chapter 05's stack struct. */
-static EncoderParams encoder_params(const Model *m)
-{
-    EncoderParams p = {m->cfg.num_encoder_layers, m->enc, find(m, "encoder.norm.weight", 0),
-                       find(m, "encoder.norm.bias", 0)};
-    return p;
-}
-
-/* mean over the non-padding positions of memory (N, S, D) -> pooled (N, D) */
-static int mean_pool(float *pooled, float *count, const float *memory, const int64_t *ids,
-                     int pad_id, int N, int S, int D)
-{
-    /* BEGIN SOLUTION */
-    for (int n = 0; n < N; n++) {
-        float *p = pooled + (size_t)n * D;
-        int c = 0;
-        memset(p, 0, (size_t)D * sizeof *p);
-        for (int s = 0; s < S; s++) {
-            if (pad_id >= 0 && ids[(size_t)n * S + s] == pad_id) continue;
-            const float *x = memory + ((size_t)n * S + s) * D;
-            for (int d = 0; d < D; d++) p[d] += x[d];
-            c++;
-        }
-        count[n] = (float)c;
-        for (int d = 0; d < D && c > 0; d++) p[d] /= (float)c;
-    }
-    return 0;
-    /* END SOLUTION */
-}
-
-int model_forward(Model *m, ModelWork *w, const int64_t *src, const int64_t *tgt, Rng *rng)
-{
-    /* BEGIN SOLUTION */
-    const ModelConfig *c = &m->cfg;
-    int N = w->N, S = w->S, T = w->T, D = c->d_model, H = c->nhead;
-    Side src_side = side_of(m, 0), tgt_side = side_of(m, 1);
-    EncoderParams enc = encoder_params(m);
-    w->src_ids = src, w->tgt_ids = tgt;
-    w->dropped = rng != NULL && c->dropout > 0;
-
-    if (c->kind == MODEL_SET
-            ? set_front_forward(m, w->src_x, w->src_drop, w->features, N, S, rng) != 0
-            : front_forward(m, &src_side, w->src_x, w->src_emb, w->src_drop, src, N, S, rng) != 0)
-        return -1;
-    const float *enc_bias, *dec_bias, *cross_bias;
-    if (padding_bias(&enc_bias, w->enc_bias, src, c->pad_id, N, H, S, S) != 0) return -1;
-    if (encoder_forward(w->memory, &w->enc, w->src_x, &enc, enc_bias, rng) != 0) return -1;
-
-    const float *top = w->memory;                  /* the generator's input */
-    if (c->kind == MODEL_CLASSIFIER) {
-        if (mean_pool(w->pooled, w->pool_count, w->memory, src, c->pad_id, N, S, D) != 0)
-            return -1;
-        top = w->pooled;
-    } else if (c->kind == MODEL_SEQ2SEQ) {
-        if (front_forward(m, &tgt_side, w->tgt_x, w->tgt_emb, w->tgt_drop, tgt, N, T, rng) != 0)
-            return -1;
-        /* target padding and the subsequent mask in the self-attention,
-         * source padding in the cross-attention */
-        if (padding_bias(&dec_bias, w->dec_bias, tgt, c->pad_id, N, H, T, T) != 0 ||
-            padding_bias(&cross_bias, w->cross_bias, src, c->pad_id, N, H, T, S) != 0)
-            return -1;
-        if (decoder_stack_forward(w->dec_out, &w->dec, w->tgt_x, w->memory, m->dec,
-                                  find(m, "decoder.norm.weight", 0),
-                                  find(m, "decoder.norm.bias", 0), dec_bias, 1, cross_bias,
-                                  rng) != 0)
-            return -1;
-        top = w->dec_out;
-    }
-    return linear_forward(w->logits, top, find(m, "generator.weight", 0),
-                          find(m, "generator.bias", 0), (int)w->rows, D, c->tgt_vocab);
-    /* END SOLUTION */
-}
-
-/* ------------------------------------------------------------------------ */
-/* Backward                                                                  */
-/* ------------------------------------------------------------------------ */
-
-/* The backward of front_forward: dx (N, len, D), the gradient of x, is
- * overwritten on the way. */
-static int front_backward(const Model *m, const Side *s, float *dx, const float *emb,
-                          const uint8_t *drop, const int64_t *ids, int N, int len)
-{
-    /* BEGIN SOLUTION */
-    int D = m->cfg.d_model, n = N * len * D;
-    float scale = scale_of(m, s);
-    /* dropout: the kept values were scaled by 1 / (1 - p), so are their gradients */
-    if (drop) {
-        float keep = 1.0f / (1.0f - m->cfg.dropout);
-        for (int i = 0; i < n; i++) dx[i] = drop[i] ? dx[i] * keep : 0.0f;
-    }
-    /* the position table receives the gradient of x, summed over the batch */
-    if (s->d_pos && positional_backward(NULL, s->d_pos, dx, N, len, D) != 0) return -1;
-    /* x = e * scale: a learned scale collects sum(dx * e) */
-    if (m->cfg.scale_embedding == 2) {
-        double sum = 0.0;
-        for (int i = 0; i < n; i++) sum += (double)dx[i] * emb[i];
-        s->d_scale[0] += (float)sum;
-    }
-    int64_t pad = m->cfg.pad_id >= 0 ? m->cfg.pad_id : EMBEDDING_NO_PADDING;
-    return embedding_backward(s->d_embed, dx, ids, N, len, D, scale, pad);
-    /* END SOLUTION */
-}
-
-/* The backward of set_front_forward: dx (N, S, D) is overwritten on the way;
- * input_net's weight and bias collect their gradients (the features are
- * data: they need none). */
-static int set_front_backward(const Model *m, float *dx, const uint8_t *drop,
-                              const float *features, int N, int S)
-{
-    /* BEGIN SOLUTION */
-    int D = m->cfg.d_model, n = N * S * D;
-    if (drop) {
-        float keep = 1.0f / (1.0f - m->cfg.dropout);
-        for (int i = 0; i < n; i++) dx[i] = drop[i] ? dx[i] * keep : 0.0f;
-    }
-    return linear_backward(NULL, find(m, "input_net.weight", 1), find(m, "input_net.bias", 1),
-                           dx, features, find(m, "input_net.weight", 0), N * S,
-                           m->cfg.input_dim, D);
-    /* END SOLUTION */
-}
-
-int model_backward(Model *m, ModelWork *w, const float *dlogits)
-{
-    /* BEGIN SOLUTION */
-    const ModelConfig *c = &m->cfg;
-    int N = w->N, S = w->S, T = w->T, D = c->d_model;
-    size_t nsd = (size_t)N * S * D;
-    if (!w->backward) return -1;
-    const float *top = c->kind == MODEL_SEQ2SEQ ? w->dec_out
-                     : c->kind == MODEL_CLASSIFIER ? w->pooled : w->memory;
-    memset(w->d_top, 0, (size_t)w->rows * D * sizeof *w->d_top);
-    if (linear_backward(w->d_top, find(m, "generator.weight", 1), find(m, "generator.bias", 1),
-                        dlogits, top, find(m, "generator.weight", 0), (int)w->rows, D,
-                        c->tgt_vocab) != 0)
-        return -1;
-
-    /* The gradient reaching the encoder's output. */
-    memset(w->d_memory, 0, nsd * sizeof *w->d_memory);
-    if (c->kind == MODEL_LABELLER || c->kind == MODEL_SET) {
-        memcpy(w->d_memory, w->d_top, nsd * sizeof *w->d_memory);
-    } else if (c->kind == MODEL_CLASSIFIER) {
-        /* the mean spreads its gradient evenly over the positions it averaged */
-        for (int n = 0; n < N; n++) {
-            if (w->pool_count[n] == 0) continue;
-            for (int s = 0; s < S; s++) {
-                if (c->pad_id >= 0 && w->src_ids[(size_t)n * S + s] == c->pad_id) continue;
-                float *d = w->d_memory + ((size_t)n * S + s) * D;
-                const float *g = w->d_top + (size_t)n * D;
-                for (int k = 0; k < D; k++) d[k] = g[k] / w->pool_count[n];
-            }
-        }
-    } else {
-        Side tgt_side = side_of(m, 1);
-        memset(w->d_tgt, 0, (size_t)N * T * D * sizeof *w->d_tgt);
-        if (decoder_stack_backward(w->d_tgt, w->d_memory, m->dec_grad,
-                                   find(m, "decoder.norm.weight", 1),
-                                   find(m, "decoder.norm.bias", 1), w->d_top, w->tgt_x,
-                                   w->memory, m->dec, find(m, "decoder.norm.weight", 0),
-                                   &w->dec) != 0)
-            return -1;
-        if (front_backward(m, &tgt_side, w->d_tgt, w->tgt_emb, w->dropped ? w->tgt_drop : NULL,
-                           w->tgt_ids, N, T) != 0)
-            return -1;
-    }
-
-    EncoderParams enc = encoder_params(m);
-    EncoderGrads enc_grad = {m->enc_grad, find(m, "encoder.norm.weight", 1),
-                             find(m, "encoder.norm.bias", 1)};
-    Side src_side = side_of(m, 0);
-    memset(w->d_src, 0, nsd * sizeof *w->d_src);
-    if (encoder_backward(w->d_src, &enc_grad, w->d_memory, w->src_x, &enc, &w->enc) != 0)
-        return -1;
-    if (c->kind == MODEL_SET)
-        return set_front_backward(m, w->d_src, w->dropped ? w->src_drop : NULL, w->features, N,
-                                  S);
-    return front_backward(m, &src_side, w->d_src, w->src_emb, w->dropped ? w->src_drop : NULL,
-                          w->src_ids, N, S);
-    /* END SOLUTION */
-}
-
-/* ------------------------------------------------------------------------ */
-/* Attention maps (given)                                                    */
-/* ------------------------------------------------------------------------ */
-
-const float *model_attention(const ModelWork *w, const Model *m, ModelAttention which,
-                             int layer, int n, int head)
-{
-    int H = m->cfg.nhead, S = w->S, T = w->T;
-    if (n < 0 || n >= w->N || head < 0 || head >= H || layer < 0) return NULL;
-    switch (which) {
-    case ATTN_ENCODER:
-        if (layer >= m->cfg.num_encoder_layers) return NULL;
-        return w->enc.layers[layer].attn.att + ((size_t)n * H + head) * S * S;
-    case ATTN_DECODER_SELF:
-        if (m->cfg.kind != MODEL_SEQ2SEQ || layer >= m->cfg.num_decoder_layers) return NULL;
-        return w->dec.layers[layer].sa.att + ((size_t)n * H + head) * T * T;
-    case ATTN_DECODER_CROSS:
-        if (m->cfg.kind != MODEL_SEQ2SEQ || layer >= m->cfg.num_decoder_layers) return NULL;
-        return w->dec.layers[layer].ca.att + ((size_t)n * H + head) * T * S;
-    }
-    return NULL;
 }

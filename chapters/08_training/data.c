@@ -8,40 +8,8 @@
 
 #include "error.h"   /* not_implemented(), used by the exercise stubs */
 
-int seq_task_parse(const char *name, SeqTask *task, Error *err)
-{
-    if (name && strcmp(name, "reverse") == 0) {
-        *task = SEQ_TASK_REVERSE;
-        return 0;
-    }
-    if (name && strcmp(name, "copy") == 0) {
-        *task = SEQ_TASK_COPY;
-        return 0;
-    }
-    return error_set(err, "unknown task '%s' (the tasks are reverse and copy)",
-                     name ? name : "(none)");
-}
-
-const char *seq_task_name(SeqTask task)
-{
-    return task == SEQ_TASK_REVERSE ? "reverse" : task == SEQ_TASK_COPY ? "copy" : "unknown";
-}
-
-/* Zeroed x and y for n rows of S ids. */
-static int dataset_alloc(SeqDataset *ds, int64_t n, int S, int C, Error *err)
-{
-    ds->n = n;
-    ds->seq_len = S;
-    ds->num_categories = C;
-    ds->x = calloc((size_t)(n * S), sizeof *ds->x);
-    ds->y = calloc((size_t)(n * S), sizeof *ds->y);
-    if (!ds->x || !ds->y) {
-        seq_dataset_free(ds);
-        return error_set(err, "out of memory for a dataset of %lld sequences of length %d",
-                         (long long)n, S);
-    }
-    return 0;
-}
+/* Given helpers, defined at the end of the file. */
+static int dataset_alloc(SeqDataset *ds, int64_t n, int S, int C, Error *err);
 
 int seq_dataset_make(SeqDataset *ds, SeqTask task, int64_t n, int seq_len, int num_categories,
                      Rng *rng, Error *err)
@@ -215,4 +183,43 @@ void batcher_free(Batcher *b)
 {
     free(b->order);
     memset(b, 0, sizeof *b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Given: not part of the exercise                                           */
+/* ------------------------------------------------------------------------ */
+
+int seq_task_parse(const char *name, SeqTask *task, Error *err)
+{
+    if (name && strcmp(name, "reverse") == 0) {
+        *task = SEQ_TASK_REVERSE;
+        return 0;
+    }
+    if (name && strcmp(name, "copy") == 0) {
+        *task = SEQ_TASK_COPY;
+        return 0;
+    }
+    return error_set(err, "unknown task '%s' (the tasks are reverse and copy)",
+                     name ? name : "(none)");
+}
+
+const char *seq_task_name(SeqTask task)
+{
+    return task == SEQ_TASK_REVERSE ? "reverse" : task == SEQ_TASK_COPY ? "copy" : "unknown";
+}
+
+/* Zeroed x and y for n rows of S ids. */
+static int dataset_alloc(SeqDataset *ds, int64_t n, int S, int C, Error *err)
+{
+    ds->n = n;
+    ds->seq_len = S;
+    ds->num_categories = C;
+    ds->x = calloc((size_t)(n * S), sizeof *ds->x);
+    ds->y = calloc((size_t)(n * S), sizeof *ds->y);
+    if (!ds->x || !ds->y) {
+        seq_dataset_free(ds);
+        return error_set(err, "out of memory for a dataset of %lld sequences of length %d",
+                         (long long)n, S);
+    }
+    return 0;
 }

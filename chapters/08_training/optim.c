@@ -8,58 +8,8 @@
 
 #include "error.h"   /* not_implemented(), used by the exercise stubs */
 
-AdamConfig adam_default_config(int adamw)
-{
-    return (AdamConfig){.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
-                        .weight_decay = adamw ? 0.01f : 0.0f, .decoupled = adamw ? 1 : 0};
-}
-
-int adam_config_check(const AdamConfig *c, Error *err)
-{
-    /* Each test is written so that NaN fails it. */
-    if (!(c->lr >= 0.0f && isfinite(c->lr)))
-        return error_set(err, "--lr %g: the learning rate must be a finite number >= 0", c->lr);
-    if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f))
-        return error_set(err, "--beta1 %g: beta1 must lie in [0, 1)", c->beta1);
-    if (!(c->beta2 >= 0.0f && c->beta2 < 1.0f))
-        return error_set(err, "--beta2 %g: beta2 must lie in [0, 1)", c->beta2);
-    if (!(c->eps > 0.0f && isfinite(c->eps)))
-        return error_set(err, "--eps %g: eps must be a finite number > 0", c->eps);
-    if (!(c->weight_decay >= 0.0f && isfinite(c->weight_decay)))
-        return error_set(err, "--weight-decay %g: the weight decay must be a finite number >= 0",
-                         c->weight_decay);
-    return 0;
-}
-
-int adam_state_alloc(AdamState *s, size_t n, Error *err)
-{
-    s->m = calloc(n ? n : 1, sizeof *s->m);
-    s->v = calloc(n ? n : 1, sizeof *s->v);
-    s->n = n;
-    s->step = 0;
-    if (!s->m || !s->v) {
-        adam_state_free(s);
-        return error_set(err, "out of memory for the optimizer state of %zu parameters", n);
-    }
-    return 0;
-}
-
-void adam_state_free(AdamState *s)
-{
-    free(s->m);
-    free(s->v);
-    s->m = s->v = NULL;
-    s->n = 0;
-    s->step = 0;
-}
-
-/* torch.lerp(start, end, w) = start + w (end - start), computed from the end
- * nearer to the result (torch's CPU formula, kept so the rounding matches). */
-static inline float lerp(float start, float end, float w)
-{
-    float diff = end - start;
-    return w < 0.5f ? start + w * diff : end - diff * (1.0f - w);
-}
+/* Given helpers, defined at the end of the file. */
+static inline float lerp(float start, float end, float w);
 
 int adam_step(float *params, const float *grads, AdamState *s, const AdamConfig *c, float lr)
 {
@@ -131,4 +81,61 @@ double clip_grad_norm(float *grads, size_t n, float max_norm)
     }
     return total;
     /* END SOLUTION */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Given: not part of the exercise                                           */
+/* ------------------------------------------------------------------------ */
+
+AdamConfig adam_default_config(int adamw)
+{
+    return (AdamConfig){.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                        .weight_decay = adamw ? 0.01f : 0.0f, .decoupled = adamw ? 1 : 0};
+}
+
+int adam_config_check(const AdamConfig *c, Error *err)
+{
+    /* Each test is written so that NaN fails it. */
+    if (!(c->lr >= 0.0f && isfinite(c->lr)))
+        return error_set(err, "--lr %g: the learning rate must be a finite number >= 0", c->lr);
+    if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f))
+        return error_set(err, "--beta1 %g: beta1 must lie in [0, 1)", c->beta1);
+    if (!(c->beta2 >= 0.0f && c->beta2 < 1.0f))
+        return error_set(err, "--beta2 %g: beta2 must lie in [0, 1)", c->beta2);
+    if (!(c->eps > 0.0f && isfinite(c->eps)))
+        return error_set(err, "--eps %g: eps must be a finite number > 0", c->eps);
+    if (!(c->weight_decay >= 0.0f && isfinite(c->weight_decay)))
+        return error_set(err, "--weight-decay %g: the weight decay must be a finite number >= 0",
+                         c->weight_decay);
+    return 0;
+}
+
+int adam_state_alloc(AdamState *s, size_t n, Error *err)
+{
+    s->m = calloc(n ? n : 1, sizeof *s->m);
+    s->v = calloc(n ? n : 1, sizeof *s->v);
+    s->n = n;
+    s->step = 0;
+    if (!s->m || !s->v) {
+        adam_state_free(s);
+        return error_set(err, "out of memory for the optimizer state of %zu parameters", n);
+    }
+    return 0;
+}
+
+void adam_state_free(AdamState *s)
+{
+    free(s->m);
+    free(s->v);
+    s->m = s->v = NULL;
+    s->n = 0;
+    s->step = 0;
+}
+
+/* torch.lerp(start, end, w) = start + w (end - start), computed from the end
+ * nearer to the result (torch's CPU formula, kept so the rounding matches). */
+static inline float lerp(float start, float end, float w)
+{
+    float diff = end - start;
+    return w < 0.5f ? start + w * diff : end - diff * (1.0f - w);
 }

@@ -18,55 +18,9 @@
 #include "safetensors.h"
 #include "threads.h"
 
-/* The rows the loss sees in the logits of one forward, and their width:
- * one row of Vt classes per target, except for a set model, whose S scores
- * (one per element) are one row: the softmax runs over the set. */
-static int64_t logit_rows(const Model *m, int N, int S, int T)
-{
-    switch (m->cfg.kind) {
-    case MODEL_SEQ2SEQ:    return (int64_t)N * T;
-    case MODEL_LABELLER:   return (int64_t)N * S;
-    case MODEL_CLASSIFIER: return N;
-    case MODEL_SET:        return N;
-    }
-    return 0;
-}
-
-static int logit_width(const Model *m, int S)
-{
-    return m->cfg.kind == MODEL_SET ? S : m->cfg.tgt_vocab;
-}
-
-int step_work_alloc(StepWork *s, const Model *m, int N, int S, int T, int backward, Error *err)
-{
-    memset(s, 0, sizeof *s);
-    s->rows = logit_rows(m, N, S, T);
-    if (model_work_alloc(&s->work, m, N, S, T, backward, err) != 0) return -1;
-    s->dlogits = malloc((size_t)s->rows * logit_width(m, S) * sizeof *s->dlogits);
-    if (!s->dlogits) {
-        model_work_free(&s->work);
-        return error_set(err, "out of memory for the logits' gradient (%" PRId64 " x %d)",
-                         s->rows, logit_width(m, S));
-    }
-    return 0;
-}
-
-void step_work_free(StepWork *s)
-{
-    model_work_free(&s->work);
-    free(s->dlogits);
-    memset(s, 0, sizeof *s);
-}
-
-/* The ignore_index of the loss: the padding id, or one no target can have.
- * A classifier's targets are classes, never padding (its pad_id is a source
- * id, and class 0 is a class): none is ignored. A set model has no padding
- * (its targets are positions in the set). */
-static int64_t ignore_index(const Model *m)
-{
-    return m->cfg.pad_id >= 0 && m->cfg.kind != MODEL_CLASSIFIER ? m->cfg.pad_id
-                                                                  : CROSS_ENTROPY_IGNORE_INDEX;
-}
+/* Given helpers, defined at the end of the file. */
+static int logit_width(const Model *m, int S);
+static int64_t ignore_index(const Model *m);
 
 int train_step(Model *m, StepWork *s, AdamState *opt, const AdamConfig *cfg, float lr,
                float max_norm, float label_smoothing, const int64_t *src,
@@ -638,4 +592,58 @@ done:
     batch_free(&b);
     batcher_free(&batcher);
     return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Given: not part of the exercise                                           */
+/* ------------------------------------------------------------------------ */
+
+/* The rows the loss sees in the logits of one forward, and their width:
+ * one row of Vt classes per target, except for a set model, whose S scores
+ * (one per element) are one row: the softmax runs over the set. */
+static int64_t logit_rows(const Model *m, int N, int S, int T)
+{
+    switch (m->cfg.kind) {
+    case MODEL_SEQ2SEQ:    return (int64_t)N * T;
+    case MODEL_LABELLER:   return (int64_t)N * S;
+    case MODEL_CLASSIFIER: return N;
+    case MODEL_SET:        return N;
+    }
+    return 0;
+}
+
+static int logit_width(const Model *m, int S)
+{
+    return m->cfg.kind == MODEL_SET ? S : m->cfg.tgt_vocab;
+}
+
+int step_work_alloc(StepWork *s, const Model *m, int N, int S, int T, int backward, Error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->rows = logit_rows(m, N, S, T);
+    if (model_work_alloc(&s->work, m, N, S, T, backward, err) != 0) return -1;
+    s->dlogits = malloc((size_t)s->rows * logit_width(m, S) * sizeof *s->dlogits);
+    if (!s->dlogits) {
+        model_work_free(&s->work);
+        return error_set(err, "out of memory for the logits' gradient (%" PRId64 " x %d)",
+                         s->rows, logit_width(m, S));
+    }
+    return 0;
+}
+
+void step_work_free(StepWork *s)
+{
+    model_work_free(&s->work);
+    free(s->dlogits);
+    memset(s, 0, sizeof *s);
+}
+
+/* The ignore_index of the loss: the padding id, or one no target can have.
+ * A classifier's targets are classes, never padding (its pad_id is a source
+ * id, and class 0 is a class): none is ignored. A set model has no padding
+ * (its targets are positions in the set). */
+static int64_t ignore_index(const Model *m)
+{
+    return m->cfg.pad_id >= 0 && m->cfg.kind != MODEL_CLASSIFIER ? m->cfg.pad_id
+                                                                  : CROSS_ENTROPY_IGNORE_INDEX;
 }
