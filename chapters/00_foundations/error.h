@@ -12,7 +12,10 @@
  * "not implemented: <function> (<its source file>)" and returns -1 so the
  * tests fail cleanly. It says so once per function in a program: a stub
  * called in a loop does not fill the screen. The file tells `make grade`
- * which chapter a failing test is waiting for.
+ * which chapter a failing test is waiting for. This is why the exercise
+ * functions return int even where they cannot fail: a stub must stop its
+ * caller at once, not leave it computing on unwritten buffers (the top
+ * README says more). Given code that cannot fail returns void.
  */
 #ifndef ERROR_H
 #define ERROR_H
