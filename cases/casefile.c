@@ -1,6 +1,7 @@
 /* casefile.c - see casefile.h. */
 #include "casefile.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -83,6 +84,39 @@ int case_check_shape(const TensorFile *in, const char *name, const Tensor *t,
         if (used < sizeof want) snprintf(want + used, sizeof want - used, ")");
         return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", case_name(in),
                          name, tensor_shape_str(t, got, sizeof got), letters, want);
+    }
+    return 0;
+}
+
+const char *case_shape_str(const int64_t *shape, int ndim, char *buf, size_t size)
+{
+    Tensor t = {.ndim = ndim};
+    memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
+    return tensor_shape_str(&t, buf, size);
+}
+
+int case_check_dims(const TensorFile *in, const char *name, const Tensor *t, Error *err)
+{
+    char buf[128];
+    for (int d = 0; d < t->ndim; d++)
+        if (t->shape[d] < 1 || t->shape[d] > INT_MAX)
+            return error_set(err, "%s: tensor '%s' has shape %s; every dimension must be "
+                             "between 1 and %d", case_name(in), name,
+                             tensor_shape_str(t, buf, sizeof buf), INT_MAX);
+    return 0;
+}
+
+int case_get_shaped(const TensorFile *in, const char *name, const int64_t *want, int ndim,
+                    const char *letters, const Tensor **t, Error *err)
+{
+    if (tensorfile_get(in, name, DTYPE_F32, -1, t, err) != 0) return -1;
+    int same = (*t)->ndim == ndim;
+    for (int d = 0; same && d < ndim; d++) same = (*t)->shape[d] == want[d];
+    if (!same) {
+        char got[128], exp[128];
+        return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", case_name(in),
+                         name, tensor_shape_str(*t, got, sizeof got), letters,
+                         case_shape_str(want, ndim, exp, sizeof exp));
     }
     return 0;
 }

@@ -63,6 +63,18 @@ const char *case_name(const TensorFile *in);
 int case_check_shape(const TensorFile *in, const char *name, const Tensor *t,
                      const int64_t *expect, const char *letters, Error *err);
 
+/* "(2, 3, 4)" for a shape given as an array of ndim sizes, in buf. */
+const char *case_shape_str(const int64_t *shape, int ndim, char *buf, size_t size);
+
+/* Fails unless every dimension of the tensor `name`, t, is between 1 and
+ * INT_MAX (the sizes the kernels take as int). */
+int case_check_dims(const TensorFile *in, const char *name, const Tensor *t, Error *err);
+
+/* The F32 tensor `name` of the case with exactly the shape `want` (ndim
+ * dims), in *t; `letters` spells the shape for the message, e.g. "(E, kdim)". */
+int case_get_shaped(const TensorFile *in, const char *name, const int64_t *want, int ndim,
+                    const char *letters, const Tensor **t, Error *err);
+
 /* Adds a zeroed F32 tensor `name` of the given shape to the outputs `out` and
  * returns its data, or NULL (with err set). Since run_case_file writes the
  * output file only when the whole evaluation succeeds, an evaluator adds its

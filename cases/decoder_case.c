@@ -78,24 +78,6 @@ static void grad_slots(DecoderLayerGrads *g, float **slot[LAYER_PARAMS])
     memcpy(slot, s, sizeof s);
 }
 
-/* The F32 tensor `name` of exactly the given shape. */
-static int get_shaped(const TensorFile *in, const char *name, const int64_t *want, int ndim,
-                      const char *letters, const Tensor **t, Error *err)
-{
-    if (tensorfile_get(in, name, DTYPE_F32, -1, t, err) != 0) return -1;
-    int same = (*t)->ndim == ndim;
-    for (int d = 0; same && d < ndim; d++) same = (*t)->shape[d] == want[d];
-    if (!same) {
-        char got[128], exp[128];
-        Tensor w = {.ndim = ndim};
-        memcpy(w.shape, want, (size_t)ndim * sizeof *want);
-        return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", case_name(in), name,
-                         tensor_shape_str(*t, got, sizeof got), letters,
-                         tensor_shape_str(&w, exp, sizeof exp));
-    }
-    return 0;
-}
-
 /* An optional mask of shape (a, b): BOOL with bytes 0/1, or F32 when
  * allow_float. */
 static int get_mask(const TensorFile *in, const char *name, int64_t a, int64_t b,
@@ -248,7 +230,7 @@ static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
             const Tensor *t;
             param_shape(i, D, F, shape, &ndim, &letters);
             param_name(name, c, l, i);
-            if (get_shaped(in, name, shape, ndim, letters, &t, err) != 0) return -1;
+            if (case_get_shaped(in, name, shape, ndim, letters, &t, err) != 0) return -1;
             *slot[i] = t->data;
         }
     }
@@ -258,10 +240,11 @@ static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
             return -1;
         if (c->final_norm) {
             const Tensor *t;
-            if (get_shaped(in, "norm.weight", (int64_t[]){D}, 1, "(D,)", &t, err) != 0)
+            if (case_get_shaped(in, "norm.weight", (int64_t[]){D}, 1, "(D,)", &t, err) != 0)
                 return -1;
             c->norm_weight = t->data;
-            if (get_shaped(in, "norm.bias", (int64_t[]){D}, 1, "(D,)", &t, err) != 0) return -1;
+            if (case_get_shaped(in, "norm.bias", (int64_t[]){D}, 1, "(D,)", &t, err) != 0)
+                return -1;
             c->norm_bias = t->data;
         } else if (has_norm || tensorfile_find(in, "norm.bias")) {
             return error_set(err, "%s: metadata 'final_norm' is false but the case holds "
@@ -282,8 +265,8 @@ static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
 
     if (c->backward) {
         const Tensor *t;
-        if (get_shaped(in, "grad_output", (int64_t[]){N, T, D}, 3, "(N, T, D), the output's "
-                       "shape", &t, err) != 0)
+        if (case_get_shaped(in, "grad_output", (int64_t[]){N, T, D}, 3,
+                            "(N, T, D), the output's shape", &t, err) != 0)
             return -1;
         c->dout = t;
     }

@@ -12,43 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* "(2, 3, 4)" for a shape given as an array. */
-static const char *shape_str(const int64_t *shape, int ndim, char *buf, size_t size)
-{
-    Tensor t = {.ndim = ndim};
-    memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
-    return tensor_shape_str(&t, buf, size);
-}
-
-/* Every dimension at least 1 and small enough for an int. */
-static int check_dims(const TensorFile *in, const char *name, const Tensor *t, Error *err)
-{
-    char buf[128];
-    for (int d = 0; d < t->ndim; d++)
-        if (t->shape[d] < 1 || t->shape[d] > INT_MAX)
-            return error_set(err, "%s: tensor '%s' has shape %s; every dimension must be "
-                             "between 1 and %d", case_name(in), name,
-                             tensor_shape_str(t, buf, sizeof buf), INT_MAX);
-    return 0;
-}
-
-/* The F32 tensor `name` with exactly the shape `want` (ndim dims); `letters`
- * spells the shape for the message, e.g. "(E, kdim)". */
-static int get_shaped(const TensorFile *in, const char *name, const int64_t *want, int ndim,
-                      const char *letters, const Tensor **t, Error *err)
-{
-    if (tensorfile_get(in, name, DTYPE_F32, -1, t, err) != 0) return -1;
-    int same = (*t)->ndim == ndim;
-    for (int d = 0; same && d < ndim; d++) same = (*t)->shape[d] == want[d];
-    if (!same) {
-        char got[128], exp[128];
-        return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", case_name(in), name,
-                         tensor_shape_str(*t, got, sizeof got), letters,
-                         shape_str(want, ndim, exp, sizeof exp));
-    }
-    return 0;
-}
-
 /* A parameter that must not be in the case (the other layout's, say). */
 static int refuse(const TensorFile *in, const char *name, const char *why, Error *err)
 {
@@ -74,11 +37,11 @@ static int check_mask(const TensorFile *in, const char *name, const Tensor *m,
     if (!ok) {
         char got[128], a[128], b[128];
         tensor_shape_str(m, got, sizeof got);
-        shape_str(shapes[0], ndims[0], a, sizeof a);
+        case_shape_str(shapes[0], ndims[0], a, sizeof a);
         if (n_shapes > 1)
             return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s or %s",
                              case_name(in), name, got, letters, a,
-                             shape_str(shapes[1], ndims[1], b, sizeof b));
+                             case_shape_str(shapes[1], ndims[1], b, sizeof b));
         return error_set(err, "%s: tensor '%s' has shape %s, expected %s = %s", case_name(in), name,
                          got, letters, a);
     }
@@ -138,7 +101,7 @@ static int read_inputs(const TensorFile *in, MhaCase *c, Error *err)
     if (q->ndim != 2 && q->ndim != 3)
         return error_set(err, "%s: tensor 'query' has rank %d; expected (N, L, E) or, "
                          "unbatched, (L, E)", case_name(in), q->ndim);
-    if (check_dims(in, "query", q, err) != 0) return -1;
+    if (case_check_dims(in, "query", q, err) != 0) return -1;
     if (c->self_attention) {
         if (refuse(in, "key", "a self_attention case holds query alone (key = value = "
                    "query)", err) != 0 ||
@@ -148,7 +111,8 @@ static int read_inputs(const TensorFile *in, MhaCase *c, Error *err)
         k = v = q;
     } else if (tensorfile_get(in, "key", DTYPE_F32, -1, &k, err) != 0 ||
                tensorfile_get(in, "value", DTYPE_F32, -1, &v, err) != 0 ||
-               check_dims(in, "key", k, err) != 0 || check_dims(in, "value", v, err) != 0) {
+               case_check_dims(in, "key", k, err) != 0 ||
+               case_check_dims(in, "value", v, err) != 0) {
         return -1;
     }
     char qb[128], kb[128], vb[128];
@@ -191,7 +155,8 @@ static int read_params(const TensorFile *in, MhaCase *c, Error *err)
         if (refuse(in, "q_proj_weight", why, err) != 0 ||
             refuse(in, "k_proj_weight", why, err) != 0 ||
             refuse(in, "v_proj_weight", why, err) != 0 ||
-            get_shaped(in, "in_proj_weight", (int64_t[]){3 * E, E}, 2, "(3E, E)", &t, err) != 0)
+            case_get_shaped(in, "in_proj_weight", (int64_t[]){3 * E, E}, 2, "(3E, E)", &t,
+                            err) != 0)
             return -1;
         p->in_proj_weight = t->data;
     } else {
@@ -200,17 +165,17 @@ static int read_params(const TensorFile *in, MhaCase *c, Error *err)
                  "nn.MultiheadAttention has separate q/k/v_proj_weight", (long long)Ek,
                  (long long)Ev, (long long)E);
         if (refuse(in, "in_proj_weight", why, err) != 0) return -1;
-        if (get_shaped(in, "q_proj_weight", (int64_t[]){E, E}, 2, "(E, E)", &t, err) != 0)
+        if (case_get_shaped(in, "q_proj_weight", (int64_t[]){E, E}, 2, "(E, E)", &t, err) != 0)
             return -1;
         p->q_proj_weight = t->data;
-        if (get_shaped(in, "k_proj_weight", (int64_t[]){E, Ek}, 2, "(E, kdim)", &t, err) != 0)
+        if (case_get_shaped(in, "k_proj_weight", (int64_t[]){E, Ek}, 2, "(E, kdim)", &t, err) != 0)
             return -1;
         p->k_proj_weight = t->data;
-        if (get_shaped(in, "v_proj_weight", (int64_t[]){E, Ev}, 2, "(E, vdim)", &t, err) != 0)
+        if (case_get_shaped(in, "v_proj_weight", (int64_t[]){E, Ev}, 2, "(E, vdim)", &t, err) != 0)
             return -1;
         p->v_proj_weight = t->data;
     }
-    if (get_shaped(in, "out_proj.weight", (int64_t[]){E, E}, 2, "(E, E)", &t, err) != 0)
+    if (case_get_shaped(in, "out_proj.weight", (int64_t[]){E, E}, 2, "(E, E)", &t, err) != 0)
         return -1;
     p->out_proj_weight = t->data;
 
@@ -229,10 +194,10 @@ static int read_params(const TensorFile *in, MhaCase *c, Error *err)
                          "are %s", case_name(in), bias ? "true" : "false",
                          has_in ? "present" : "missing");
     if (has_in) {
-        if (get_shaped(in, "in_proj_bias", (int64_t[]){3 * E}, 1, "(3E,)", &t, err) != 0)
+        if (case_get_shaped(in, "in_proj_bias", (int64_t[]){3 * E}, 1, "(3E,)", &t, err) != 0)
             return -1;
         p->in_proj_bias = t->data;
-        if (get_shaped(in, "out_proj.bias", (int64_t[]){E}, 1, "(E,)", &t, err) != 0)
+        if (case_get_shaped(in, "out_proj.bias", (int64_t[]){E}, 1, "(E,)", &t, err) != 0)
             return -1;
         p->out_proj_bias = t->data;
     }
@@ -321,9 +286,9 @@ int mha_case_read(const TensorFile *in, MhaCase *c, Error *err)
         const Tensor *dout;
         int64_t want[3] = {c->N, c->L, c->E};
         int b = c->batched;
-        if (get_shaped(in, "grad_output", want + (1 - b), 2 + b,
-                       b ? "(N, L, E), the output's shape" : "(L, E), the output's shape",
-                       &dout, err) != 0)
+        if (case_get_shaped(in, "grad_output", want + (1 - b), 2 + b,
+                            b ? "(N, L, E), the output's shape" : "(L, E), the output's shape",
+                            &dout, err) != 0)
             return -1;
         c->dout = dout->data;
     }

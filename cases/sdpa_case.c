@@ -18,26 +18,6 @@
  * half-way through an allocation. */
 #define SDPA_MAX_ATT_VALUES (1LL << 31)
 
-/* "(2, 3, 4)" for a shape given as an array. */
-static const char *shape_str(const int64_t *shape, int ndim, char *buf, size_t size)
-{
-    Tensor t = {.ndim = ndim};
-    memcpy(t.shape, shape, (size_t)ndim * sizeof *shape);
-    return tensor_shape_str(&t, buf, size);
-}
-
-/* Every dimension of a tensor must be at least 1 and fit an int. */
-static int check_dims(const TensorFile *in, const char *name, const Tensor *t, Error *err)
-{
-    char buf[128];
-    for (int d = 0; d < t->ndim; d++)
-        if (t->shape[d] < 1 || t->shape[d] > INT_MAX)
-            return error_set(err, "%s: tensor '%s' has shape %s; every dimension must be "
-                             "between 1 and %d", case_name(in), name,
-                             tensor_shape_str(t, buf, sizeof buf), INT_MAX);
-    return 0;
-}
-
 /* The mask must broadcast to the attention shape att_shape (att_ndim dims):
  * aligned to the right, each mask dimension 1 or the full size. */
 static int check_mask(const TensorFile *in, const Tensor *mask, const int64_t *att_shape,
@@ -45,7 +25,7 @@ static int check_mask(const TensorFile *in, const Tensor *mask, const int64_t *a
 {
     char mbuf[128], abuf[128];
     tensor_shape_str(mask, mbuf, sizeof mbuf);
-    shape_str(att_shape, att_ndim, abuf, sizeof abuf);
+    case_shape_str(att_shape, att_ndim, abuf, sizeof abuf);
     if (mask->dtype != DTYPE_BOOL && mask->dtype != DTYPE_F32)
         return error_set(err, "%s: tensor 'attn_mask' has dtype %s, expected BOOL (true = may "
                          "attend) or F32 (added to the scores)", case_name(in),
@@ -114,8 +94,8 @@ int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err)
         return error_set(err, "%s: query, key and value have ranks %d, %d and %d; they must "
                          "be equal (broadcasting over batch dimensions is not supported)",
                          case_name(in), q->ndim, k->ndim, v->ndim);
-    if (check_dims(in, "query", q, err) != 0 || check_dims(in, "key", k, err) != 0 ||
-        check_dims(in, "value", v, err) != 0)
+    if (case_check_dims(in, "query", q, err) != 0 || case_check_dims(in, "key", k, err) != 0 ||
+        case_check_dims(in, "value", v, err) != 0)
         return -1;
     int n = q->ndim;
     char qbuf[128], kbuf[128], vbuf[128];
@@ -208,7 +188,7 @@ int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err)
             return error_set(err, "%s: tensor 'grad_output' has shape %s, expected %s (the "
                              "output's shape)", case_name(in),
                              tensor_shape_str(dout, gbuf, sizeof gbuf),
-                             shape_str(want, n, wbuf, sizeof wbuf));
+                             case_shape_str(want, n, wbuf, sizeof wbuf));
         }
         c->dout = dout->data;
     }
