@@ -143,6 +143,33 @@ if [ -s "$tmp/leaks" ]; then
     cat "$tmp/leaks" >&2
     exit 1
 fi
+# The points of every chapter with only chapter N stubbed, one row per N (10
+# points a chapter, shared by its graded tests, as make grade counts them):
+# 0 on the diagonal, 10 to its left (checked just above), and to its right
+# what the later chapters lose by building on chapter N.
+echo "make student: points with only one chapter stubbed (rows: the stubbed chapter)"
+awk 'FNR == NR { if ($0 !~ /^#/) { graded[$1 " " $2] = 1; total[$1]++ } next }
+     { stubbed[$1] = 1 }
+     ($2 " " $3) in graded { failed[$1 " " $2]++ }
+     function sorted(set, out,    k, n, i, j, t) {
+         n = 0; for (k in set) out[++n] = k
+         for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++)
+             if (out[j] < out[i]) { t = out[i]; out[i] = out[j]; out[j] = t }
+         return n
+     }
+     END {
+         rows = sorted(stubbed, r); cols = sorted(total, c)
+         printf "  %-16s", "stubbed"
+         for (j = 1; j <= cols; j++) printf " %5s", substr(c[j], 1, 2)
+         printf "\n"
+         for (i = 1; i <= rows; i++) {
+             printf "  %-16s", r[i]
+             for (j = 1; j <= cols; j++)
+                 printf " %5.1f", 10 * (total[c[j]] - failed[r[i] " " c[j]]) / total[c[j]]
+             printf "\n"
+         }
+     }' "$graded" "$tmp"/failing.[0-9][0-9]_* || exit 1
+
 # The exercise copy itself: every stub in place, and it must build.
 for f in "$tmp"/chapters/*/*.c.stub; do mv "$f" "${f%.stub}"; done
 rm -f "$tmp"/chapters/*/*.c.solution "$tmp"/failing.* "$tmp/leaks"
