@@ -210,8 +210,8 @@ GOLDEN = {
     "bool_mask": dict(batch=(2, 2), L=6, S=8, E=8, Ev=5, mask="bool"),
     "additive_mask": dict(batch=(2, 2), L=6, S=8, E=8, Ev=5, mask="float"),
     "causal_square": dict(batch=(2, 2), L=7, S=7, E=8, Ev=6, is_causal=True),
-    "causal_l_lt_s": dict(batch=(2, 2), L=4, S=9, E=8, Ev=6, is_causal=True),
-    "causal_l_gt_s": dict(batch=(2, 2), L=9, S=4, E=8, Ev=6, is_causal=True),
+    "causal_keys_outnumber_queries": dict(batch=(2, 2), L=4, S=9, E=8, Ev=6, is_causal=True),
+    "causal_queries_outnumber_keys": dict(batch=(2, 2), L=9, S=4, E=8, Ev=6, is_causal=True),
     "custom_scale": dict(batch=(2, 2), L=5, S=6, E=8, Ev=8, scale=0.37),
     "batch_heads": dict(batch=(3, 4), L=10, S=12, E=16, Ev=16),
     "rank2": dict(batch=(), L=5, S=7, E=4, Ev=3),
@@ -244,10 +244,11 @@ GOLDEN = {
     "dropout_p30_bool_mask": dict(batch=(2, 2), L=6, S=5, E=8, Ev=4, mask="bool", dropout=0.3),
 }
 BACKWARD = ["square_unmasked", "keys_outnumber_queries", "value_width_differs", "bool_mask",
-            "additive_mask", "causal_square", "causal_l_lt_s", "causal_l_gt_s", "custom_scale",
-            "batch_heads", "rank2", "rank3", "single_query", "fully_masked_bool",
-            "fully_masked_additive", "mask_n11s", "mask_1hl1", "large_logits", "longer",
-            "dropout_p10", "dropout_p50_causal", "dropout_p30_bool_mask"]
+            "additive_mask", "causal_square", "causal_keys_outnumber_queries",
+            "causal_queries_outnumber_keys", "custom_scale", "batch_heads", "rank2", "rank3",
+            "single_query", "fully_masked_bool", "fully_masked_additive", "mask_n11s",
+            "mask_1hl1", "large_logits", "longer", "dropout_p10", "dropout_p50_causal",
+            "dropout_p30_bool_mask"]
 
 
 def golden_cases():

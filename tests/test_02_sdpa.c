@@ -237,7 +237,8 @@ static void test_dropout_keeps_expectation(void **state)
  * L > S; every row still sums to 1 (row 0 always sees key 0). */
 static void test_causal_alignment(void **state)
 {
-    const char *names[] = {"causal_l_lt_s", "causal_l_gt_s", "causal_square"};
+    const char *names[] = {"causal_keys_outnumber_queries", "causal_queries_outnumber_keys",
+                           "causal_square"};
     for (int n = 0; n < 3; n++) {
         TensorFile f;
         load_golden(&f, CHAPTER, names[n]);
@@ -269,7 +270,7 @@ static void test_causal_alignment(void **state)
 static void test_causal_equals_tril_mask(void **state)
 {
     TensorFile f;
-    load_golden(&f, CHAPTER, "causal_l_lt_s");
+    load_golden(&f, CHAPTER, "causal_keys_outnumber_queries");
     Run r;
     run_case(&r, &f);
     const SdpaCase *c = &r.c;
@@ -615,10 +616,10 @@ int main(void)
         GOLDEN_TEST(test_sdpa_case, "additive_mask_backward"),
         GOLDEN_TEST(test_sdpa_case, "causal_square"),
         GOLDEN_TEST(test_sdpa_case, "causal_square_backward"),
-        GOLDEN_TEST(test_sdpa_case, "causal_l_lt_s"),
-        GOLDEN_TEST(test_sdpa_case, "causal_l_lt_s_backward"),
-        GOLDEN_TEST(test_sdpa_case, "causal_l_gt_s"),
-        GOLDEN_TEST(test_sdpa_case, "causal_l_gt_s_backward"),
+        GOLDEN_TEST(test_sdpa_case, "causal_keys_outnumber_queries"),
+        GOLDEN_TEST(test_sdpa_case, "causal_keys_outnumber_queries_backward"),
+        GOLDEN_TEST(test_sdpa_case, "causal_queries_outnumber_keys"),
+        GOLDEN_TEST(test_sdpa_case, "causal_queries_outnumber_keys_backward"),
         GOLDEN_TEST(test_sdpa_case, "custom_scale"),
         GOLDEN_TEST(test_sdpa_case, "custom_scale_backward"),
         GOLDEN_TEST(test_sdpa_case, "batch_heads"),
