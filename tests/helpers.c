@@ -71,6 +71,18 @@ void golden_tolerance(const TensorFile *file, double *atol, double *rtol)
     }
 }
 
+void assert_ok_at(int rc, const char *call, const char *file, int line)
+{
+    if (rc == 0) return;
+    int name = (int)strcspn(call, "(");       /* the function's name, without its arguments */
+    if (not_implemented_first_func())
+        print_error("%.*s returned %d: %s is not written yet (%s)\n", name, call, rc,
+                    not_implemented_first_func(), not_implemented_first_file());
+    else
+        print_error("%.*s returned %d, expected 0\n", name, call, rc);
+    _fail(file, line);
+}
+
 void assert_close(const char *label, const float *actual, const float *expected, int64_t n,
                   double atol, double rtol)
 {
@@ -189,13 +201,12 @@ void golden_copy(const TensorFile *src, const char *skip, TensorFile *dst)
         const Tensor *t = &src->tensors[i].tensor;
         if (skip && !strcmp(src->tensors[i].name, skip)) continue;
         Tensor c;
-        assert_int_equal(tensor_alloc(&c, t->dtype, t->ndim, t->shape, &err), 0);
+        assert_ok(tensor_alloc(&c, t->dtype, t->ndim, t->shape, &err));
         memcpy(c.data, t->data, tensor_numel(t) * dtype_size(t->dtype));
-        assert_int_equal(tensorfile_add(dst, src->tensors[i].name, &c, &err), 0);
+        assert_ok(tensorfile_add(dst, src->tensors[i].name, &c, &err));
     }
     for (int i = 0; i < src->n_meta; i++)
-        assert_int_equal(tensorfile_set_meta(dst, src->meta_keys[i], src->meta_values[i], &err),
-                         0);
+        assert_ok(tensorfile_set_meta(dst, src->meta_keys[i], src->meta_values[i], &err));
 }
 
 const char *golden_case_name(const TensorFile *file, char *buf, size_t size)
@@ -309,12 +320,12 @@ static void put_tensor(TensorFile *f, const char *key, DType dtype, int ndim,
 {
     Tensor t;
     Error err;
-    assert_int_equal(tensor_alloc(&t, dtype, ndim, shape, &err), 0);
+    assert_ok(tensor_alloc(&t, dtype, ndim, shape, &err));
     for (int64_t i = 0; value && i < tensor_numel(&t); i++) {
         if (dtype == DTYPE_I64) ((int64_t *)t.data)[i] = atoll(value);
         if (dtype == DTYPE_F32) ((float *)t.data)[i] = (float)atof(value);
     }
-    assert_int_equal(tensorfile_add(f, key, &t, &err), 0);
+    assert_ok(tensorfile_add(f, key, &t, &err));
 }
 
 void broken_case_make(TensorFile *f, const char *chapter, const BrokenCase *bad)
@@ -328,7 +339,7 @@ void broken_case_make(TensorFile *f, const char *chapter, const BrokenCase *bad)
     switch (bad->change) {
     case BREAK_SET_META:
         if (bad->value[0]) {
-            assert_int_equal(tensorfile_set_meta(f, bad->key, bad->value, &err), 0);
+            assert_ok(tensorfile_set_meta(f, bad->key, bad->value, &err));
         } else {                            /* the key removed */
             for (int i = 0; i < f->n_meta; i++) {
                 if (strcmp(f->meta_keys[i], bad->key) != 0) continue;
@@ -385,7 +396,7 @@ void assert_broken_case_writes_no_file(const char *chapter, const BrokenCase *ba
     broken_case_make(&f, chapter, bad);
     snprintf(in, sizeof in, "build/tmp_bad_%s_%d.safetensors", chapter, (int)getpid());
     snprintf(out, sizeof out, "build/tmp_bad_%s_out_%d.safetensors", chapter, (int)getpid());
-    assert_int_equal(safetensors_write(in, &f, &err), 0);
+    assert_ok(safetensors_write(in, &f, &err));
     assert_int_equal(run_case_file(chapter, in, out, eval), 1);
     assert_int_equal(access(out, F_OK), -1);
     unlink(in);

@@ -73,13 +73,13 @@ static void test_linear_case(void **state)
     const Tensor *b = tensorfile_find(&f, "bias");
     int M = x->shape[0], K = x->shape[1], N = w->shape[0];
     float *y = test_floats((int64_t)M * N);
-    assert_int_equal(linear_forward(y, x->data, w->data, b ? b->data : NULL, M, K, N), 0);
+    assert_ok(linear_forward(y, x->data, w->data, b ? b->data : NULL, M, K, N));
     assert_close_to_golden(&f, "output", y, (int64_t)M * N, atol, rtol);
     if (!strcmp(tensorfile_meta(&f, "op"), "linear_backward")) {
         const float *dy = golden_tensor(&f, "grad_output", DTYPE_F32)->data;
         float *dx = test_floats((int64_t)M * K), *dw = test_floats((int64_t)N * K);
         float *db = test_floats(N);
-        assert_int_equal(linear_backward(dx, dw, b ? db : NULL, dy, x->data, w->data, M, K, N), 0);
+        assert_ok(linear_backward(dx, dw, b ? db : NULL, dy, x->data, w->data, M, K, N));
         assert_close_to_golden(&f, "grad_input", dx, (int64_t)M * K, atol, rtol);
         assert_close_to_golden(&f, "grad_weight", dw, (int64_t)N * K, atol, rtol);
         if (b) assert_close_to_golden(&f, "grad_bias", db, N, atol, rtol);
@@ -184,10 +184,10 @@ static void test_softmax_case(void **state)
     float *result = test_floats((int64_t)rows * cols);
     if (backward) {
         const float *dy = golden_tensor(&f, "grad_output", DTYPE_F32)->data;
-        assert_int_equal(softmax_backward(result, x->data, dy, rows, cols), 0);
+        assert_ok(softmax_backward(result, x->data, dy, rows, cols));
         assert_close_to_golden(&f, "grad_input", result, (int64_t)rows * cols, atol, rtol);
     } else {
-        assert_int_equal(softmax_forward(result, x->data, rows, cols), 0);
+        assert_ok(softmax_forward(result, x->data, rows, cols));
         assert_close_to_golden(&f, "output", result, (int64_t)rows * cols, atol, rtol);
     }
     free(result);
@@ -200,10 +200,10 @@ static void test_softmax_all_masked_row_is_zero(void **state)
 {
     float x[2 * 3] = {-INFINITY, -INFINITY, -INFINITY, 0.0f, 0.0f, -INFINITY};
     float y[6], dy[6] = {1, 2, 3, 1, 2, 3}, dx[6];
-    assert_int_equal(softmax_forward(y, x, 2, 3), 0);
+    assert_ok(softmax_forward(y, x, 2, 3));
     float expected_y[6] = {0, 0, 0, 0.5f, 0.5f, 0};
     assert_close("all -inf row", y, expected_y, 6, 0, 0);
-    assert_int_equal(softmax_backward(dx, y, dy, 2, 3), 0);
+    assert_ok(softmax_backward(dx, y, dy, 2, 3));
     /* Row 2: dx = y * (dy - (0.5*1 + 0.5*2)) = 0.5 * (1 - 1.5), 0.5 * (2 - 1.5), 0 */
     float expected_dx[6] = {0, 0, 0, -0.25f, 0.25f, 0};
     assert_close("its gradient", dx, expected_dx, 6, 1e-7, 0);
@@ -313,7 +313,7 @@ static void test_read_pytorch_file(void **state)
     assert_int_equal(scalar->ndim, 0);
     assert_true(((float *)scalar->data)[0] == 3.5f);
     const Tensor *empty = golden_tensor(&f, "empty", DTYPE_F32);
-    assert_int_equal(tensor_numel(empty), 0);
+    assert_ok(tensor_numel(empty));
     assert_string_equal(tensorfile_meta(&f, "note"), "element i holds i");
     tensorfile_free(&f);
 }
@@ -332,9 +332,9 @@ static void test_round_trip(void **state)
     load_golden(&f, CHAPTER, "dtypes");
     char path[256];
     temp_path(path, sizeof path, "roundtrip");
-    assert_int_equal(tensorfile_set_meta(&f, "written_by", "C", &err), 0);
-    assert_int_equal(safetensors_write(path, &f, &err), 0);
-    assert_int_equal(safetensors_read(path, &back, &err), 0);
+    assert_ok(tensorfile_set_meta(&f, "written_by", "C", &err));
+    assert_ok(safetensors_write(path, &f, &err));
+    assert_ok(safetensors_read(path, &back, &err));
     assert_int_equal(back.n_tensors, f.n_tensors);
     for (int i = 0; i < f.n_tensors; i++) {
         const Tensor *a = &f.tensors[i].tensor;
@@ -359,7 +359,7 @@ static void test_write_failure_leaves_nothing(void **state)
     TensorFile f = {0};
     Error err;
     float x[2] = {1, 2};
-    assert_int_equal(tensorfile_add_f32(&f, "x", x, 1, (int64_t[]){2}, &err), 0);
+    assert_ok(tensorfile_add_f32(&f, "x", x, 1, (int64_t[]){2}, &err));
     const char *path = "build/no_such_folder/out.safetensors";
     assert_int_equal(safetensors_write(path, &f, &err), -1);
     print_message("  error: %s\n", err.msg);
@@ -407,27 +407,27 @@ static void test_write_keeps_fifos_and_links(void **state)
     temp_path(fifo, sizeof fifo, "fifo");
     temp_path(target, sizeof target, "target");
     temp_path(link, sizeof link, "link");
-    assert_int_equal(tensorfile_add_f32(&f, "x", x, 1, (int64_t[]){2}, &err), 0);
+    assert_ok(tensorfile_add_f32(&f, "x", x, 1, (int64_t[]){2}, &err));
     unlink(fifo);
-    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_ok(mkfifo(fifo, 0600));
     assert_int_equal(safetensors_write(fifo, &f, &err), -1);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "not a regular file"));
-    assert_int_equal(lstat(fifo, &st), 0);
+    assert_ok(lstat(fifo, &st));
     assert_true(S_ISFIFO(st.st_mode));
     unlink(fifo);
 
     unlink(target), unlink(link);
-    assert_int_equal(safetensors_write(target, &f, &err), 0);
-    assert_int_equal(symlink(strrchr(target, '/') + 1, link), 0);
+    assert_ok(safetensors_write(target, &f, &err));
+    assert_ok(symlink(strrchr(target, '/') + 1, link));
     TensorFile g = {0};
     x[1] = 3;
-    assert_int_equal(tensorfile_add_f32(&g, "x", x, 1, (int64_t[]){2}, &err), 0);
-    assert_int_equal(safetensors_write(link, &g, &err), 0);
+    assert_ok(tensorfile_add_f32(&g, "x", x, 1, (int64_t[]){2}, &err));
+    assert_ok(safetensors_write(link, &g, &err));
     tensorfile_free(&g);
-    assert_int_equal(lstat(link, &st), 0);
+    assert_ok(lstat(link, &st));
     assert_true(S_ISLNK(st.st_mode));
-    assert_int_equal(safetensors_read(target, &back, &err), 0);
+    assert_ok(safetensors_read(target, &back, &err));
     assert_true(((const float *)tensorfile_find(&back, "x")->data)[1] == 3.0f);
     tensorfile_free(&back);
     unlink(link), unlink(target);
@@ -449,15 +449,15 @@ static void test_write_cleans_up_and_follows_umask(void **state)
     FILE *s = fopen(stale, "w");
     assert_non_null(s);
     fclose(s);
-    assert_int_equal(tensorfile_add_f32(&f, "x", x, 1, (int64_t[]){1}, &err), 0);
+    assert_ok(tensorfile_add_f32(&f, "x", x, 1, (int64_t[]){1}, &err));
     mode_t old = umask(022);
-    assert_int_equal(safetensors_write(path, &f, &err), 0);
+    assert_ok(safetensors_write(path, &f, &err));
     assert_int_equal(access(stale, F_OK), -1);
-    assert_int_equal(stat(path, &st), 0);
+    assert_ok(stat(path, &st));
     assert_int_equal(st.st_mode & 0777, 0644);
     umask(077);
-    assert_int_equal(safetensors_write(path, &f, &err), 0);
-    assert_int_equal(stat(path, &st), 0);
+    assert_ok(safetensors_write(path, &f, &err));
+    assert_ok(stat(path, &st));
     assert_int_equal(st.st_mode & 0777, 0600);
     umask(old);
     unlink(path);
@@ -559,20 +559,20 @@ static void test_case_metadata_keys(void **state)
     TensorFile f, out = {0};
     Error err;
     load_golden(&f, CHAPTER, "matmul_nt_16x16x16");
-    assert_int_equal(tensorfile_set_meta(&f, "info.where", "a note", &err), 0);
-    assert_int_equal(foundations_case_eval(&f, &out, &err), 0);
+    assert_ok(tensorfile_set_meta(&f, "info.where", "a note", &err));
+    assert_ok(foundations_case_eval(&f, &out, &err));
     tensorfile_free(&out);
-    assert_int_equal(tensorfile_set_meta(&f, "alpha", "2", &err), 0);
+    assert_ok(tensorfile_set_meta(&f, "alpha", "2", &err));
     assert_case_refused(foundations_case_eval, &f,
                         "metadata 'alpha' is not an option of op 'matmul_nt' (its options: none)");
-    assert_int_equal(tensorfile_set_meta(&f, "op", "matmul", &err), 0);
+    assert_ok(tensorfile_set_meta(&f, "op", "matmul", &err));
     assert_case_refused(foundations_case_eval, &f,
                         "op 'matmul' is not a chapter 00 op (matmul_nt, matmul_nn, matmul_tn, "
                         "linear, linear_backward, softmax, softmax_backward, rng_stream)");
     tensorfile_free(&f);
 
     load_golden(&f, CHAPTER, "rng_seed7_stream3");
-    assert_int_equal(tensorfile_set_meta(&f, "rng_sede", "7", &err), 0);
+    assert_ok(tensorfile_set_meta(&f, "rng_sede", "7", &err));
     assert_case_refused(foundations_case_eval, &f,
                         "metadata 'rng_sede' is not an option of op 'rng_stream' (its options: "
                         "rng_seed rng_stream count)");
@@ -651,7 +651,7 @@ static void test_typed_access_errors(void **state)
     double d;
     assert_int_equal(tensorfile_meta_double(&f, "note", 0, &d, &err), -1);
     assert_non_null(strstr(err.msg, "expected a number"));
-    assert_int_equal(tensorfile_meta_double(&f, "absent", 2.5, &d, &err), 0);
+    assert_ok(tensorfile_meta_double(&f, "absent", 2.5, &d, &err));
     assert_true(d == 2.5);
     int b;
     assert_int_equal(tensorfile_meta_bool(&f, "note", 0, &b, &err), -1);
@@ -667,19 +667,19 @@ static void test_checked_sizes(void **state)
 {
     (void)state;
     int64_t out = -7, big = (int64_t)1 << 24;
-    assert_int_equal(size_mul(&out, big, big), 0);
+    assert_ok(size_mul(&out, big, big));
     assert_true(out == SIZE_LIMIT);
     assert_int_equal(size_mul(&out, big + 1, big), -1);
     assert_int_equal(size_mul(&out, -1, 3), -1);
     assert_int_equal(size_mul(&out, 0, INT64_MAX), -1);       /* a factor past the limit */
-    assert_int_equal(size_mul(&out, 0, SIZE_LIMIT), 0);
+    assert_ok(size_mul(&out, 0, SIZE_LIMIT));
     assert_true(out == 0);
     const int64_t wraps[3] = {(int64_t)1 << 31, (int64_t)1 << 31, (int64_t)1 << 31};
     assert_int_equal(size_product(&out, 3, wraps), -1);
     const int64_t fine[3] = {2, 3, 4};
-    assert_int_equal(size_product(&out, 3, fine), 0);
+    assert_ok(size_product(&out, 3, fine));
     assert_true(out == 24);
-    assert_int_equal(size_product(&out, 0, fine), 0);          /* a scalar */
+    assert_ok(size_product(&out, 0, fine));          /* a scalar */
     assert_true(out == 1);
     Tensor t;
     Error err;
@@ -703,7 +703,7 @@ static void test_cjson_reads_within_its_length(void **state)
     char *pages = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                        -1, 0);
     assert_true(pages != MAP_FAILED);
-    assert_int_equal(mprotect(pages + page, page, PROT_NONE), 0);
+    assert_ok(mprotect(pages + page, page, PROT_NONE));
     memcpy(pages + page - n, text, n);
     pid_t child = fork();
     assert_true(child >= 0);

@@ -618,18 +618,18 @@ static void test_bpe_pretokenize_rules(void **state)
 static void test_bpe_merge_left_to_right(void **state)
 {
     int64_t a[] = {5, 5, 5}, n = 3;
-    assert_int_equal(bpe_merge(a, &n, 5, 5, 9), 0);
+    assert_ok(bpe_merge(a, &n, 5, 5, 9));
     assert_ids(a, n, (int64_t[]){9, 5}, 2);        /* "aaa" -> "aa" "a", not "a" "aa" */
     int64_t b[] = {5, 5, 5, 5};
     n = 4;
-    assert_int_equal(bpe_merge(b, &n, 5, 5, 9), 0);
+    assert_ok(bpe_merge(b, &n, 5, 5, 9));
     assert_ids(b, n, (int64_t[]){9, 9}, 2);
     int64_t c[] = {1, 5, 6, 5, 6, 6};
     n = 6;
-    assert_int_equal(bpe_merge(c, &n, 5, 6, 7), 0);
+    assert_ok(bpe_merge(c, &n, 5, 6, 7));
     assert_ids(c, n, (int64_t[]){1, 7, 7, 6}, 4);
     n = 0;
-    assert_int_equal(bpe_merge(c, &n, 5, 6, 7), 0);
+    assert_ok(bpe_merge(c, &n, 5, 6, 7));
     assert_int_equal(n, 0);
 }
 

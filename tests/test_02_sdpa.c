@@ -64,19 +64,19 @@ static void run_case(Run *r, const TensorFile *f)
         memcpy(att_shape, c->batch_shape, sizeof att_shape[0] * (c->ndim - 2));
         att_shape[c->ndim - 2] = L;
         att_shape[c->ndim - 1] = S;
-        assert_int_equal(sdpa_mask_bias(r->bias, c->mask->data, c->mask->dtype == DTYPE_BOOL,
-                                        c->mask->shape, c->mask->ndim, att_shape, c->ndim), 0);
+        assert_ok(sdpa_mask_bias(r->bias, c->mask->data, c->mask->dtype == DTYPE_BOOL,
+                                 c->mask->shape, c->mask->ndim, att_shape, c->ndim));
     }
     r->out = test_floats((int64_t)B * L * Ev);
     r->att = test_floats(n_att(c));
     SdpaArgs args = sdpa_case_args(c, r->bias);
-    assert_int_equal(sdpa_forward(r->out, r->att, c->q, c->k, c->v, &args), 0);
+    assert_ok(sdpa_forward(r->out, r->att, c->q, c->k, c->v, &args));
     if (c->backward) {
         r->dq = test_floats((int64_t)B * L * E);
         r->dk = test_floats((int64_t)B * S * E);
         r->dv = test_floats((int64_t)B * S * Ev);
-        assert_int_equal(sdpa_backward(r->dq, r->dk, r->dv, c->dout, c->q, c->k, c->v, r->att,
-                                       &args), 0);
+        assert_ok(sdpa_backward(r->dq, r->dk, r->dv, c->dout, c->q, c->k, c->v, r->att,
+                                &args));
     }
 }
 
@@ -182,7 +182,7 @@ static void test_infinite_score(void **state)
     const float v[S * E] = {1, 2, 3, 4};
     float out[L * E], att[L * S];
     SdpaArgs a = {.B = 1, .L = L, .S = S, .E = E, .Ev = E, .scale = 1.0f};
-    assert_int_equal(sdpa_forward(out, att, q, k, v, &a), 0);
+    assert_ok(sdpa_forward(out, att, q, k, v, &a));
     for (int j = 0; j < S; j++) assert_true(isnan(att[j]) && isnan(out[j]));
     assert_float_equal(att[S] + att[S + 1], 1.0f, 1e-6f);
     assert_false(isnan(out[E]) || isnan(out[E + 1]));
@@ -217,11 +217,11 @@ static void test_dropout_keeps_expectation(void **state)
     SdpaArgs with_dropout = {B, L, S, E, 1, sdpa_default_scale(E), 0, NULL, keep, p};
     SdpaArgs plain_args = {B, L, S, E, 1, sdpa_default_scale(E), 0, NULL, NULL, 0.0f};
     SdpaArgs kept_all = {B, L, S, E, 1, sdpa_default_scale(E), 0, NULL, all, p};
-    assert_int_equal(sdpa_forward(out, att, q, k, v, &with_dropout), 0);
+    assert_ok(sdpa_forward(out, att, q, k, v, &with_dropout));
     double mean = 0;
     for (int i = 0; i < B * L; i++) mean += out[i] / (B * L);
-    assert_int_equal(sdpa_forward(plain, att, q, k, v, &plain_args), 0);
-    assert_int_equal(sdpa_forward(out, att, q, k, v, &kept_all), 0);
+    assert_ok(sdpa_forward(plain, att, q, k, v, &plain_args));
+    assert_ok(sdpa_forward(out, att, q, k, v, &kept_all));
     double worst = 0;
     for (int i = 0; i < B * L; i++) worst = fmax(worst, fabs(out[i] - plain[i] / (1.0 - p)));
     print_message("  p %.1f: %.4f of the weights dropped, mean output %.4f (1 expected); all "
@@ -282,9 +282,9 @@ static void test_causal_equals_tril_mask(void **state)
     float *bias = test_floats(n_att(c)), *out = test_floats((int64_t)c->B * L * c->Ev);
     float *att = test_floats(n_att(c));
     int64_t att_shape[4] = {c->batch_shape[0], c->batch_shape[1], L, S};
-    assert_int_equal(sdpa_mask_bias(bias, tril, 1, (int64_t[]){L, S}, 2, att_shape, 4), 0);
+    assert_ok(sdpa_mask_bias(bias, tril, 1, (int64_t[]){L, S}, 2, att_shape, 4));
     SdpaArgs a = {c->B, L, S, c->E, c->Ev, c->scale, 0, bias, NULL, 0.0f};
-    assert_int_equal(sdpa_forward(out, att, c->q, c->k, c->v, &a), 0);
+    assert_ok(sdpa_forward(out, att, c->q, c->k, c->v, &a));
     assert_memory_equal(att, r.att, n_att(c) * sizeof(float));
     assert_memory_equal(out, r.out, (size_t)c->B * L * c->Ev * sizeof(float));
     print_message("  is_causal and a tril boolean mask agree bit for bit (L %d, S %d)\n", L, S);
@@ -311,16 +311,16 @@ static void test_mask_broadcast(void **state)
                 for (int j = 0; j < S; j++)
                     full[((n * H + h) * L + i) * S + j] = small[n * S + j];
     int64_t att_shape[4] = {N, H, L, S};
-    assert_int_equal(sdpa_mask_bias(bias_small, small, 0, (int64_t[]){N, 1, 1, S}, 4, att_shape,
-                                    4), 0);
-    assert_int_equal(sdpa_mask_bias(bias_full, full, 0, att_shape, 4, att_shape, 4), 0);
+    assert_ok(sdpa_mask_bias(bias_small, small, 0, (int64_t[]){N, 1, 1, S}, 4, att_shape,
+                             4));
+    assert_ok(sdpa_mask_bias(bias_full, full, 0, att_shape, 4, att_shape, 4));
     assert_close("bias of (2,1,1,5) vs written out", bias_small, full, N * H * L * S, 0, 0);
     assert_close("bias of (2,3,4,5) vs the mask", bias_full, full, N * H * L * S, 0, 0);
 
     /* Fewer dimensions line up on the right: a (L, 1) mask repeats along the
      * keys and over every batch entry. */
     float col[L] = {1, 2, 3, 4};                                  /* (L, 1) */
-    assert_int_equal(sdpa_mask_bias(bias_small, col, 0, (int64_t[]){L, 1}, 2, att_shape, 4), 0);
+    assert_ok(sdpa_mask_bias(bias_small, col, 0, (int64_t[]){L, 1}, 2, att_shape, 4));
     for (int b = 0; b < N * H; b++)
         for (int i = 0; i < L; i++)
             for (int j = 0; j < S; j++) assert_true(bias_small[(b * L + i) * S + j] == col[i]);
@@ -334,11 +334,11 @@ static void test_mask_bias_conventions(void **state)
     unsigned char allow[2 * 3] = {1, 0, 1, 0, 0, 1};
     float bias[6];
     int64_t shape[2] = {2, 3};
-    assert_int_equal(sdpa_mask_bias(bias, allow, 1, shape, 2, shape, 2), 0);
+    assert_ok(sdpa_mask_bias(bias, allow, 1, shape, 2, shape, 2));
     float want[6] = {0, -INFINITY, 0, -INFINITY, -INFINITY, 0};
     assert_close("bool mask: true -> 0, false -> -inf", bias, want, 6, 0, 0);
     float additive[6] = {0.5f, -1.0f, -INFINITY, 2.0f, 0.0f, -3.5f};
-    assert_int_equal(sdpa_mask_bias(bias, additive, 0, shape, 2, shape, 2), 0);
+    assert_ok(sdpa_mask_bias(bias, additive, 0, shape, 2, shape, 2));
     assert_close("float mask: copied", bias, additive, 6, 0, 0);
 }
 
@@ -354,7 +354,7 @@ static void test_seed_example_printed_values(void **state)
                                0.1303f, 0.4630f, 0.4067f};
     float out[6], att[9];
     SdpaArgs a = {.B = 1, .L = 3, .S = 3, .E = 2, .Ev = 2, .scale = sdpa_default_scale(2)};
-    assert_int_equal(sdpa_forward(out, att, q, k, v, &a), 0);
+    assert_ok(sdpa_forward(out, att, q, k, v, &a));
     assert_close("seed example output", out, want_out, 6, 1.5e-4, 0);
     assert_close("seed example attention", att, want_att, 9, 1.5e-4, 0);
 }
@@ -369,12 +369,12 @@ static void test_default_scale(void **state)
     load_golden(&f, CHAPTER, "square_unmasked");
     SdpaCase c;
     Error err;
-    assert_int_equal(sdpa_case_read(&f, &c, &err), 0);
+    assert_ok(sdpa_case_read(&f, &c, &err));
     assert_null(tensorfile_meta(&f, "scale"));
     assert_true(c.scale == sdpa_default_scale(c.E));
     tensorfile_free(&f);
     load_golden(&f, CHAPTER, "custom_scale");
-    assert_int_equal(sdpa_case_read(&f, &c, &err), 0);
+    assert_ok(sdpa_case_read(&f, &c, &err));
     assert_true(c.scale == 0.37f);
     tensorfile_free(&f);
 }
@@ -390,7 +390,7 @@ static void test_backward_accumulates(void **state)
     run_case(&r, &f);
     const SdpaCase *c = &r.c;
     SdpaArgs a = sdpa_case_args(c, NULL);
-    assert_int_equal(sdpa_backward(r.dq, r.dk, r.dv, c->dout, c->q, c->k, c->v, r.att, &a), 0);
+    assert_ok(sdpa_backward(r.dq, r.dk, r.dv, c->dout, c->q, c->k, c->v, r.att, &a));
     const char *names[3] = {"grad_query", "grad_key", "grad_value"};
     const float *got[3] = {r.dq, r.dk, r.dv};
     for (int t = 0; t < 3; t++) {
@@ -495,8 +495,8 @@ static void add_zeros(TensorFile *f, const char *name, DType dtype, int ndim,
 {
     Tensor t;
     Error err;
-    assert_int_equal(tensor_alloc(&t, dtype, ndim, shape, &err), 0);
-    assert_int_equal(tensorfile_add(f, name, &t, &err), 0);
+    assert_ok(tensor_alloc(&t, dtype, ndim, shape, &err));
+    assert_ok(tensorfile_add(f, name, &t, &err));
 }
 
 /* The valid case with the changes of `bad` applied. */
@@ -510,12 +510,12 @@ static void build_bad_case(TensorFile *f, const BadCase *bad)
     memset(f, 0, sizeof *f);
     f->path = strdup(BAD_PATH);
     assert_non_null(f->path);
-    assert_int_equal(tensorfile_set_meta(f, "op", "sdpa_backward", &err), 0);
+    assert_ok(tensorfile_set_meta(f, "op", "sdpa_backward", &err));
     for (int i = 0; i < 4; i++)
         if (!bad->tensor || strcmp(bad->tensor, BASE[i].name) != 0)
             add_zeros(f, BASE[i].name, DTYPE_F32, 4, BASE[i].shape);
     if (bad->tensor && bad->ndim >= 0) add_zeros(f, bad->tensor, bad->dtype, bad->ndim, bad->shape);
-    if (bad->key) assert_int_equal(tensorfile_set_meta(f, bad->key, bad->value, &err), 0);
+    if (bad->key) assert_ok(tensorfile_set_meta(f, bad->key, bad->value, &err));
 }
 
 static void test_bad_case(void **state)
@@ -566,7 +566,7 @@ static void test_program_refuses_bad_case(void **state)
     TensorFile in;
     build_bad_case(&in, &BAD[13]);                       /* attn_mask with is_causal */
     Error err;
-    assert_int_equal(safetensors_write(in_path, &in, &err), 0);
+    assert_ok(safetensors_write(in_path, &in, &err));
     tensorfile_free(&in);
     snprintf(cmd, sizeof cmd, "build/02_sdpa --case %s --out %s 2> %s", in_path, out_path,
              err_path);

@@ -80,13 +80,13 @@ static void run_layer(Run *r, const TensorFile *f, int backward)
     }
     if (mha_case_has_bias(c)) {
         r->bias = test_floats(n_att(c));
-        assert_int_equal(mha_case_bias(c, r->bias), 0);
+        assert_ok(mha_case_bias(c, r->bias));
     }
     r->out = test_floats((int64_t)N * L * E);
-    assert_int_equal(mha_forward(r->out, &r->cache, c->query, c->key, c->value, &c->params,
-                                 r->bias, c->causal), 0);
+    assert_ok(mha_forward(r->out, &r->cache, c->query, c->key, c->value, &c->params,
+                          r->bias, c->causal));
     r->avg = test_floats((int64_t)N * L * S);
-    assert_int_equal(mha_average_heads(r->avg, r->cache.att, N, H, L, S), 0);
+    assert_ok(mha_average_heads(r->avg, r->cache.att, N, H, L, S));
     if (!backward) return;
     r->dq = test_floats((int64_t)N * L * E);
     r->dk = c->self_attention ? r->dq : test_floats((int64_t)N * S * c->Ek);
@@ -94,8 +94,8 @@ static void run_layer(Run *r, const TensorFile *f, int backward)
     for (int i = 0; i < 7; i++)
         r->g[i] = param_numel(f, i) ? test_floats(param_numel(f, i)) : NULL;
     MhaGrads grads = {r->g[0], r->g[1], r->g[2], r->g[3], r->g[4], r->g[5], r->g[6]};
-    assert_int_equal(mha_backward(r->dq, r->dk, r->dv, &grads, c->dout, c->query, c->key,
-                                  c->value, &c->params, &r->cache), 0);
+    assert_ok(mha_backward(r->dq, r->dk, r->dv, &grads, c->dout, c->query, c->key,
+                           c->value, &c->params, &r->cache));
 }
 
 /* Reads the case and runs it (the backward for mha_backward cases). */
@@ -186,17 +186,17 @@ static void test_split_merge_round_trip(void **state)
     enum { N = 2, T = 3, H = 4, Dh = 5, E = H * Dh };
     float x[N * T * E], xh[N * H * T * Dh], back[N * T * E];
     for (int i = 0; i < N * T * E; i++) x[i] = (float)i;
-    assert_int_equal(mha_split_heads(xh, x, N, T, H, Dh), 0);
+    assert_ok(mha_split_heads(xh, x, N, T, H, Dh));
     for (int n = 0; n < N; n++)
         for (int h = 0; h < H; h++)
             for (int t = 0; t < T; t++)
                 for (int d = 0; d < Dh; d++)
                     assert_true(xh[((n * H + h) * T + t) * Dh + d] ==
                                 x[(n * T + t) * E + h * Dh + d]);
-    assert_int_equal(mha_merge_heads(back, xh, N, T, H, Dh), 0);
+    assert_ok(mha_merge_heads(back, xh, N, T, H, Dh));
     assert_memory_equal(back, x, sizeof x);
     /* One head: the layout does not change at all. */
-    assert_int_equal(mha_split_heads(xh, x, N, T * H, 1, Dh), 0);
+    assert_ok(mha_split_heads(xh, x, N, T * H, 1, Dh));
     assert_memory_equal(xh, x, sizeof x);
     print_message("  (2, 3, 20) -> (2, 4, 3, 5) -> (2, 3, 20): every value in place\n");
 }
@@ -210,14 +210,14 @@ static void test_mask_bias_conventions(void **state)
     const uint8_t kpm[N * S] = {0, 0, 1, 1, 0, 0};
     const uint8_t am[L * S] = {0, 1, 0, 0, 0, 0};
     float bias[N * H * L * S];
-    assert_int_equal(mha_mask_bias(bias, kpm, 1, NULL, 0, 0, N, H, L, S), 0);
+    assert_ok(mha_mask_bias(bias, kpm, 1, NULL, 0, 0, N, H, L, S));
     for (int n = 0; n < N; n++)
         for (int h = 0; h < H; h++)
             for (int i = 0; i < L; i++)
                 for (int j = 0; j < S; j++)
                     assert_true(bias[((n * H + h) * L + i) * S + j] ==
                                 (kpm[n * S + j] ? -INFINITY : 0.0f));
-    assert_int_equal(mha_mask_bias(bias, NULL, 0, am, 1, 0, N, H, L, S), 0);
+    assert_ok(mha_mask_bias(bias, NULL, 0, am, 1, 0, N, H, L, S));
     for (int b = 0; b < N * H; b++)
         for (int i = 0; i < L * S; i++)
             assert_true(bias[b * L * S + i] == (am[i] ? -INFINITY : 0.0f));
@@ -226,7 +226,7 @@ static void test_mask_bias_conventions(void **state)
     float kf[N * S] = {0.5f, -1, 2, 0, 0.25f, -INFINITY};
     float af[N * H * L * S];
     for (int i = 0; i < N * H * L * S; i++) af[i] = (float)i / 8;
-    assert_int_equal(mha_mask_bias(bias, kf, 0, af, 0, 1, N, H, L, S), 0);
+    assert_ok(mha_mask_bias(bias, kf, 0, af, 0, 1, N, H, L, S));
     for (int n = 0; n < N; n++)
         for (int h = 0; h < H; h++)
             for (int i = 0; i < L; i++)
@@ -236,7 +236,7 @@ static void test_mask_bias_conventions(void **state)
                 }
     /* A bool key_padding_mask with a float attn_mask (PyTorch warns but
      * allows it): -inf where the key is padding, the float elsewhere. */
-    assert_int_equal(mha_mask_bias(bias, kpm, 1, af, 0, 0, N, H, L, S), 0);
+    assert_ok(mha_mask_bias(bias, kpm, 1, af, 0, 0, N, H, L, S));
     for (int n = 0; n < N; n++)
         for (int h = 0; h < H; h++)
             for (int i = 0; i < L; i++)
@@ -255,9 +255,9 @@ static void test_mha_bool_is_sdpa_not(void **state)
     uint8_t allowed[L * S];
     for (int i = 0; i < L * S; i++) allowed[i] = !masked[i];
     float from_mha[L * S], from_sdpa[L * S];
-    assert_int_equal(mha_mask_bias(from_mha, NULL, 0, masked, 1, 0, 1, 1, L, S), 0);
+    assert_ok(mha_mask_bias(from_mha, NULL, 0, masked, 1, 0, 1, 1, L, S));
     int64_t shape[2] = {L, S};
-    assert_int_equal(sdpa_mask_bias(from_sdpa, allowed, 1, shape, 2, shape, 2), 0);
+    assert_ok(sdpa_mask_bias(from_sdpa, allowed, 1, shape, 2, shape, 2));
     assert_memory_equal(from_mha, from_sdpa, sizeof from_mha);
     print_message("  MHA mask M == SDPA mask (not M), bit for bit\n");
 }
@@ -269,7 +269,7 @@ static void test_average_heads(void **state)
     const float att[N * H * L * S] = {0.1f, 0.9f, 0.5f, 0.5f, 0.3f, 0.7f,
                                       1.0f, 0.0f, 0.0f, 1.0f, 0.5f, 0.5f};
     float avg[N * L * S];
-    assert_int_equal(mha_average_heads(avg, att, N, H, L, S), 0);
+    assert_ok(mha_average_heads(avg, att, N, H, L, S));
     const float want[N * L * S] = {0.3f, 0.7f, 0.5f, 0.5f};
     assert_close("mean over 3 heads", avg, want, N * L * S, 1e-7, 1e-7);
 }
@@ -395,7 +395,7 @@ static void test_causal_hint_rules(void **state)
         load_golden(&f, CHAPTER, cases[k].name);
         MhaCase c;
         Error err;
-        assert_int_equal(mha_case_read(&f, &c, &err), 0);
+        assert_ok(mha_case_read(&f, &c, &err));
         print_message("  %-18s is_causal %d, key_padding_mask %s, need_weights %d -> %s\n",
                       cases[k].name, c.is_causal, c.key_padding_mask ? "yes" : "no",
                       c.need_weights, c.causal ? "causal pattern" : "attn_mask");
@@ -446,8 +446,8 @@ static void test_self_attention_grad_is_sum_of_paths(void **state)
     float *g[7];
     for (int i = 0; i < 7; i++) g[i] = param_numel(&f, i) ? test_floats(param_numel(&f, i)) : NULL;
     MhaGrads grads = {g[0], g[1], g[2], g[3], g[4], g[5], g[6]};
-    assert_int_equal(mha_backward(path[0], path[1], path[2], &grads, c->dout, c->query, c->key,
-                                  c->value, &c->params, &r.cache), 0);
+    assert_ok(mha_backward(path[0], path[1], path[2], &grads, c->dout, c->query, c->key,
+                           c->value, &c->params, &r.cache));
     float *sum = test_floats(n);
     double norm[3] = {0, 0, 0};
     for (int64_t i = 0; i < n; i++) {
@@ -486,11 +486,10 @@ static void test_packed_equals_separate(void **state)
     /* The same forward and backward by hand, with the gradients of the
      * three blocks in three (E, E) slices of one buffer. */
     Error err;
-    assert_int_equal(mha_cache_alloc(&separate.cache, c->N, c->L, c->S, E, c->H, E, E, 1, &err),
-                     0);
+    assert_ok(mha_cache_alloc(&separate.cache, c->N, c->L, c->S, E, c->H, E, E, 1, &err));
     separate.out = test_floats((int64_t)c->N * c->L * E);
-    assert_int_equal(mha_forward(separate.out, &separate.cache, c->query, c->key, c->value,
-                                 &separate.c.params, NULL, 0), 0);
+    assert_ok(mha_forward(separate.out, &separate.cache, c->query, c->key, c->value,
+                          &separate.c.params, NULL, 0));
     assert_memory_equal(separate.out, packed.out, (size_t)c->N * c->L * E * sizeof(float));
     float *dq = test_floats((int64_t)c->N * c->L * E), *dk = test_floats((int64_t)c->N * c->S * E);
     float *dv = test_floats((int64_t)c->N * c->S * E), *dw = test_floats((int64_t)3 * E * E);
@@ -498,8 +497,8 @@ static void test_packed_equals_separate(void **state)
     MhaGrads grads = {.q_proj_weight = dw, .k_proj_weight = dw + (size_t)E * E,
                       .v_proj_weight = dw + (size_t)2 * E * E, .in_proj_bias = db,
                       .out_proj_weight = dwo, .out_proj_bias = dbo};
-    assert_int_equal(mha_backward(dq, dk, dv, &grads, c->dout, c->query, c->key, c->value,
-                                  &separate.c.params, &separate.cache), 0);
+    assert_ok(mha_backward(dq, dk, dv, &grads, c->dout, c->query, c->key, c->value,
+                           &separate.c.params, &separate.cache));
     assert_memory_equal(dq, packed.dq, (size_t)c->N * c->L * E * sizeof(float));
     assert_memory_equal(dk, packed.dk, (size_t)c->N * c->S * E * sizeof(float));
     assert_memory_equal(dv, packed.dv, (size_t)c->N * c->S * E * sizeof(float));
@@ -530,8 +529,8 @@ static void test_backward_accumulates(void **state)
     run_case(&r, &f);
     const MhaCase *c = &r.c;
     MhaGrads grads = {r.g[0], r.g[1], r.g[2], r.g[3], r.g[4], r.g[5], r.g[6]};
-    assert_int_equal(mha_backward(r.dq, r.dk, r.dv, &grads, c->dout, c->query, c->key, c->value,
-                                  &c->params, &r.cache), 0);
+    assert_ok(mha_backward(r.dq, r.dk, r.dv, &grads, c->dout, c->query, c->key, c->value,
+                           &c->params, &r.cache));
     const char *names[10] = {"grad_query", "grad_key", "grad_value", "grad_q_proj_weight",
                              "grad_k_proj_weight", "grad_v_proj_weight", "grad_in_proj_bias",
                              "grad_out_proj.weight", "grad_out_proj.bias"};
@@ -564,8 +563,8 @@ static void test_null_input_grads(void **state)
     MhaGrads grads = {g[0], g[1], g[2], g[3], g[4], g[5], g[6]};
     assert_null(grads.in_proj_bias);
     assert_null(grads.out_proj_bias);
-    assert_int_equal(mha_backward(NULL, NULL, NULL, &grads, c->dout, c->query, c->key, c->value,
-                                  &c->params, &r.cache), 0);
+    assert_ok(mha_backward(NULL, NULL, NULL, &grads, c->dout, c->query, c->key, c->value,
+                           &c->params, &r.cache));
     for (int i = 0; i < 7; i++)
         if (g[i]) assert_memory_equal(g[i], r.g[i], param_numel(&f, i) * sizeof(float));
     print_message("  dquery = dkey = dvalue = NULL, bias=False: parameter gradients unchanged\n");
@@ -614,13 +613,13 @@ static void test_cache_checks(void **state)
     assert_non_null(strstr(err.msg, "not divisible by num_heads 4"));
     assert_int_equal(mha_cache_alloc(&cache, 2, 0, 3, 8, 2, 8, 8, 0, &err), -1);
     assert_non_null(strstr(err.msg, "at least 1"));
-    assert_int_equal(mha_cache_alloc(&cache, 2, 3, 3, 8, 2, 8, 8, 0, &err), 0);
+    assert_ok(mha_cache_alloc(&cache, 2, 3, 3, 8, 2, 8, 8, 0, &err));
     assert_null(cache.d_o);
     float w[3 * 8 * 8] = {0}, wo[8 * 8] = {0}, x[2 * 3 * 8] = {0}, out[2 * 3 * 8];
     float gw[3 * 8 * 8], gwo[8 * 8];
     MhaParams p = {.in_proj_weight = w, .out_proj_weight = wo};
     MhaGrads g = {.in_proj_weight = gw, .out_proj_weight = gwo};
-    assert_int_equal(mha_forward(out, &cache, x, x, x, &p, NULL, 0), 0);
+    assert_ok(mha_forward(out, &cache, x, x, x, &p, NULL, 0));
     assert_int_equal(mha_backward(NULL, NULL, NULL, &g, out, x, x, x, &p, &cache), -1);
     mha_cache_free(&cache);
     mha_cache_free(&cache);                        /* safe twice */
@@ -723,12 +722,12 @@ static void add_tensor(TensorFile *f, const char *name, DType dtype, int ndim,
 {
     Tensor t;
     Error err;
-    assert_int_equal(tensor_alloc(&t, dtype, ndim, shape, &err), 0);
+    assert_ok(tensor_alloc(&t, dtype, ndim, shape, &err));
     if (dtype == DTYPE_F32)   /* small values, so a valid case computes sensibly */
         for (int64_t i = 0; i < tensor_numel(&t); i++)
             ((float *)t.data)[i] = (float)((i * 37 % 17) - 8) / 16;
     if (poke && tensor_numel(&t) > 0) ((uint8_t *)t.data)[0] = (uint8_t)poke;
-    assert_int_equal(tensorfile_add(f, name, &t, &err), 0);
+    assert_ok(tensorfile_add(f, name, &t, &err));
 }
 
 /* The valid case with the changes of `bad` applied. */
@@ -744,16 +743,16 @@ static void build_bad_case(TensorFile *f, const BadCase *bad)
     memset(f, 0, sizeof *f);
     f->path = strdup(BAD_PATH);
     assert_non_null(f->path);
-    assert_int_equal(tensorfile_set_meta(f, "op", "mha_backward", &err), 0);
+    assert_ok(tensorfile_set_meta(f, "op", "mha_backward", &err));
     if (!bad->key || strcmp(bad->key, "nhead") != 0 || bad->value)
-        assert_int_equal(tensorfile_set_meta(f, "nhead", "2", &err), 0);
+        assert_ok(tensorfile_set_meta(f, "nhead", "2", &err));
     for (size_t i = 0; i < sizeof BASE / sizeof BASE[0]; i++)
         if (!bad->tensor || strcmp(bad->tensor, BASE[i].name) != 0)
             add_tensor(f, BASE[i].name, DTYPE_F32, BASE[i].ndim, BASE[i].shape, 0);
     if (bad->tensor && bad->ndim >= 0)
         add_tensor(f, bad->tensor, bad->dtype, bad->ndim, bad->shape, bad->poke);
     if (bad->key && bad->value)   /* a key without a value: nhead left out */
-        assert_int_equal(tensorfile_set_meta(f, bad->key, bad->value, &err), 0);
+        assert_ok(tensorfile_set_meta(f, bad->key, bad->value, &err));
 }
 
 static void test_bad_case(void **state)
@@ -805,7 +804,7 @@ static void test_program_refuses_bad_case(void **state)
     TensorFile in;
     build_bad_case(&in, &BAD[6]);                        /* nhead 3 with E = 8 */
     Error err;
-    assert_int_equal(safetensors_write(in_path, &in, &err), 0);
+    assert_ok(safetensors_write(in_path, &in, &err));
     tensorfile_free(&in);
     snprintf(cmd, sizeof cmd, "build/03_mha --case %s --out %s 2> %s", in_path, out_path,
              err_path);

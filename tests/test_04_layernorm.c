@@ -66,14 +66,14 @@ static void test_layernorm_case(void **state)
                                                  : NULL;
 
     float *y = test_floats(n), *mean = test_floats(N), *rstd = test_floats(N);
-    assert_int_equal(layernorm_forward(y, mean, rstd, x->data, w, b, 1, N, C,
-                                       (float)meta_eps(&f)), 0);
+    assert_ok(layernorm_forward(y, mean, rstd, x->data, w, b, 1, N, C,
+                                (float)meta_eps(&f)));
     assert_close_to_golden(&f, "output", y, n, atol, rtol);
     if (backward) {
         const float *dy = golden_tensor(&f, "grad_output", DTYPE_F32)->data;
         float *dx = test_floats(n), *dw = test_floats(C), *db = test_floats(C);
-        assert_int_equal(layernorm_backward(dx, w ? dw : NULL, b ? db : NULL, dy, x->data, w,
-                                            mean, rstd, 1, N, C), 0);
+        assert_ok(layernorm_backward(dx, w ? dw : NULL, b ? db : NULL, dy, x->data, w,
+                                     mean, rstd, 1, N, C));
         assert_close_to_golden(&f, "grad_input", dx, n, atol, rtol);
         if (w) assert_close_to_golden(&f, "grad_weight", dw, C, atol, rtol);
         if (b) assert_close_to_golden(&f, "grad_bias", db, C, atol, rtol);
@@ -99,14 +99,14 @@ static void test_residual_case(void **state)
         const Tensor *fx = golden_tensor(&f, "sublayer_output", DTYPE_F32);
         int n = (int)tensor_numel(x);
         float *y = test_floats(n);
-        assert_int_equal(residual_forward(y, x->data, fx->data, n), 0);
+        assert_ok(residual_forward(y, x->data, fx->data, n));
         assert_close_to_golden(&f, "output", y, n, atol, rtol);
         free(y);
     } else {
         const Tensor *dy = golden_tensor(&f, "grad_output", DTYPE_F32);
         int n = (int)tensor_numel(dy);
         float *dx = test_floats(n), *dfx = test_floats(n);
-        assert_int_equal(residual_backward(dx, dfx, dy->data, n), 0);
+        assert_ok(residual_backward(dx, dfx, dy->data, n));
         assert_close_to_golden(&f, "grad_input", dx, n, atol, rtol);
         assert_close_to_golden(&f, "grad_sublayer_output", dfx, n, atol, rtol);
         free(dx);
@@ -134,7 +134,7 @@ static void test_layernorm_rows_are_normalised(void **state)
     rng_seed(&rng, 4, 0);
     for (int r = 0; r < N; r++)
         for (int c = 0; c < C; c++) x[r * C + c] = shift[r] + scale[r] * rng_normal(&rng);
-    assert_int_equal(layernorm_forward(y, mean, rstd, x, NULL, NULL, 2, N / 2, C, eps), 0);
+    assert_ok(layernorm_forward(y, mean, rstd, x, NULL, NULL, 2, N / 2, C, eps));
     for (int r = 0; r < N; r++) {
         double m = 0, v = 0, xm = 0, xv = 0;
         for (int c = 0; c < C; c++) m += y[r * C + c], xm += x[r * C + c];
@@ -160,7 +160,7 @@ static void test_layernorm_worked_example(void **state)
 {
     const float x[4] = {1, 2, 3, 4}, w[4] = {2, 2, 2, 2}, b[4] = {1, 1, 1, 1};
     float y[4], mean, rstd;
-    assert_int_equal(layernorm_forward(y, &mean, &rstd, x, w, b, 1, 1, 4, 1e-5f), 0);
+    assert_ok(layernorm_forward(y, &mean, &rstd, x, w, b, 1, 1, 4, 1e-5f));
     double s = 1.0 / sqrt(1.25 + 1e-5);
     float want[4];
     for (int c = 0; c < 4; c++) want[c] = (float)((x[c] - 2.5) * s * 2 + 1);
@@ -183,12 +183,12 @@ static void test_layernorm_constant_rows(void **state)
     for (int c = 0; c < C; c++) w[c] = 0.5f + 0.25f * c, b[c] = 0.1f * c - 0.3f;
     for (int r = 0; r < N; r++)
         for (int c = 0; c < C; c++) x[r * C + c] = values[r], dy[r * C + c] = (float)(c - r);
-    assert_int_equal(layernorm_forward(y, mean, rstd, x, w, b, 1, N, C, eps), 0);
+    assert_ok(layernorm_forward(y, mean, rstd, x, w, b, 1, N, C, eps));
     for (int r = 0; r < N; r++) {
         assert_true(mean[r] == values[r]);
         assert_close("output = bias", y + r * C, b, C, 0, 0);
     }
-    assert_int_equal(layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, 1, N, C), 0);
+    assert_ok(layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, 1, N, C));
     for (int r = 0; r < N; r++) {
         float g[C], want[C], mean_g = 0;
         for (int c = 0; c < C; c++) g[c] = dy[r * C + c] * w[c], mean_g += g[c] / C;
@@ -208,8 +208,8 @@ static void test_layernorm_statistics_optional(void **state)
     const float *w = golden_tensor(&f, "weight", DTYPE_F32)->data;
     const float *b = golden_tensor(&f, "bias", DTYPE_F32)->data;
     float with[48], without[48], mean[6], rstd[6];
-    assert_int_equal(layernorm_forward(with, mean, rstd, x, w, b, 2, 3, 8, 1e-5f), 0);
-    assert_int_equal(layernorm_forward(without, NULL, NULL, x, w, b, 2, 3, 8, 1e-5f), 0);
+    assert_ok(layernorm_forward(with, mean, rstd, x, w, b, 2, 3, 8, 1e-5f));
+    assert_ok(layernorm_forward(without, NULL, NULL, x, w, b, 2, 3, 8, 1e-5f));
     assert_memory_equal(with, without, sizeof with);
     tensorfile_free(&f);
 }
@@ -225,11 +225,11 @@ static void test_layernorm_backward_accumulates(void **state)
     const float *b = golden_tensor(&f, "bias", DTYPE_F32)->data;
     const float *dy = golden_tensor(&f, "grad_output", DTYPE_F32)->data;
     float y[48], mean[6], rstd[6], dx[48], dw[8], db[8];
-    assert_int_equal(layernorm_forward(y, mean, rstd, x, w, b, 2, 3, 8, 1e-5f), 0);
+    assert_ok(layernorm_forward(y, mean, rstd, x, w, b, 2, 3, 8, 1e-5f));
     for (int i = 0; i < 48; i++) dx[i] = 1.0f;
     for (int i = 0; i < 8; i++) dw[i] = db[i] = 1.0f;
     for (int rep = 0; rep < 2; rep++)
-        assert_int_equal(layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, 2, 3, 8), 0);
+        assert_ok(layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, 2, 3, 8));
     const char *names[3] = {"grad_input", "grad_weight", "grad_bias"};
     float *got[3] = {dx, dw, db};
     int sizes[3] = {48, 8, 8};
@@ -255,8 +255,8 @@ static void test_layernorm_backward_sums_to_zero(void **state)
     enum { N = 64, C = 64 };
     float *y = test_floats(N * C), *dx = test_floats(N * C), *mean = test_floats(N);
     float *rstd = test_floats(N);
-    assert_int_equal(layernorm_forward(y, mean, rstd, x, w, b, 4, 16, C, 1e-5f), 0);
-    assert_int_equal(layernorm_backward(dx, NULL, NULL, dy, x, w, mean, rstd, 4, 16, C), 0);
+    assert_ok(layernorm_forward(y, mean, rstd, x, w, b, 4, 16, C, 1e-5f));
+    assert_ok(layernorm_backward(dx, NULL, NULL, dy, x, w, mean, rstd, 4, 16, C));
     double worst = 0;
     for (int r = 0; r < N; r++) {
         double sum = 0, size = 0;
@@ -311,11 +311,11 @@ static void test_residual_by_hand(void **state)
 {
     float x[4] = {1, 2, 3, 4};
     const float fx[4] = {0.5f, -0.5f, 0.25f, -4};
-    assert_int_equal(residual_forward(x, x, fx, 4), 0);
+    assert_ok(residual_forward(x, x, fx, 4));
     assert_close("x += f(x) in place", x, (float[]){1.5f, 1.5f, 3.25f, 0}, 4, 0, 0);
     float dx[4] = {1, 1, 1, 1}, dfx[4] = {0, 0, 0, 0};
     const float dout[4] = {0.5f, -1, 2, 0};
-    assert_int_equal(residual_backward(dx, dfx, dout, 4), 0);
+    assert_ok(residual_backward(dx, dfx, dout, 4));
     assert_close("dx = 1 + dout", dx, (float[]){1.5f, 0, 3, 1}, 4, 0, 0);
     assert_close("dfx = dout", dfx, dout, 4, 0, 0);
 }
@@ -374,9 +374,9 @@ static void add_f32(TensorFile *f, const char *name, int ndim, const int64_t *sh
 {
     Error err;
     Tensor t;
-    assert_int_equal(tensor_alloc(&t, DTYPE_F32, ndim, shape, &err), 0);
+    assert_ok(tensor_alloc(&t, DTYPE_F32, ndim, shape, &err));
     for (int64_t i = 0; i < tensor_numel(&t); i++) ((float *)t.data)[i] = 0.1f * (float)(i % 7);
-    assert_int_equal(tensorfile_add(f, name, &t, &err), 0);
+    assert_ok(tensorfile_add(f, name, &t, &err));
 }
 
 static void build_bad_case(TensorFile *f, const BadCase *bc)
@@ -385,15 +385,15 @@ static void build_bad_case(TensorFile *f, const BadCase *bc)
     memset(f, 0, sizeof *f);
     f->path = strdup(BAD_PATH);
     const int64_t shape[3] = {2, 3, 4}, flat[1] = {24}, empty[2] = {2, 0};
-    if (bc->op) assert_int_equal(tensorfile_set_meta(f, "op", bc->op, &err), 0);
-    if (bc->key) assert_int_equal(tensorfile_set_meta(f, bc->key, bc->value, &err), 0);
+    if (bc->op) assert_ok(tensorfile_set_meta(f, "op", bc->op, &err));
+    if (bc->key) assert_ok(tensorfile_set_meta(f, bc->key, bc->value, &err));
     if (bc->input == 1) add_f32(f, "input", 3, shape);
     if (bc->input == 3) add_f32(f, "input", 0, shape);
     if (bc->input == 4) add_f32(f, "input", 2, empty);
     if (bc->input == 2) {
         Tensor t;
-        assert_int_equal(tensor_alloc(&t, DTYPE_F64, 3, shape, &err), 0);
-        assert_int_equal(tensorfile_add(f, "input", &t, &err), 0);
+        assert_ok(tensor_alloc(&t, DTYPE_F64, 3, shape, &err));
+        assert_ok(tensorfile_add(f, "input", &t, &err));
     }
     if (bc->weight) add_f32(f, "weight", 1, (int64_t[]){bc->weight});
     if (bc->bias) add_f32(f, "bias", 1, (int64_t[]){bc->bias});
@@ -421,7 +421,7 @@ static void test_case_file_round_trip(void **state)
     Error err;
     TensorFile in;
     build_bad_case(&in, &BAD[6]);   /* weight of the wrong size */
-    assert_int_equal(safetensors_write(in_path, &in, &err), 0);
+    assert_ok(safetensors_write(in_path, &in, &err));
     tensorfile_free(&in);
     unlink(out_path);
     assert_int_equal(run_case_file("04_layernorm", in_path, out_path, layernorm_case_eval), 1);
@@ -429,10 +429,10 @@ static void test_case_file_round_trip(void **state)
 
     /* A good one: a golden backward case, as make verify would pass it. */
     const char *golden = "golden/" CHAPTER "/layernorm_backward_affine_2x3x8.safetensors";
-    assert_int_equal(run_case_file("04_layernorm", golden, out_path, layernorm_case_eval), 0);
+    assert_ok(run_case_file("04_layernorm", golden, out_path, layernorm_case_eval));
     TensorFile want, got;
     load_golden(&want, CHAPTER, "layernorm_backward_affine_2x3x8");
-    assert_int_equal(safetensors_read(out_path, &got, &err), 0);
+    assert_ok(safetensors_read(out_path, &got, &err));
     double atol, rtol;
     golden_tolerance(&want, &atol, &rtol);
     const char *outputs[] = {"output", "grad_input", "grad_weight", "grad_bias"};

@@ -53,12 +53,12 @@ static void test_embedding_case(void **state)
     if (tensorfile_meta(&f, "padding_idx") && pad < 0) pad += V;
 
     float *y = test_floats((int64_t)B * T * D);
-    assert_int_equal(embedding_forward(y, ids->data, w->data, B, T, D, scale), 0);
+    assert_ok(embedding_forward(y, ids->data, w->data, B, T, D, scale));
     assert_close_to_golden(&f, "output", y, (int64_t)B * T * D, atol, rtol);
     if (golden_op_is(&f, "embedding_backward")) {
         float *dw = test_floats((int64_t)V * D);
-        assert_int_equal(embedding_backward(dw, golden_f32(&f, "grad_output"), ids->data, B, T, D,
-                                            scale, pad), 0);
+        assert_ok(embedding_backward(dw, golden_f32(&f, "grad_output"), ids->data, B, T, D,
+                                     scale, pad));
         assert_close_to_golden(&f, "grad_embedding.weight", dw, (int64_t)V * D, atol, rtol);
         free(dw);
     }
@@ -84,16 +84,16 @@ static void test_positional_case(void **state)
     float *pe = NULL;
     if (!learned) {
         pe = test_floats((int64_t)T * D);
-        assert_int_equal(positional_sinusoidal_table(pe, T, D), 0);
+        assert_ok(positional_sinusoidal_table(pe, T, D));
         assert_close_to_golden(&f, "pe", pe, (int64_t)T * D, atol, rtol);
     }
     float *y = test_floats(n);
-    assert_int_equal(positional_forward(y, x->data, learned ? w->data : pe, B, T, D), 0);
+    assert_ok(positional_forward(y, x->data, learned ? w->data : pe, B, T, D));
     assert_close_to_golden(&f, "output", y, n, atol, rtol);
     if (backward) {
         float *dx = test_floats(n);
         float *dw = learned ? test_floats(tensor_numel(w)) : NULL;
-        assert_int_equal(positional_backward(dx, dw, golden_f32(&f, "grad_output"), B, T, D), 0);
+        assert_ok(positional_backward(dx, dw, golden_f32(&f, "grad_output"), B, T, D));
         assert_close_to_golden(&f, "grad_input", dx, n, atol, rtol);
         if (learned)
             assert_close_to_golden(&f, "grad_pos_embedding.weight", dw, tensor_numel(w), atol,
@@ -119,11 +119,11 @@ static void test_dropout_mask_case(void **state)
     const uint8_t *mask = golden_meta_bool(&f, "training", 1)
                               ? golden_tensor(&f, "mask", DTYPE_BOOL)->data : NULL;
     float *y = test_floats(n);
-    assert_int_equal(dropout_forward(y, x->data, mask, n, p), 0);
+    assert_ok(dropout_forward(y, x->data, mask, n, p));
     assert_close_to_golden(&f, "output", y, n, atol, rtol);
     if (golden_op_is(&f, "dropout_mask_backward")) {
         float *dx = test_floats(n);
-        assert_int_equal(dropout_backward(dx, golden_f32(&f, "grad_output"), mask, n, p), 0);
+        assert_ok(dropout_backward(dx, golden_f32(&f, "grad_output"), mask, n, p));
         assert_close_to_golden(&f, "grad_input", dx, n, atol, rtol);
         free(dx);
     }
@@ -147,7 +147,7 @@ static void test_dropout_mask_is_the_serial_stream(void **state)
     for (int threads = 1; threads <= 2; threads++) {
         omp_set_num_threads(threads);
         rng_seed(&b, 11, 4);
-        assert_int_equal(dropout_mask(mask, N, 0.3f, &b), 0);
+        assert_ok(dropout_mask(mask, N, 0.3f, &b));
         assert_memory_equal(mask, serial, N);
         assert_true(a.state == b.state);
     }
@@ -170,12 +170,12 @@ static void test_dropout_rng_case(void **state)
     uint8_t *mask = calloc(n, 1);
     float *y = test_floats(n);
     assert_non_null(mask);
-    assert_int_equal(dropout_mask(mask, n, p, &rng), 0);
+    assert_ok(dropout_mask(mask, n, p, &rng));
     int kept = 0;
     for (int i = 0; i < n; i++) kept += mask[i];
     print_message("  %s: %d of %d kept (p = %g)\n", (const char *)*state, kept, n, p);
     assert_memory_equal(mask, expected, n);
-    assert_int_equal(dropout_forward(y, x->data, mask, n, p), 0);
+    assert_ok(dropout_forward(y, x->data, mask, n, p));
     assert_close_to_golden(&f, "output", y, n, atol, rtol);
     free(mask);
     free(y);
@@ -204,15 +204,15 @@ static void test_ffn_case(void **state)
     float *y = test_floats(nx), *pre = test_floats(nh), *hidden = test_floats(nh);
     FfnParams params = {w1->data, b1, w2, b2, D, F};
     FfnCache cache = {pre, hidden, mask, p};
-    assert_int_equal(ffn_forward(y, &cache, x->data, &params, B * T), 0);
+    assert_ok(ffn_forward(y, &cache, x->data, &params, B * T));
     assert_close_to_golden(&f, "output", y, nx, atol, rtol);
     if (golden_op_is(&f, "ffn_backward")) {
         float *dx = test_floats(nx), *dw1 = test_floats((int64_t)F * D);
         float *dw2 = test_floats((int64_t)D * F), *db1 = test_floats(F), *db2 = test_floats(D);
         float *scratch = test_floats(nh);
         FfnGrads grads = {dw1, bias ? db1 : NULL, dw2, bias ? db2 : NULL};
-        assert_int_equal(ffn_backward(dx, &grads, scratch, golden_f32(&f, "grad_output"),
-                                      x->data, &params, &cache, B * T), 0);
+        assert_ok(ffn_backward(dx, &grads, scratch, golden_f32(&f, "grad_output"),
+                               x->data, &params, &cache, B * T));
         assert_close_to_golden(&f, "grad_input", dx, nx, atol, rtol);
         assert_close_to_golden(&f, "grad_linear1.weight", dw1, (int64_t)F * D, atol, rtol);
         assert_close_to_golden(&f, "grad_linear2.weight", dw2, (int64_t)D * F, atol, rtol);
@@ -247,7 +247,7 @@ static void test_pe_position_zero(void **state)
 {
     for (int D = 1; D <= 9; D++) {
         float pe[3 * 9];
-        assert_int_equal(positional_sinusoidal_table(pe, 3, D), 0);
+        assert_ok(positional_sinusoidal_table(pe, 3, D));
         for (int d = 0; d < D; d++) assert_true(pe[d] == (d % 2 ? 1.0f : 0.0f));
     }
 }
@@ -258,7 +258,7 @@ static void test_pe_first_pair(void **state)
 {
     enum { L = 50, D = 2 };
     float pe[L * D], expected[L * D];
-    assert_int_equal(positional_sinusoidal_table(pe, L, D), 0);
+    assert_ok(positional_sinusoidal_table(pe, L, D));
     for (int pos = 0; pos < L; pos++) {
         expected[pos * D] = (float)sin(pos);
         expected[pos * D + 1] = (float)cos(pos);
@@ -272,10 +272,10 @@ static void test_pe_first_pair(void **state)
 static void test_pe_frequencies(void **state)
 {
     float pe4[3 * 4], pe5[3 * 5];
-    assert_int_equal(positional_sinusoidal_table(pe4, 3, 4), 0);
+    assert_ok(positional_sinusoidal_table(pe4, 3, 4));
     float row1[4] = {(float)sin(1.0), (float)cos(1.0), (float)sin(0.01), (float)cos(0.01)};
     assert_close("D = 4, position 1", pe4 + 4, row1, 4, 1e-7, 0);
-    assert_int_equal(positional_sinusoidal_table(pe5, 3, 5), 0);
+    assert_ok(positional_sinusoidal_table(pe5, 3, 5));
     double w2 = pow(10000.0, -4.0 / 5.0);
     float last[2] = {(float)sin(1 * w2), (float)sin(2 * w2)};
     float got[2] = {pe5[1 * 5 + 4], pe5[2 * 5 + 4]};
@@ -289,7 +289,7 @@ static void test_pe_offset_is_rotation(void **state)
 {
     enum { L = 64, D = 16, K = 5 };
     float pe[L * D];
-    assert_int_equal(positional_sinusoidal_table(pe, L, D), 0);
+    assert_ok(positional_sinusoidal_table(pe, L, D));
     double worst_norm = 0, worst_rot = 0;
     for (int i = 0; i < D / 2; i++) {
         double w = pow(10000.0, -2.0 * i / D), c = cos(K * w), s = sin(K * w);
@@ -318,9 +318,9 @@ static void test_positional_backward_accumulates(void **state)
     float dout[B * T * D], dx[B * T * D], dtable[L * D];
     for (int i = 0; i < B * T * D; i++) dout[i] = (float)(i + 1), dx[i] = 100.0f;
     for (int i = 0; i < L * D; i++) dtable[i] = -1.0f;
-    assert_int_equal(positional_backward(dx, NULL, dout, B, T, D), 0);
+    assert_ok(positional_backward(dx, NULL, dout, B, T, D));
     for (int i = 0; i < B * T * D; i++) assert_true(dx[i] == 100.0f + dout[i]);
-    assert_int_equal(positional_backward(NULL, dtable, dout, B, T, D), 0);
+    assert_ok(positional_backward(NULL, dtable, dout, B, T, D));
     for (int t = 0; t < T; t++)
         for (int d = 0; d < D; d++)
             assert_true(dtable[t * D + d] == -1.0f + dout[t * D + d] + dout[(T + t) * D + d]);
@@ -339,16 +339,16 @@ static void test_embedding_backward_accumulates(void **state)
     int64_t ids[T] = {2, 0, 2, 3, 2};
     float dout[T * D] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
     float dw[V * D] = {0, 0, 0, 0, 0, 0, 0.5f, 0.5f};   /* row 3 (padding) holds 0.5 */
-    assert_int_equal(embedding_backward(dw, dout, ids, B, T, D, 2.0f, 3), 0);
+    assert_ok(embedding_backward(dw, dout, ids, B, T, D, 2.0f, 3));
     /* Row 2: positions 0, 2 and 4, times 2: (1 + 5 + 9) * 2, (2 + 6 + 10) * 2. */
     float expected[V * D] = {3 * 2, 4 * 2, 0, 0, 30, 36, 0.5f, 0.5f};
     assert_close("after one backward", dw, expected, V * D, 0, 0);
-    assert_int_equal(embedding_backward(dw, dout, ids, B, T, D, 2.0f, 3), 0);
+    assert_ok(embedding_backward(dw, dout, ids, B, T, D, 2.0f, 3));
     for (int i = 0; i < 6; i++) expected[i] *= 2;
     assert_close("after two (added)", dw, expected, V * D, 0, 0);
     /* Without padding the last row collects position 3. */
     float dw2[V * D] = {0};
-    assert_int_equal(embedding_backward(dw2, dout, ids, B, T, D, 1.0f, EMBEDDING_NO_PADDING), 0);
+    assert_ok(embedding_backward(dw2, dout, ids, B, T, D, 1.0f, EMBEDDING_NO_PADDING));
     assert_true(dw2[3 * D] == 7 && dw2[3 * D + 1] == 8);
 }
 
@@ -359,10 +359,10 @@ static void test_embedding_forward_gathers(void **state)
     float w[V * D] = {1, 2, 3, 4, 5, 6};
     int64_t ids[B * T] = {2, 0, 0, 1};
     float out[B * T * D];
-    assert_int_equal(embedding_forward(out, ids, w, B, T, D, 1.0f), 0);
+    assert_ok(embedding_forward(out, ids, w, B, T, D, 1.0f));
     float expected[B * T * D] = {5, 6, 1, 2, 1, 2, 3, 4};
     assert_close("gathered rows", out, expected, B * T * D, 0, 0);
-    assert_int_equal(embedding_forward(out, ids, w, B, T, D, 4.0f), 0);
+    assert_ok(embedding_forward(out, ids, w, B, T, D, 4.0f));
     for (int i = 0; i < B * T * D; i++) expected[i] *= 4;
     assert_close("scaled by 4", out, expected, B * T * D, 0, 0);
 }
@@ -371,7 +371,7 @@ static void test_embedding_check_ids(void **state)
 {
     int64_t ids[4] = {0, 3, 4, -1};
     Error err;
-    assert_int_equal(embedding_check_ids(ids, 2, 4, "here", &err), 0);
+    assert_ok(embedding_check_ids(ids, 2, 4, "here", &err));
     assert_int_equal(embedding_check_ids(ids, 4, 4, "ids.safetensors: tensor 'input'", &err), -1);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "ids.safetensors: tensor 'input'"));
@@ -398,8 +398,8 @@ static void test_dropout_statistics(void **state)
     rng_seed(&rng, 2024, 0);
     for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
         float p = ps[k];
-        assert_int_equal(dropout_mask(mask, N, p, &rng), 0);
-        assert_int_equal(dropout_forward(out, ones, mask, N, p), 0);
+        assert_ok(dropout_mask(mask, N, p, &rng));
+        assert_ok(dropout_forward(out, ones, mask, N, p));
         double dropped = 0, sum = 0;
         for (int i = 0; i < N; i++) dropped += !mask[i], sum += out[i];
         double frac = dropped / N, mean = sum / N;
@@ -422,15 +422,15 @@ static void test_dropout_deterministic(void **state)
     uint8_t a[N], b[N], c[N];
     Rng r1, r2, r3, ref;
     rng_seed(&r1, 7, 0), rng_seed(&r2, 7, 0), rng_seed(&r3, 8, 0);
-    assert_int_equal(dropout_mask(a, N, 0.4f, &r1), 0);
-    assert_int_equal(dropout_mask(b, N, 0.4f, &r2), 0);
-    assert_int_equal(dropout_mask(c, N, 0.4f, &r3), 0);
+    assert_ok(dropout_mask(a, N, 0.4f, &r1));
+    assert_ok(dropout_mask(b, N, 0.4f, &r2));
+    assert_ok(dropout_mask(c, N, 0.4f, &r3));
     assert_memory_equal(a, b, N);
     assert_memory_not_equal(a, c, N);
     const float ps[] = {0.0f, 0.4f, 1.0f};
     for (size_t k = 0; k < 3; k++) {
         rng_seed(&r1, 9, 1), rng_seed(&ref, 9, 1);
-        assert_int_equal(dropout_mask(a, N, ps[k], &r1), 0);
+        assert_ok(dropout_mask(a, N, ps[k], &r1));
         for (int i = 0; i < N; i++) rng_uniform(&ref);
         assert_memory_equal(&r1, &ref, sizeof r1);
     }
@@ -446,14 +446,14 @@ static void test_dropout_p0_and_p1(void **state)
     for (int i = 0; i < N; i++) x[i] = (float)i - 20.5f, dy[i] = 1.0f, dx[i] = 0.0f;
     Rng rng;
     rng_seed(&rng, 1, 0);
-    assert_int_equal(dropout_mask(mask, N, 0.0f, &rng), 0);
+    assert_ok(dropout_mask(mask, N, 0.0f, &rng));
     for (int i = 0; i < N; i++) assert_int_equal(mask[i], 1);
-    assert_int_equal(dropout_forward(y, x, mask, N, 0.0f), 0);
+    assert_ok(dropout_forward(y, x, mask, N, 0.0f));
     assert_memory_equal(y, x, sizeof x);
-    assert_int_equal(dropout_mask(mask, N, 1.0f, &rng), 0);
+    assert_ok(dropout_mask(mask, N, 1.0f, &rng));
     for (int i = 0; i < N; i++) assert_int_equal(mask[i], 0);
-    assert_int_equal(dropout_forward(y, x, mask, N, 1.0f), 0);
-    assert_int_equal(dropout_backward(dx, dy, mask, N, 1.0f), 0);
+    assert_ok(dropout_forward(y, x, mask, N, 1.0f));
+    assert_ok(dropout_backward(dx, dy, mask, N, 1.0f));
     for (int i = 0; i < N; i++) assert_true(y[i] == 0.0f && dx[i] == 0.0f);
 }
 
@@ -462,11 +462,11 @@ static void test_dropout_p0_and_p1(void **state)
 static void test_dropout_eval_identity(void **state)
 {
     float x[5] = {1, -2, 3, 0, 5}, y[5], dx[5] = {1, 1, 1, 1, 1}, dy[5] = {1, 2, 3, 4, 5};
-    assert_int_equal(dropout_forward(y, x, NULL, 5, 0.5f), 0);
+    assert_ok(dropout_forward(y, x, NULL, 5, 0.5f));
     assert_memory_equal(y, x, sizeof x);
-    assert_int_equal(dropout_forward(y, y, NULL, 5, 0.5f), 0);
+    assert_ok(dropout_forward(y, y, NULL, 5, 0.5f));
     assert_memory_equal(y, x, sizeof x);
-    assert_int_equal(dropout_backward(dx, dy, NULL, 5, 0.5f), 0);
+    assert_ok(dropout_backward(dx, dy, NULL, 5, 0.5f));
     float expected[5] = {2, 3, 4, 5, 6};
     assert_close("dx + dout", dx, expected, 5, 0, 0);
 }
@@ -476,11 +476,11 @@ static void test_dropout_backward_accumulates(void **state)
 {
     float dy[4] = {1, 2, 3, 4}, dx[4] = {10, 10, 10, 10};
     uint8_t mask[4] = {1, 0, 1, 0};
-    assert_int_equal(dropout_backward(dx, dy, mask, 4, 0.5f), 0);
+    assert_ok(dropout_backward(dx, dy, mask, 4, 0.5f));
     float expected[4] = {12, 10, 16, 10};
     assert_close("dx += dout * mask * 2", dx, expected, 4, 0, 0);
     float x[4] = {1, 2, 3, 4}, y[4];
-    assert_int_equal(dropout_forward(y, x, mask, 4, 0.75f), 0);
+    assert_ok(dropout_forward(y, x, mask, 4, 0.75f));
     float expected_y[4] = {4, 0, 12, 0};
     assert_close("x * mask * 4 (p = 0.75)", y, expected_y, 4, 0, 0);
 }
@@ -497,11 +497,11 @@ static void test_ffn_relu_gradient_at_zero(void **state)
     float y[1], pre[2], hidden[2], scratch[2];
     FfnParams params = {w1, b1, w2, b2, 1, 2};
     FfnCache cache = {pre, hidden, NULL, 0};
-    assert_int_equal(ffn_forward(y, &cache, x, &params, 1), 0);
+    assert_ok(ffn_forward(y, &cache, x, &params, 1));
     assert_true(pre[0] == 0 && pre[1] == 2 && y[0] == 11);   /* 5 * 2 + 1 */
     float dy[1] = {1}, dx[1] = {0}, dw1[2] = {0}, db1[2] = {0}, dw2[2] = {0}, db2[1] = {0};
     FfnGrads grads = {dw1, db1, dw2, db2};
-    assert_int_equal(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, 1), 0);
+    assert_ok(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, 1));
     float expected[8] = {5, 0, 10, 0, 5, 0, 2, 1};   /* dx, dw1, dw2, db1, db2 */
     float got[8] = {dx[0], dw1[0], dw1[1], db1[0], db1[1], dw2[0], dw2[1], db2[0]};
     assert_close("dx, dW1, dW2 (first), db1, dW2 (second), db2", got, expected, 8, 0, 0);
@@ -521,9 +521,9 @@ static void test_ffn_backward_accumulates(void **state)
                         D, F};
     FfnCache cache = {pre, hidden, NULL, 0};
     FfnGrads grads = {dw1, db1, dw2, db2};
-    assert_int_equal(ffn_forward(y, &cache, x, &params, B * T), 0);
+    assert_ok(ffn_forward(y, &cache, x, &params, B * T));
     for (int rep = 0; rep < 2; rep++)
-        assert_int_equal(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, B * T), 0);
+        assert_ok(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, B * T));
     const char *names[5] = {"grad_input", "grad_linear1.weight", "grad_linear1.bias",
                             "grad_linear2.weight", "grad_linear2.bias"};
     float *got[5] = {dx, dw1, db1, dw2, db2};
@@ -559,8 +559,8 @@ static void test_ffn_thread_count_independent(void **state)
         FfnParams params = {w1, b1, w2, b2, D, F};
         FfnCache cache = {pre, hidden, mask, p};
         FfnGrads grads = {dw1, db1, dw2, db2};
-        assert_int_equal(ffn_forward(y, &cache, x, &params, B * T), 0);
-        assert_int_equal(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, B * T), 0);
+        assert_ok(ffn_forward(y, &cache, x, &params, B * T));
+        assert_ok(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, B * T));
         res[run][0] = y, res[run][1] = dx, res[run][2] = dw1, res[run][3] = dw2;
         free(pre), free(hidden), free(scratch), free(db1), free(db2);
     }
@@ -658,10 +658,10 @@ static void enc_case_load(EncCase *c, const char *name)
     const Tensor *mask = tensorfile_find(&c->f, "src_mask");
     if (kpm || mask) {
         c->bias = test_floats((int64_t)c->N * c->H * c->S * c->S);
-        assert_int_equal(mha_mask_bias(c->bias, kpm ? kpm->data : NULL, 1,
-                                       mask ? mask->data : NULL,
-                                       mask && mask->dtype == DTYPE_BOOL, 0, c->N, c->H, c->S,
-                                       c->S), 0);
+        assert_ok(mha_mask_bias(c->bias, kpm ? kpm->data : NULL, 1,
+                                mask ? mask->data : NULL,
+                                mask && mask->dtype == DTYPE_BOOL, 0, c->N, c->H, c->S,
+                                c->S));
     }
 }
 
@@ -686,17 +686,17 @@ static void enc_case_run(EncCase *c, float *out, float *dsrc)
         fail();
     }
     if (c->stack) {
-        assert_int_equal(encoder_forward(out, &cache, c->src, &c->ep, c->bias, NULL), 0);
+        assert_ok(encoder_forward(out, &cache, c->src, &c->ep, c->bias, NULL));
         if (c->backward)
-            assert_int_equal(encoder_backward(dsrc, &c->eg, golden_f32(&c->f, "grad_output"),
-                                              c->src, &c->ep, &cache), 0);
+            assert_ok(encoder_backward(dsrc, &c->eg, golden_f32(&c->f, "grad_output"),
+                                       c->src, &c->ep, &cache));
     } else {
-        assert_int_equal(encoder_layer_forward(out, &cache.layers[0], c->src, &c->lp[0], c->bias,
-                                               NULL), 0);
+        assert_ok(encoder_layer_forward(out, &cache.layers[0], c->src, &c->lp[0], c->bias,
+                                        NULL));
         if (c->backward)
-            assert_int_equal(encoder_layer_backward(dsrc, &c->lg[0],
-                                                    golden_f32(&c->f, "grad_output"), c->src,
-                                                    &c->lp[0], &cache.layers[0]), 0);
+            assert_ok(encoder_layer_backward(dsrc, &c->lg[0],
+                                             golden_f32(&c->f, "grad_output"), c->src,
+                                             &c->lp[0], &cache.layers[0]));
     }
     encoder_cache_free(&cache);
 }
@@ -804,15 +804,15 @@ static void test_encoder_layer_backward_accumulates(void **state)
         enc_case_load(&c, "encoder_layer_backward_pre_3x6_D12_H3_F24_padding");
         EncoderLayerCache cache;
         Error err;
-        assert_int_equal(encoder_layer_cache_alloc(&cache, c.N, c.S, c.D, c.H, c.F, 1, c.eps,
-                                                   0.0f, 1, &err), 0);
+        assert_ok(encoder_layer_cache_alloc(&cache, c.N, c.S, c.D, c.H, c.F, 1, c.eps,
+                                            0.0f, 1, &err));
         int64_t n = (int64_t)c.N * c.S * c.D;
         float *out = test_floats(n), *dsrc = test_floats(n);
-        assert_int_equal(encoder_layer_forward(out, &cache, c.src, &c.lp[0], c.bias, NULL), 0);
+        assert_ok(encoder_layer_forward(out, &cache, c.src, &c.lp[0], c.bias, NULL));
         for (int i = 0; i < calls; i++)
-            assert_int_equal(encoder_layer_backward(dsrc, &c.lg[0],
-                                                    golden_f32(&c.f, "grad_output"), c.src,
-                                                    &c.lp[0], &cache), 0);
+            assert_ok(encoder_layer_backward(dsrc, &c.lg[0],
+                                             golden_f32(&c.f, "grad_output"), c.src,
+                                             &c.lp[0], &cache));
         if (calls == 1) {
             once[0] = dsrc;
             once[1] = test_floats(c.D);
@@ -840,15 +840,15 @@ static void test_encoder_layer_dropout_training(void **state)
     int64_t n = (int64_t)c.N * c.S * c.D;
     Error err;
     EncoderLayerCache cache;
-    assert_int_equal(encoder_layer_cache_alloc(&cache, c.N, c.S, c.D, c.H, c.F, 0, c.eps, 0.2f,
-                                               1, &err), 0);
+    assert_ok(encoder_layer_cache_alloc(&cache, c.N, c.S, c.D, c.H, c.F, 0, c.eps, 0.2f,
+                                        1, &err));
     float *eval = test_floats(n), *a = test_floats(n), *b = test_floats(n);
     Rng rng;
-    assert_int_equal(encoder_layer_forward(eval, &cache, c.src, &c.lp[0], NULL, NULL), 0);
+    assert_ok(encoder_layer_forward(eval, &cache, c.src, &c.lp[0], NULL, NULL));
     rng_seed(&rng, 5, 0);
-    assert_int_equal(encoder_layer_forward(a, &cache, c.src, &c.lp[0], NULL, &rng), 0);
+    assert_ok(encoder_layer_forward(a, &cache, c.src, &c.lp[0], NULL, &rng));
     rng_seed(&rng, 5, 0);
-    assert_int_equal(encoder_layer_forward(b, &cache, c.src, &c.lp[0], NULL, &rng), 0);
+    assert_ok(encoder_layer_forward(b, &cache, c.src, &c.lp[0], NULL, &rng));
     assert_memory_equal(a, b, n * sizeof(float));
     assert_memory_not_equal(a, eval, n * sizeof(float));
 
@@ -857,8 +857,8 @@ static void test_encoder_layer_dropout_training(void **state)
     const float *dout = golden_f32(&c.f, "grad_output");
     float *dsrc = test_floats(n), *xp = test_floats(n), *xm = test_floats(n);
     rng_seed(&rng, 5, 0);
-    assert_int_equal(encoder_layer_forward(a, &cache, c.src, &c.lp[0], NULL, &rng), 0);
-    assert_int_equal(encoder_layer_backward(dsrc, &c.lg[0], dout, c.src, &c.lp[0], &cache), 0);
+    assert_ok(encoder_layer_forward(a, &cache, c.src, &c.lp[0], NULL, &rng));
+    assert_ok(encoder_layer_backward(dsrc, &c.lg[0], dout, c.src, &c.lp[0], &cache));
     const double h = 2e-3;   /* small enough that no ReLU changes side */
     double analytic = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -868,10 +868,10 @@ static void test_encoder_layer_dropout_training(void **state)
     }
     double lp = 0, lm = 0;
     rng_seed(&rng, 5, 0);
-    assert_int_equal(encoder_layer_forward(a, &cache, xp, &c.lp[0], NULL, &rng), 0);
+    assert_ok(encoder_layer_forward(a, &cache, xp, &c.lp[0], NULL, &rng));
     for (int64_t i = 0; i < n; i++) lp += (double)a[i] * dout[i];
     rng_seed(&rng, 5, 0);
-    assert_int_equal(encoder_layer_forward(a, &cache, xm, &c.lp[0], NULL, &rng), 0);
+    assert_ok(encoder_layer_forward(a, &cache, xm, &c.lp[0], NULL, &rng));
     for (int64_t i = 0; i < n; i++) lm += (double)a[i] * dout[i];
     double numeric = (lp - lm) / (2 * h);
     print_message("  dropout 0.2: directional derivative %.5f (backward) vs %.5f (finite "

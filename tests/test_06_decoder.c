@@ -129,19 +129,18 @@ static void check_causal_forward(int norm_first, int use_bias)
         for (int i = 0; i < T; i++)
             for (int j = 0; j < T; j++) sub[i * T + j] = j > i;   /* true = not allowed */
         bias = test_floats(N * H * T * T);
-        assert_int_equal(mha_mask_bias(bias, NULL, 1, sub, 1, 0, N, H, T, T), 0);
+        assert_ok(mha_mask_bias(bias, NULL, 1, sub, 1, 0, N, H, T, T));
     }
     DecoderLayerCache c;
     Error err;
-    assert_int_equal(decoder_layer_cache_alloc(&c, N, T, S, D, H, F, norm_first, 1e-5f, 0.0f,
-                                               0, &err), 0);
-    assert_int_equal(decoder_layer_forward(y0, &c, tgt, mem, &l.p, bias, !use_bias, NULL, NULL),
-                     0);
+    assert_ok(decoder_layer_cache_alloc(&c, N, T, S, D, H, F, norm_first, 1e-5f, 0.0f,
+                                        0, &err));
+    assert_ok(decoder_layer_forward(y0, &c, tgt, mem, &l.p, bias, !use_bias, NULL, NULL));
     for (int j = T - 1; j >= 1; j--) {
         for (int n = 0; n < N; n++)
             for (int d = 0; d < D; d++) tgt[(n * T + j) * D + d] += 0.5f;
-        assert_int_equal(decoder_layer_forward(y1, &c, tgt, mem, &l.p, bias, !use_bias, NULL,
-                                               NULL), 0);
+        assert_ok(decoder_layer_forward(y1, &c, tgt, mem, &l.p, bias, !use_bias, NULL,
+                                        NULL));
         for (int n = 0; n < N; n++) {
             assert_memory_equal(y0 + n * T * D, y1 + n * T * D, (size_t)j * D * sizeof(float));
             /* ... while position j itself does change */
@@ -178,10 +177,9 @@ static void test_causal_gradient_stack(void **state)
             for (int d = 0; d < D; d++) dy[(n * T + t) * D + d] = 0.0f;
     DecoderStack s;
     Error err;
-    assert_int_equal(decoder_stack_alloc(&s, 2, N, T, S, D, H, F, 0, 1e-5f, 0.0f, 1, &err), 0);
-    assert_int_equal(decoder_stack_forward(y, &s, tgt, mem, p, nw, nb, NULL, 1, NULL, NULL), 0);
-    assert_int_equal(decoder_stack_backward(dtgt, dmem, g, dnw, dnb, dy, tgt, mem, p, nw, &s),
-                     0);
+    assert_ok(decoder_stack_alloc(&s, 2, N, T, S, D, H, F, 0, 1e-5f, 0.0f, 1, &err));
+    assert_ok(decoder_stack_forward(y, &s, tgt, mem, p, nw, nb, NULL, 1, NULL, NULL));
+    assert_ok(decoder_stack_backward(dtgt, dmem, g, dnw, dnb, dy, tgt, mem, p, nw, &s));
     int nonzero_before = 0;
     for (int n = 0; n < N; n++)
         for (int t = 0; t < T; t++)
@@ -214,12 +212,12 @@ static void test_memory_padding(void **state)
     kpm[0 * S + S - 1] = 1;                     /* sequence 0: the last key is padding */
     kpm[1 * S + S - 2] = kpm[1 * S + S - 1] = 1;   /* sequence 1: the last two */
     float *bias = test_floats(N * H * T * S);
-    assert_int_equal(mha_mask_bias(bias, kpm, 1, NULL, 1, 0, N, H, T, S), 0);
+    assert_ok(mha_mask_bias(bias, kpm, 1, NULL, 1, 0, N, H, T, S));
     DecoderLayerCache c;
     Error err;
-    assert_int_equal(decoder_layer_cache_alloc(&c, N, T, S, D, H, F, 1, 1e-5f, 0.0f, 1, &err), 0);
-    assert_int_equal(decoder_layer_forward(y0, &c, tgt, mem, &l.p, NULL, 1, bias, NULL), 0);
-    assert_int_equal(decoder_layer_backward(NULL, dmem, &l.g, dy, tgt, mem, &l.p, &c), 0);
+    assert_ok(decoder_layer_cache_alloc(&c, N, T, S, D, H, F, 1, 1e-5f, 0.0f, 1, &err));
+    assert_ok(decoder_layer_forward(y0, &c, tgt, mem, &l.p, NULL, 1, bias, NULL));
+    assert_ok(decoder_layer_backward(NULL, dmem, &l.g, dy, tgt, mem, &l.p, &c));
     for (int i = 0; i < N * S; i++)
         for (int d = 0; d < D; d++) {
             if (kpm[i]) {
@@ -227,7 +225,7 @@ static void test_memory_padding(void **state)
                 mem[i * D + d] += 3.0f;
             }
         }
-    assert_int_equal(decoder_layer_forward(y1, &c, tgt, mem, &l.p, NULL, 1, bias, NULL), 0);
+    assert_ok(decoder_layer_forward(y1, &c, tgt, mem, &l.p, NULL, 1, bias, NULL));
     assert_memory_equal(y0, y1, N * T * D * sizeof(float));
     decoder_layer_cache_free(&c);
     free(tgt), free(mem), free(y0), free(y1), free(dy), free(dmem), free(bias);
@@ -252,11 +250,11 @@ static float *run_layer(int threads, int norm_first, int twice)
     float *y = res, *dtgt = res + N * T * D, *dmem = dtgt + N * T * D;
     DecoderLayerCache c;
     Error err;
-    assert_int_equal(decoder_layer_cache_alloc(&c, N, T, S, D, H, F, norm_first, 1e-5f, 0.0f, 1,
-                                               &err), 0);
-    assert_int_equal(decoder_layer_forward(y, &c, tgt, mem, &l.p, NULL, 1, NULL, NULL), 0);
+    assert_ok(decoder_layer_cache_alloc(&c, N, T, S, D, H, F, norm_first, 1e-5f, 0.0f, 1,
+                                        &err));
+    assert_ok(decoder_layer_forward(y, &c, tgt, mem, &l.p, NULL, 1, NULL, NULL));
     for (int r = 0; r < 1 + twice; r++)
-        assert_int_equal(decoder_layer_backward(dtgt, dmem, &l.g, dy, tgt, mem, &l.p, &c), 0);
+        assert_ok(decoder_layer_backward(dtgt, dmem, &l.g, dy, tgt, mem, &l.p, &c));
     memcpy(dmem + N * S * D, l.gstore, NPARAM * sizeof(float));
     decoder_layer_cache_free(&c);
     free(tgt), free(mem), free(dy);
@@ -296,11 +294,11 @@ static void test_stack_of_one_is_the_layer(void **state)
     DecoderLayerCache c;
     DecoderStack s;
     Error err;
-    assert_int_equal(decoder_layer_cache_alloc(&c, N, T, S, D, H, F, 0, 1e-5f, 0.0f, 0, &err), 0);
-    assert_int_equal(decoder_stack_alloc(&s, 1, N, T, S, D, H, F, 0, 1e-5f, 0.0f, 0, &err), 0);
-    assert_int_equal(decoder_layer_forward(y0, &c, tgt, mem, &l.p, NULL, 1, NULL, NULL), 0);
-    assert_int_equal(decoder_stack_forward(y1, &s, tgt, mem, &l.p, NULL, NULL, NULL, 1, NULL,
-                                           NULL), 0);
+    assert_ok(decoder_layer_cache_alloc(&c, N, T, S, D, H, F, 0, 1e-5f, 0.0f, 0, &err));
+    assert_ok(decoder_stack_alloc(&s, 1, N, T, S, D, H, F, 0, 1e-5f, 0.0f, 0, &err));
+    assert_ok(decoder_layer_forward(y0, &c, tgt, mem, &l.p, NULL, 1, NULL, NULL));
+    assert_ok(decoder_stack_forward(y1, &s, tgt, mem, &l.p, NULL, NULL, NULL, 1, NULL,
+                                    NULL));
     assert_memory_equal(y0, y1, N * T * D * sizeof(float));
     decoder_layer_cache_free(&c);
     decoder_stack_free(&s);
@@ -319,16 +317,16 @@ static void test_dropout_training(void **state)
           *y2 = test_floats(N * T * D);
     DecoderLayerCache c;
     Error err;
-    assert_int_equal(decoder_layer_cache_alloc(&c, N, T, S, D, H, F, 0, 1e-5f, 0.3f, 1, &err), 0);
+    assert_ok(decoder_layer_cache_alloc(&c, N, T, S, D, H, F, 0, 1e-5f, 0.3f, 1, &err));
     Rng r1, r2;
     rng_seed(&r1, 5, 0), rng_seed(&r2, 5, 0);
-    assert_int_equal(decoder_layer_forward(ye, &c, tgt, mem, &l.p, NULL, 1, NULL, NULL), 0);
-    assert_int_equal(decoder_layer_forward(y1, &c, tgt, mem, &l.p, NULL, 1, NULL, &r1), 0);
-    assert_int_equal(decoder_layer_forward(y2, &c, tgt, mem, &l.p, NULL, 1, NULL, &r2), 0);
+    assert_ok(decoder_layer_forward(ye, &c, tgt, mem, &l.p, NULL, 1, NULL, NULL));
+    assert_ok(decoder_layer_forward(y1, &c, tgt, mem, &l.p, NULL, 1, NULL, &r1));
+    assert_ok(decoder_layer_forward(y2, &c, tgt, mem, &l.p, NULL, 1, NULL, &r2));
     assert_memory_equal(y1, y2, N * T * D * sizeof(float));
     assert_memory_not_equal(ye, y1, N * T * D * sizeof(float));
     float *dy = random_floats(N * T * D, 18), *dtgt = test_floats(N * T * D);
-    assert_int_equal(decoder_layer_backward(dtgt, NULL, &l.g, dy, tgt, mem, &l.p, &c), 0);
+    assert_ok(decoder_layer_backward(dtgt, NULL, &l.g, dy, tgt, mem, &l.p, &c));
     for (int i = 0; i < N * T * D; i++) assert_true(isfinite(dtgt[i]));
     decoder_layer_cache_free(&c);
     free(tgt), free(mem), free(ye), free(y1), free(y2), free(dy), free(dtgt);
@@ -406,7 +404,7 @@ static void test_bad_case(void **state)
     const char *expect = bad->expect;
     if (!strcmp(bad->name, "bad_causal_without_mask")) {
         Error e;
-        assert_int_equal(tensorfile_set_meta(&f, "tgt_is_causal", "true", &e), 0);
+        assert_ok(tensorfile_set_meta(&f, "tgt_is_causal", "true", &e));
         expect = "'tgt_is_causal' is true but there is no tgt_mask";
     }
     assert_case_refused(decoder_case_eval, &f, expect);

@@ -82,9 +82,9 @@ static void test_checkpoint_from_pytorch(void **state)
     const Tensor *src = golden_tensor(&f, "src", DTYPE_I64), *tgt = golden_tensor(&f, "tgt",
                                                                                    DTYPE_I64);
     ModelWork w;
-    assert_int_equal(model_work_alloc(&w, &m, (int)src->shape[0], (int)src->shape[1],
-                                      (int)tgt->shape[1], 0, &err), 0);
-    assert_int_equal(model_forward(&m, &w, src->data, tgt->data, NULL), 0);
+    assert_ok(model_work_alloc(&w, &m, (int)src->shape[0], (int)src->shape[1],
+                               (int)tgt->shape[1], 0, &err));
+    assert_ok(model_forward(&m, &w, src->data, tgt->data, NULL));
     double atol, rtol;
     golden_tolerance(&f, &atol, &rtol);
     print_message("  %d tensors identical to the case's\n", m.n_tensors);
@@ -119,7 +119,7 @@ static void test_save_load_round_trip(void **state)
         char path[256];
         rng_seed(&rng, 70 + i, 0);
         tmp_path(path, sizeof path, "round_trip");
-        assert_int_equal(model_init(&a, cfgs[i], &rng, &err), 0);
+        assert_ok(model_init(&a, cfgs[i], &rng, &err));
         if (model_save(&a, path, &err) != 0 || model_load(&b, path, &err) != 0) {
             print_error("%s\n", err.msg);
             fail();
@@ -160,13 +160,13 @@ static void check_bad_checkpoint(CkChange change, const char *key, const char *v
         DType dtype = t->dtype;
         if (!strcmp(f.tensors[i].name, key) && change == CK_RESHAPE) shape[0] += 1;
         if (!strcmp(f.tensors[i].name, key) && change == CK_DTYPE) dtype = DTYPE_F64;
-        assert_int_equal(tensor_alloc(&c, dtype, t->ndim, shape, &err), 0);
-        assert_int_equal(tensorfile_add(&g, f.tensors[i].name, &c, &err), 0);
+        assert_ok(tensor_alloc(&c, dtype, t->ndim, shape, &err));
+        assert_ok(tensorfile_add(&g, f.tensors[i].name, &c, &err));
     }
     if (change == CK_EXTRA) {
         Tensor c;
-        assert_int_equal(tensor_alloc(&c, DTYPE_F32, 1, (int64_t[]){3}, &err), 0);
-        assert_int_equal(tensorfile_add(&g, key, &c, &err), 0);
+        assert_ok(tensor_alloc(&c, DTYPE_F32, 1, (int64_t[]){3}, &err));
+        assert_ok(tensorfile_add(&g, key, &c, &err));
     }
     for (int i = 0; i < f.n_meta; i++) {
         const char *v = f.meta_values[i];
@@ -174,16 +174,16 @@ static void check_bad_checkpoint(CkChange change, const char *key, const char *v
             if (!value) continue;
             v = value;
         }
-        assert_int_equal(tensorfile_set_meta(&g, f.meta_keys[i], v, &err), 0);
+        assert_ok(tensorfile_set_meta(&g, f.meta_keys[i], v, &err));
     }
-    assert_int_equal(safetensors_write(path, &g, &err), 0);
+    assert_ok(safetensors_write(path, &g, &err));
     if (change == CK_TRUNCATE) {
         FILE *fp = fopen(path, "rb+");
         assert_non_null(fp);
         fseek(fp, 0, SEEK_END);
         long size = ftell(fp);
         fclose(fp);
-        assert_int_equal(truncate(path, size / 2), 0);
+        assert_ok(truncate(path, size / 2));
     }
     Model m;
     memset(&err, 0, sizeof err);
@@ -270,9 +270,9 @@ static void expect_config_refused(ModelConfig cfg, const char *expect)
 static void test_config_check(void **state)
 {
     Error err;
-    assert_int_equal(model_config_check(&SEQ2SEQ, &err), 0);
-    assert_int_equal(model_config_check(&LABELLER, &err), 0);
-    assert_int_equal(model_config_check(&CLASSIFIER, &err), 0);
+    assert_ok(model_config_check(&SEQ2SEQ, &err));
+    assert_ok(model_config_check(&LABELLER, &err));
+    assert_ok(model_config_check(&CLASSIFIER, &err));
     ModelConfig c = SEQ2SEQ;
     c.nhead = 3;
     expect_config_refused(c, "d_model 8 is not divisible by nhead 3");
@@ -314,13 +314,13 @@ static void test_longer_than_max_len(void **state)
     Rng rng;
     Error err;
     rng_seed(&rng, 3, 0);
-    assert_int_equal(model_init(&m, &SEQ2SEQ, &rng, &err), 0);
+    assert_ok(model_init(&m, &SEQ2SEQ, &rng, &err));
     assert_int_equal(model_work_alloc(&w, &m, 2, 8, 3, 0, &err), -1);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "longer than max_len 7"));
     assert_int_equal(model_work_alloc(&w, &m, 2, 3, 8, 1, &err), -1);
     assert_non_null(strstr(err.msg, "longer than max_len 7"));
-    assert_int_equal(model_work_alloc(&w, &m, 2, 7, 7, 1, &err), 0);   /* exactly max_len */
+    assert_ok(model_work_alloc(&w, &m, 2, 7, 7, 1, &err));   /* exactly max_len */
     model_work_free(&w);
     DecodeOptions d = {.sos_id = 1, .eos_id = 2, .max_new = 8, .beam_width = 2};
     int64_t src[3] = {3, 4, 5}, out[8];
@@ -342,29 +342,29 @@ static void test_work_reshape(void **state)
     Rng init, drop_a, drop_b;
     Error err;
     rng_seed(&init, 8, 0);
-    assert_int_equal(model_init(&m, &SEQ2SEQ, &init, &err), 0);
+    assert_ok(model_init(&m, &SEQ2SEQ, &init, &err));
     int64_t src[N * S] = {3, 4, 5, 0, 0, 6, 7, 8, 4, 0, 5, 5, 6, 7, 8};
     int64_t tgt[N * T] = {1, 3, 4, 0, 1, 5, 6, 7, 1, 8, 0, 0};
     float *dlogits = malloc(N * T * 9 * sizeof *dlogits);
     float *grads = malloc(m.num_params * sizeof *grads);
     for (int i = 0; i < N * T * 9; i++) dlogits[i] = (float)((i * 7) % 11) / 11.0f - 0.5f;
-    assert_int_equal(model_work_alloc(&big, &m, N, 7, 7, 1, &err), 0);
-    assert_int_equal(model_work_alloc(&exact, &m, N, S, T, 1, &err), 0);
+    assert_ok(model_work_alloc(&big, &m, N, 7, 7, 1, &err));
+    assert_ok(model_work_alloc(&exact, &m, N, S, T, 1, &err));
     assert_int_equal(model_work_reshape(&big, &m, 8, T, &err), -1);   /* longer: refused */
-    assert_int_equal(model_work_reshape(&big, &m, S, T, &err), 0);
+    assert_ok(model_work_reshape(&big, &m, S, T, &err));
     rng_seed(&drop_a, 9, 1);
     rng_seed(&drop_b, 9, 1);
     model_zero_grad(&m);
-    assert_int_equal(model_forward(&m, &exact, src, tgt, &drop_a), 0);
-    assert_int_equal(model_backward(&m, &exact, dlogits), 0);
+    assert_ok(model_forward(&m, &exact, src, tgt, &drop_a));
+    assert_ok(model_backward(&m, &exact, dlogits));
     memcpy(grads, m.grads, m.num_params * sizeof *grads);
     model_zero_grad(&m);
-    assert_int_equal(model_forward(&m, &big, src, tgt, &drop_b), 0);
-    assert_int_equal(model_backward(&m, &big, dlogits), 0);
+    assert_ok(model_forward(&m, &big, src, tgt, &drop_b));
+    assert_ok(model_backward(&m, &big, dlogits));
     assert_int_equal(big.rows, N * T);
     assert_memory_equal(big.logits, exact.logits, N * T * 9 * sizeof(float));
     assert_memory_equal(m.grads, grads, m.num_params * sizeof *grads);
-    assert_int_equal(model_work_reshape(&big, &m, 7, 7, &err), 0);
+    assert_ok(model_work_reshape(&big, &m, 7, 7, &err));
     assert_int_equal(big.rows, N * 7);
     model_work_free(&big);
     model_work_free(&exact);
@@ -386,18 +386,18 @@ static void check_cache(const ModelConfig *cfg, const char *label)
     Rng rng;
     Error err;
     rng_seed(&rng, 21, 0);
-    assert_int_equal(model_init(&m, cfg, &rng, &err), 0);
+    assert_ok(model_init(&m, cfg, &rng, &err));
     int64_t src[N * S] = {3, 4, 5, 0, 0, 6, 7, 8, 4, 5, 5, 5, 6, 0, 0};
     int64_t tgt[N * T] = {1, 3, 4, 5, 6, 7, 1, 8, 0, 4, 4, 4, 1, 2, 3, 3, 8, 8};
     float logits[N * V];
-    assert_int_equal(model_work_alloc(&w, &m, N, S, T, 0, &err), 0);
-    assert_int_equal(model_forward(&m, &w, src, tgt, NULL), 0);
-    assert_int_equal(decode_cache_init(&c, &m, src, N, S, T, &err), 0);
+    assert_ok(model_work_alloc(&w, &m, N, S, T, 0, &err));
+    assert_ok(model_forward(&m, &w, src, tgt, NULL));
+    assert_ok(decode_cache_init(&c, &m, src, N, S, T, &err));
     double worst = 0;
     for (int t = 0; t < T; t++) {
         int64_t tokens[N];
         for (int n = 0; n < N; n++) tokens[n] = tgt[n * T + t];
-        assert_int_equal(decode_cache_step(&c, &m, tokens, logits), 0);
+        assert_ok(decode_cache_step(&c, &m, tokens, logits));
         for (int n = 0; n < N; n++)
             for (int v = 0; v < V; v++) {
                 double want = w.logits[((size_t)n * T + t) * V + v], got = logits[n * V + v];
@@ -439,7 +439,7 @@ static void test_ids_out_of_range(void **state)
 {
     Error err;
     int64_t ids[4] = {0, 3, 9, 2};
-    assert_int_equal(model_check_ids(ids, 4, 10, "ids", &err), 0);
+    assert_ok(model_check_ids(ids, 4, 10, "ids", &err));
     assert_int_equal(model_check_ids(ids, 4, 9, "ids", &err), -1);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "ids"));
@@ -450,7 +450,7 @@ static void test_ids_out_of_range(void **state)
     Model m;
     Rng rng;
     rng_seed(&rng, 4, 0);
-    assert_int_equal(model_init(&m, &SEQ2SEQ, &rng, &err), 0);
+    assert_ok(model_init(&m, &SEQ2SEQ, &rng, &err));
     DecodeOptions d = {.sos_id = 1, .eos_id = 2, .max_new = 3, .beam_width = 2};
     int64_t src[3] = {3, 9, 5}, out[3];
     assert_int_equal(decode_beam(&m, src, 1, 3, &d, out, NULL, &err), -1);
@@ -494,8 +494,8 @@ static void test_beam_width_one_is_greedy(void **state)
         int64_t *g = calloc((size_t)N * d.max_new, sizeof *g);
         int64_t *b = calloc((size_t)N * d.max_new, sizeof *b);
         float *gs = test_floats(N), *bs = test_floats(N);
-        assert_int_equal(decode_greedy(&m, src->data, N, S, &d, g, gs, &err), 0);
-        assert_int_equal(decode_beam(&m, src->data, N, S, &d, b, bs, &err), 0);
+        assert_ok(decode_greedy(&m, src->data, N, S, &d, g, gs, &err));
+        assert_ok(decode_beam(&m, src->data, N, S, &d, b, bs, &err));
         assert_memory_equal(g, b, (size_t)N * d.max_new * sizeof *g);
         assert_close("beam width 1: scores equal greedy's", bs, gs, N, 1e-6, 1e-6);
         free(g), free(b), free(gs), free(bs);
@@ -518,14 +518,14 @@ static void test_greedy_score_is_teacher_forced(void **state)
     DecodeOptions d = {.sos_id = 1, .eos_id = 2, .max_new = M};
     int64_t *out = calloc((size_t)N * M, sizeof *out), *tgt = calloc((size_t)N * M, sizeof *tgt);
     float *score = test_floats(N), *again = test_floats(N);
-    assert_int_equal(decode_greedy(&m, src->data, N, S, &d, out, score, &err), 0);
+    assert_ok(decode_greedy(&m, src->data, N, S, &d, out, score, &err));
     for (int n = 0; n < N; n++) {
         tgt[(size_t)n * M] = d.sos_id;
         for (int t = 1; t < M; t++) tgt[(size_t)n * M + t] = out[(size_t)n * M + t - 1];
     }
     ModelWork w;
-    assert_int_equal(model_work_alloc(&w, &m, N, S, M, 0, &err), 0);
-    assert_int_equal(model_forward(&m, &w, src->data, tgt, NULL), 0);
+    assert_ok(model_work_alloc(&w, &m, N, S, M, 0, &err));
+    assert_ok(model_forward(&m, &w, src->data, tgt, NULL));
     for (int n = 0; n < N; n++) {
         double sum = 0;
         for (int t = 0; t < M; t++) {
@@ -554,12 +554,12 @@ static void test_decode_refuses(void **state)
     int64_t src[4] = {1, 2, 3, 4}, out[4];
     DecodeOptions d = {.sos_id = 1, .eos_id = 2, .max_new = 4, .beam_width = 2};
     rng_seed(&rng, 5, 0);
-    assert_int_equal(model_init(&m, &LABELLER, &rng, &err), 0);
+    assert_ok(model_init(&m, &LABELLER, &rng, &err));
     assert_int_equal(decode_greedy(&m, src, 1, 4, &d, out, NULL, &err), -1);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "only a seq2seq model"));
     model_free(&m);
-    assert_int_equal(model_init(&m, &SEQ2SEQ, &rng, &err), 0);
+    assert_ok(model_init(&m, &SEQ2SEQ, &rng, &err));
     d.sos_id = 0;                                   /* the padding id */
     assert_int_equal(decode_greedy(&m, src, 1, 4, &d, out, NULL, &err), -1);
     print_message("  %s\n", err.msg);
@@ -582,7 +582,7 @@ static void test_topk_order_and_ties(void **state)
                                  0.0f, -200.0f, 100.0f, -150.0f, 50.0f};
     int64_t ids[2 * 5];
     float probs[2 * 5];
-    assert_int_equal(model_topk(logits, 2, 5, 5, ids, probs), 0);
+    assert_ok(model_topk(logits, 2, 5, 5, ids, probs));
     const int64_t want[2 * 5] = {1, 3, 0, 2, 4, 2, 4, 0, 3, 1};
     assert_memory_equal(ids, want, sizeof want);
     assert_true(probs[0] == probs[1]);
@@ -611,15 +611,15 @@ static void run_with_threads(int threads, float *logits, float *grads, int64_t *
     const Tensor *dl = golden_tensor(&f, "grad_logits", DTYPE_F32);
     int N = (int)src->shape[0], S = (int)src->shape[1], T = (int)tgt->shape[1];
     ModelWork w;
-    assert_int_equal(model_work_alloc(&w, &m, N, S, T, 1, &err), 0);
-    assert_int_equal(model_forward(&m, &w, src->data, tgt->data, NULL), 0);
+    assert_ok(model_work_alloc(&w, &m, N, S, T, 1, &err));
+    assert_ok(model_forward(&m, &w, src->data, tgt->data, NULL));
     model_zero_grad(&m);
-    assert_int_equal(model_backward(&m, &w, dl->data), 0);
+    assert_ok(model_backward(&m, &w, dl->data));
     memcpy(logits, w.logits, (size_t)w.rows * m.cfg.tgt_vocab * sizeof *logits);
     memcpy(grads, m.grads, m.num_params * sizeof *grads);
     DecodeOptions d = {.sos_id = 1, .eos_id = 2, .max_new = 5, .beam_width = 3,
                        .length_penalty = 0.6f};
-    assert_int_equal(decode_beam(&m, src->data, N, S, &d, beam, NULL, &err), 0);
+    assert_ok(decode_beam(&m, src->data, N, S, &d, beam, NULL, &err));
     model_work_free(&w);
     model_free(&m);
     tensorfile_free(&f);

@@ -112,15 +112,14 @@ static void test_adam_case(void **state)
     c.eps = (float)golden_meta_double(&f, "eps", c.eps);
     c.weight_decay = (float)golden_meta_double(&f, "weight_decay", c.weight_decay);
     Error err;
-    assert_int_equal(adam_config_check(&c, &err), 0);
+    assert_ok(adam_config_check(&c, &err));
 
     AdamState s;
-    assert_int_equal(adam_state_alloc(&s, (size_t)n, &err), 0);
+    assert_ok(adam_state_alloc(&s, (size_t)n, &err));
     float *p = test_floats(n);
     memcpy(p, params->data, (size_t)n * sizeof *p);
     for (int64_t k = 0; k < K; k++)
-        assert_int_equal(adam_step(p, golden_f32(&f, "grads") + k * n, &s, &c, lrs ? lrs[k] : c.lr),
-                         0);
+        assert_ok(adam_step(p, golden_f32(&f, "grads") + k * n, &s, &c, lrs ? lrs[k] : c.lr));
     assert_int_equal(s.step, K);
     assert_close_to_golden(&f, "params_after", p, n, atol, rtol);
     assert_close_to_golden(&f, "exp_avg", s.m, n, atol, rtol);
@@ -177,13 +176,13 @@ static void test_seq_dataset_case(void **state)
     load_golden(&f, CHAPTER, *state);
     SeqTask task;
     Error err;
-    assert_int_equal(seq_task_parse(tensorfile_meta(&f, "task"), &task, &err), 0);
+    assert_ok(seq_task_parse(tensorfile_meta(&f, "task"), &task, &err));
     Rng rng;
     rng_seed(&rng, golden_meta_int(&f, "rng_seed"), golden_meta_int(&f, "rng_stream"));
     SeqDataset ds;
     int64_t n = golden_meta_int(&f, "n");
     int S = (int)golden_meta_int(&f, "seq_len"), C = (int)golden_meta_int(&f, "num_categories");
-    assert_int_equal(seq_dataset_make(&ds, task, n, S, C, &rng, &err), 0);
+    assert_ok(seq_dataset_make(&ds, task, n, S, C, &rng, &err));
     assert_i64_equal_to_golden(&f, "x", ds.x, n * S);
     assert_i64_equal_to_golden(&f, "y", ds.y, n * S);
     seq_dataset_free(&ds);
@@ -200,7 +199,7 @@ static void test_batcher_case(void **state)
     rng_seed(&rng, golden_meta_int(&f, "rng_seed"), golden_meta_int(&f, "rng_stream"));
     Batcher b;
     Error err;
-    assert_int_equal(batcher_init(&b, n, 4, 0, &err), 0);
+    assert_ok(batcher_init(&b, n, 4, 0, &err));
     int64_t *order = calloc((size_t)(n * epochs), sizeof *order);
     assert_non_null(order);
     for (int64_t e = 0; e < epochs; e++) {
@@ -244,8 +243,8 @@ static void test_ce_hand_values(void **state)
     float logits[4] = {0, L3, 0, L3}, loss, grad[4];
     int64_t target[2] = {1, 0}, count, correct;
     Error err;
-    assert_int_equal(cross_entropy(&loss, grad, logits, target, 2, 2, -100, 0.0f, &count,
-                                   &correct, &err), 0);
+    assert_ok(cross_entropy(&loss, grad, logits, target, 2, 2, -100, 0.0f, &count,
+                            &correct, &err));
     float expected_loss = (float)((-log(0.75) - log(0.25)) / 2);
     float expected_grad[4] = {0.125f, -0.125f, -0.375f, 0.375f};
     assert_close("loss of p = (1/4, 3/4)", &loss, &expected_loss, 1, 0, 2.5e-7);
@@ -253,8 +252,8 @@ static void test_ce_hand_values(void **state)
     assert_int_equal(count, 2);
     assert_int_equal(correct, 1);                         /* row 0 predicts class 1 */
 
-    assert_int_equal(cross_entropy(&loss, grad, logits, target, 2, 2, -100, 0.2f, &count,
-                                   &correct, &err), 0);
+    assert_ok(cross_entropy(&loss, grad, logits, target, 2, 2, -100, 0.2f, &count,
+                            &correct, &err));
     double q1 = 0.8 + 0.1, q0 = 0.1;   /* the smoothed target of row 0 (target 1) */
     double row0 = -(q0 * log(0.25) + q1 * log(0.75)), row1 = -(q1 * log(0.25) + q0 * log(0.75));
     float smoothed = (float)((row0 + row1) / 2);
@@ -271,8 +270,8 @@ static void test_ce_uniform_logits(void **state)
     float logits[R * V] = {0}, loss;
     int64_t target[R] = {0, 3, 6};
     Error err;
-    assert_int_equal(cross_entropy(&loss, NULL, logits, target, R, V, -100, 0.0f, NULL, NULL,
-                                   &err), 0);
+    assert_ok(cross_entropy(&loss, NULL, logits, target, R, V, -100, 0.0f, NULL, NULL,
+                            &err));
     float expected = (float)log(7.0);
     assert_close("ln V for equal logits", &loss, &expected, 1, 0, 2.5e-7);
 }
@@ -286,24 +285,24 @@ static void test_ce_ignored_rows(void **state)
     int64_t target[R] = {2, -100, 7 - 7, -100}, count, correct;
     for (int i = 0; i < R * V; i++) grad[i] = 123.0f;
     Error err;
-    assert_int_equal(cross_entropy(&loss, grad, logits, target, R, V, -100, 0.0f, &count,
-                                   &correct, &err), 0);
+    assert_ok(cross_entropy(&loss, grad, logits, target, R, V, -100, 0.0f, &count,
+                            &correct, &err));
     assert_int_equal(count, 2);
     assert_int_equal(correct, 1);                       /* row 0: argmax 2 = target */
     for (int j = 0; j < V; j++) assert_true(grad[V + j] == 0.0f && grad[3 * V + j] == 0.0f);
     /* The same two rows alone give the same loss. */
     float two[2 * V] = {1, 2, 3, 0, 0, 5};
     int64_t two_target[2] = {2, 0};
-    assert_int_equal(cross_entropy(&one, NULL, two, two_target, 2, V, -100, 0.0f, NULL, NULL,
-                                   &err), 0);
+    assert_ok(cross_entropy(&one, NULL, two, two_target, 2, V, -100, 0.0f, NULL, NULL,
+                            &err));
     assert_close("loss without the ignored rows", &loss, &one, 1, 0, 0);
     /* ignore_index may be a class id (the <pad> id 0): rows with target 0 go. */
     assert_int_equal(cross_entropy(&loss, grad, logits, target, R, V, 0, 0.0f, &count, &correct,
                                    &err), -1);                /* -100 is now out of range */
     print_message("  %s\n", err.msg);
     int64_t pad_target[R] = {2, 0, 0, 1};
-    assert_int_equal(cross_entropy(&loss, grad, logits, pad_target, R, V, 0, 0.1f, &count,
-                                   &correct, &err), 0);
+    assert_ok(cross_entropy(&loss, grad, logits, pad_target, R, V, 0, 0.1f, &count,
+                            &correct, &err));
     assert_int_equal(count, 2);
 }
 
@@ -314,8 +313,8 @@ static void test_ce_all_ignored(void **state)
     int64_t target[2] = {-100, -100}, count = -1, correct = -1;
     for (int i = 0; i < 6; i++) grad[i] = 1.0f;
     Error err;
-    assert_int_equal(cross_entropy(&loss, grad, logits, target, 2, 3, -100, 0.1f, &count,
-                                   &correct, &err), 0);
+    assert_ok(cross_entropy(&loss, grad, logits, target, 2, 3, -100, 0.1f, &count,
+                            &correct, &err));
     print_message("  all rows ignored: loss %g, count %lld\n", loss, (long long)count);
     assert_true(isnan(loss));
     assert_int_equal(count, 0);
@@ -353,8 +352,8 @@ static void test_ce_huge_logits(void **state)
     float logits[6] = {1e30f, -1e30f, 0, -1e30f, 1e30f, 1e30f}, grad[6], loss;
     int64_t target[2] = {0, 1};
     Error err;
-    assert_int_equal(cross_entropy(&loss, grad, logits, target, 2, 3, -100, 0.0f, NULL, NULL,
-                                   &err), 0);
+    assert_ok(cross_entropy(&loss, grad, logits, target, 2, 3, -100, 0.0f, NULL, NULL,
+                            &err));
     print_message("  logits 1e30: loss %g (row 1 splits p between two classes: ln 2 / 2 = "
                   "%g)\n", loss, log(2.0) / 2);
     assert_true(fabs(loss - log(2.0) / 2) < 1e-7);
@@ -373,8 +372,8 @@ static void test_ce_finite_differences(void **state)
     int64_t target[R] = {0, 5, -100, 2, 3};
     for (int i = 0; i < R * V; i++) logits[i] = 2.0f * rng_normal(&rng);
     Error err;
-    assert_int_equal(cross_entropy(&loss, grad, logits, target, R, V, -100, 0.1f, NULL, NULL,
-                                   &err), 0);
+    assert_ok(cross_entropy(&loss, grad, logits, target, R, V, -100, 0.1f, NULL, NULL,
+                            &err));
     float numeric[R * V];
     const float h = 1e-2f;
     for (int i = 0; i < R * V; i++) {
@@ -405,8 +404,8 @@ static void test_ce_thread_count_independent(void **state)
     int saved = omp_get_max_threads();
     for (int run = 0; run < 2; run++) {
         omp_set_num_threads(run ? 4 : 1);
-        assert_int_equal(cross_entropy(&loss[run], grad[run], logits, target, R, V, -100, 0.1f,
-                                       NULL, &correct[run], &err), 0);
+        assert_ok(cross_entropy(&loss[run], grad[run], logits, target, R, V, -100, 0.1f,
+                                NULL, &correct[run], &err));
     }
     omp_set_num_threads(saved);
     print_message("  1 thread: loss %.9g, 4 threads: %.9g\n", loss[0], loss[1]);
@@ -427,8 +426,8 @@ static void test_adam_defaults(void **state)
     assert_true(a.weight_decay == 0.0f && a.decoupled == 0);
     assert_true(w.lr == 1e-3f && w.weight_decay == 0.01f && w.decoupled == 1);
     Error err;
-    assert_int_equal(adam_config_check(&a, &err), 0);
-    assert_int_equal(adam_config_check(&w, &err), 0);
+    assert_ok(adam_config_check(&a, &err));
+    assert_ok(adam_config_check(&w, &err));
 }
 
 /* Each impossible option is refused with the name of its command-line flag. */
@@ -461,10 +460,10 @@ static void test_adam_first_step(void **state)
     AdamConfig c = adam_default_config(0);
     AdamState s;
     Error err;
-    assert_int_equal(adam_state_alloc(&s, 4, &err), 0);
+    assert_ok(adam_state_alloc(&s, 4, &err));
     assert_int_equal(s.step, 0);
     for (int i = 0; i < 4; i++) assert_true(s.m[i] == 0 && s.v[i] == 0);
-    assert_int_equal(adam_step(p, g, &s, &c, 0.01f), 0);
+    assert_ok(adam_step(p, g, &s, &c, 0.01f));
     assert_int_equal(s.step, 1);
     float moved[4], expected[4];
     for (int i = 0; i < 4; i++) {
@@ -488,10 +487,10 @@ static void test_adamw_decay_only(void **state)
     w.weight_decay = a.weight_decay = 0.1f;
     AdamState sw, sa;
     Error err;
-    assert_int_equal(adam_state_alloc(&sw, 3, &err), 0);
-    assert_int_equal(adam_state_alloc(&sa, 3, &err), 0);
-    assert_int_equal(adam_step(p, zero, &sw, &w, 0.5f), 0);
-    assert_int_equal(adam_step(q, zero, &sa, &a, 0.5f), 0);
+    assert_ok(adam_state_alloc(&sw, 3, &err));
+    assert_ok(adam_state_alloc(&sa, 3, &err));
+    assert_ok(adam_step(p, zero, &sw, &w, 0.5f));
+    assert_ok(adam_step(q, zero, &sa, &a, 0.5f));
     float decay = (float)(1.0 - 0.5 * (double)0.1f);
     float expected[3] = {1 * decay, -2 * decay, 0.25f * decay};
     assert_close("AdamW, zero gradient: p (1 - lr wd)", p, expected, 3, 0, 0);
@@ -514,10 +513,10 @@ static void test_adam_thread_count_independent(void **state)
         Rng rng;
         rng_seed(&rng, 8, 0);
         for (int i = 0; i < N; i++) p[run][i] = rng_normal(&rng);
-        assert_int_equal(adam_state_alloc(&s[run], N, &err), 0);
+        assert_ok(adam_state_alloc(&s[run], N, &err));
         for (int k = 0; k < K; k++) {
             for (int i = 0; i < N; i++) g[i] = rng_normal(&rng);
-            assert_int_equal(adam_step(p[run], g, &s[run], &c, 1e-2f), 0);
+            assert_ok(adam_step(p[run], g, &s[run], &c, 1e-2f));
         }
     }
     omp_set_num_threads(saved);
@@ -617,10 +616,10 @@ static void test_task_parse(void **state)
 {
     SeqTask t;
     Error err;
-    assert_int_equal(seq_task_parse("reverse", &t, &err), 0);
+    assert_ok(seq_task_parse("reverse", &t, &err));
     assert_int_equal(t, SEQ_TASK_REVERSE);
     assert_string_equal(seq_task_name(t), "reverse");
-    assert_int_equal(seq_task_parse("copy", &t, &err), 0);
+    assert_ok(seq_task_parse("copy", &t, &err));
     assert_int_equal(t, SEQ_TASK_COPY);
     assert_string_equal(seq_task_name(t), "copy");
     assert_int_equal(seq_task_parse("sort", &t, &err), -1);
@@ -636,7 +635,7 @@ static void test_dataset_tasks(void **state)
         rng_seed(&rng, 4, 0);
         SeqDataset ds;
         Error err;
-        assert_int_equal(seq_dataset_make(&ds, task, N, S, C, &rng, &err), 0);
+        assert_ok(seq_dataset_make(&ds, task, N, S, C, &rng, &err));
         assert_int_equal(ds.n, N);
         int counts[C] = {0};
         for (int i = 0; i < N; i++)
@@ -663,9 +662,9 @@ static void test_dataset_deterministic(void **state)
     Rng r1, r2, r3;
     Error err;
     rng_seed(&r1, 99, 0), rng_seed(&r2, 99, 0), rng_seed(&r3, 100, 0);
-    assert_int_equal(seq_dataset_make(&a, SEQ_TASK_REVERSE, 50, 8, 10, &r1, &err), 0);
-    assert_int_equal(seq_dataset_make(&b, SEQ_TASK_REVERSE, 50, 8, 10, &r2, &err), 0);
-    assert_int_equal(seq_dataset_make(&c, SEQ_TASK_REVERSE, 50, 8, 10, &r3, &err), 0);
+    assert_ok(seq_dataset_make(&a, SEQ_TASK_REVERSE, 50, 8, 10, &r1, &err));
+    assert_ok(seq_dataset_make(&b, SEQ_TASK_REVERSE, 50, 8, 10, &r2, &err));
+    assert_ok(seq_dataset_make(&c, SEQ_TASK_REVERSE, 50, 8, 10, &r3, &err));
     assert_memory_equal(a.x, b.x, 50 * 8 * sizeof(int64_t));
     assert_memory_not_equal(a.x, c.x, 50 * 8 * sizeof(int64_t));
     seq_dataset_free(&a), seq_dataset_free(&b), seq_dataset_free(&c);
@@ -685,8 +684,8 @@ static void test_dataset_split(void **state)
     Rng rng;
     Error err;
     rng_seed(&rng, 5, 0);
-    assert_int_equal(seq_dataset_make(&all, SEQ_TASK_REVERSE, 10, 4, 10, &rng, &err), 0);
-    assert_int_equal(seq_dataset_split(&all, 7, &first, &rest, &err), 0);
+    assert_ok(seq_dataset_make(&all, SEQ_TASK_REVERSE, 10, 4, 10, &rng, &err));
+    assert_ok(seq_dataset_split(&all, 7, &first, &rest, &err));
     assert_int_equal(first.n, 7);
     assert_int_equal(rest.n, 3);
     assert_int_equal(rest.seq_len, 4);
@@ -709,13 +708,13 @@ static void test_batch_layouts(void **state)
     int64_t idx[3] = {1, 0, 1};
     int64_t src[9], target[9];
     Error err;
-    assert_int_equal(batch_encoder(src, target, &ds, idx, 3, &err), 0);
+    assert_ok(batch_encoder(src, target, &ds, idx, 3, &err));
     int64_t want_src[9] = {1, 1, 2, 4, 0, 9, 1, 1, 2}, want_target[9] = {2, 1, 1, 9, 0, 4, 2, 1, 1};
     assert_memory_equal(src, want_src, sizeof src);
     assert_memory_equal(target, want_target, sizeof target);
 
     int64_t s2[6], tin[8], tout[8];
-    assert_int_equal(batch_seq2seq(s2, tin, tout, &ds, idx, 2, &err), 0);
+    assert_ok(batch_seq2seq(s2, tin, tout, &ds, idx, 2, &err));
     /* Row 0 is sequence 1: x = 1 1 2 -> 4 4 5; y = 2 1 1 -> 5 4 4. */
     int64_t want_s2[6] = {4, 4, 5, 7, 3, 12};
     int64_t want_in[8] = {SEQ2SEQ_SOS, 5, 4, 4, SEQ2SEQ_SOS, 12, 3, 7};
@@ -744,7 +743,7 @@ static void test_batcher_covers_every_index(void **state)
         Error err;
         Rng rng;
         rng_seed(&rng, 17, 0);
-        assert_int_equal(batcher_init(&b, N, BS, drop_last, &err), 0);
+        assert_ok(batcher_init(&b, N, BS, drop_last, &err));
         assert_int_equal(batcher_num_batches(&b), drop_last ? 10 : 11);
         for (int epoch = 0; epoch < 3; epoch++) {
             batcher_shuffle(&b, &rng);
@@ -777,8 +776,8 @@ static void test_batcher_shuffle_deterministic(void **state)
     Error err;
     Rng r1, r2;
     rng_seed(&r1, 2024, 3), rng_seed(&r2, 2024, 3);
-    assert_int_equal(batcher_init(&a, N, 8, 0, &err), 0);
-    assert_int_equal(batcher_init(&b, N, 8, 0, &err), 0);
+    assert_ok(batcher_init(&a, N, 8, 0, &err));
+    assert_ok(batcher_init(&b, N, 8, 0, &err));
     int64_t first[N];
     batcher_shuffle(&a, &r1);
     memcpy(first, a.order, sizeof first);
@@ -788,7 +787,7 @@ static void test_batcher_shuffle_deterministic(void **state)
     batcher_shuffle(&b, &r2);
     assert_memory_equal(first, b.order, sizeof first);
     Batcher resumed;
-    assert_int_equal(batcher_init(&resumed, N, 8, 0, &err), 0);
+    assert_ok(batcher_init(&resumed, N, 8, 0, &err));
     batcher_shuffle(&resumed, &saved);
     assert_memory_equal(a.order, resumed.order, sizeof first);
     print_message("  epoch 2 starts %lld %lld %lld %lld, again after a resume\n",
@@ -875,16 +874,16 @@ static void test_csv_log_new(void **state)
     write_text(path, "old content\n");               /* replaced */
     CsvLog log;
     Error err;
-    assert_int_equal(csv_log_open(&log, path, -1, &err), 0);
-    assert_int_equal(csv_log_row(&log, 1, 0, 1e-3, 2.5, NAN, NAN, &err), 0);
-    assert_int_equal(csv_log_row(&log, 2, 0, 0.0, 2.25, 2.125, 0.5, &err), 0);
+    assert_ok(csv_log_open(&log, path, -1, &err));
+    assert_ok(csv_log_row(&log, 1, 0, 1e-3, 2.5, NAN, NAN, &err));
+    assert_ok(csv_log_row(&log, 2, 0, 0.0, 2.25, 2.125, 0.5, &err));
     const char *text = slurp(path);             /* flushed: readable before close */
     print_message("%s", text);
     assert_string_equal(text, "step,epoch,lr,train_loss,val_loss,val_accuracy\n"
                               "1,0,0.001,2.5,,\n"
                               "2,0,0,2.25,2.125,0.5\n");
-    assert_int_equal(csv_log_close(&log, &err), 0);
-    assert_int_equal(csv_log_close(&log, &err), 0);  /* safe twice */
+    assert_ok(csv_log_close(&log, &err));
+    assert_ok(csv_log_close(&log, &err));  /* safe twice */
     unlink(path);
 }
 
@@ -900,9 +899,9 @@ static void test_csv_log_resume_trims(void **state)
                                     "4,1,0.4,0.5,,\n5,1,0.5,0.25,,\n");
     CsvLog log;
     Error err;
-    assert_int_equal(csv_log_open(&log, path, 3, &err), 0);
-    assert_int_equal(csv_log_row(&log, 4, 1, 0.4, 0.75, NAN, NAN, &err), 0);
-    assert_int_equal(csv_log_close(&log, &err), 0);
+    assert_ok(csv_log_open(&log, path, 3, &err));
+    assert_ok(csv_log_row(&log, 4, 1, 0.4, 0.75, NAN, NAN, &err));
+    assert_ok(csv_log_close(&log, &err));
     const char *text = slurp(path);
     print_message("%s", text);
     assert_string_equal(text, CSV_LOG_HEADER "\n1,0,0.1,3,,\n2,0,0.2,2,,\n3,0,0.3,1,0.9,0.25\n"
@@ -910,7 +909,7 @@ static void test_csv_log_resume_trims(void **state)
     struct stat st;
     mode_t mask = umask(0);
     umask(mask);
-    assert_int_equal(stat(path, &st), 0);
+    assert_ok(stat(path, &st));
     assert_int_equal(st.st_mode & 0777, 0666 & ~mask);
     char pattern[300];
     snprintf(pattern, sizeof pattern, "%s.tmp.", path);
@@ -922,25 +921,25 @@ static void test_csv_log_resume_trims(void **state)
     pclose(ls);
 
     /* Keeping everything leaves the file as it is and appends. */
-    assert_int_equal(csv_log_open(&log, path, 100, &err), 0);
-    assert_int_equal(csv_log_row(&log, 5, 1, 0.5, 0.5, NAN, NAN, &err), 0);
-    assert_int_equal(csv_log_close(&log, &err), 0);
+    assert_ok(csv_log_open(&log, path, 100, &err));
+    assert_ok(csv_log_row(&log, 5, 1, 0.5, 0.5, NAN, NAN, &err));
+    assert_ok(csv_log_close(&log, &err));
     text = slurp(path);
     assert_non_null(strstr(text, "4,1,0.4,0.75,,\n5,1,0.5,0.5,,\n"));
 
     /* A last row cut off in mid-write goes; so does everything when resuming at 0. */
     write_text(path, CSV_LOG_HEADER "\n1,0,0.1,3,,\n2,0,0.2,2");
-    assert_int_equal(csv_log_open(&log, path, 10, &err), 0);
-    assert_int_equal(csv_log_close(&log, &err), 0);
+    assert_ok(csv_log_open(&log, path, 10, &err));
+    assert_ok(csv_log_close(&log, &err));
     assert_string_equal(slurp(path), CSV_LOG_HEADER "\n1,0,0.1,3,,\n");
-    assert_int_equal(csv_log_open(&log, path, 0, &err), 0);
-    assert_int_equal(csv_log_close(&log, &err), 0);
+    assert_ok(csv_log_open(&log, path, 0, &err));
+    assert_ok(csv_log_close(&log, &err));
     assert_string_equal(slurp(path), CSV_LOG_HEADER "\n");
     unlink(path);
 
     /* No log yet: resuming starts one. */
-    assert_int_equal(csv_log_open(&log, path, 7, &err), 0);
-    assert_int_equal(csv_log_close(&log, &err), 0);
+    assert_ok(csv_log_open(&log, path, 7, &err));
+    assert_ok(csv_log_close(&log, &err));
     assert_string_equal(slurp(path), CSV_LOG_HEADER "\n");
     unlink(path);
 }
@@ -1088,8 +1087,8 @@ static void tiny_run(TinyRun *r, float dropout)
     Error err;
     memset(r, 0, sizeof *r);
     rng_seed(&rng, 5, 1);
-    assert_int_equal(seq_dataset_make(&r->all, SEQ_TASK_REVERSE, 96, 6, 5, &rng, &err), 0);
-    assert_int_equal(seq_dataset_split(&r->all, 64, &r->train, &r->val, &err), 0);
+    assert_ok(seq_dataset_make(&r->all, SEQ_TASK_REVERSE, 96, 6, 5, &rng, &err));
+    assert_ok(seq_dataset_split(&r->all, 64, &r->train, &r->val, &err));
     r->o.epochs = 3;
     r->o.batch_size = 16;
     r->o.adam = adam_default_config(0);
@@ -1116,8 +1115,8 @@ static void fresh_start(const TinyRun *r, Model *m, AdamState *opt, TrainState *
     Rng init;
     Error err;
     rng_seed(&init, 5, 2);
-    assert_int_equal(model_init(m, &r->cfg, &init, &err), 0);
-    assert_int_equal(adam_state_alloc(opt, m->num_params, &err), 0);
+    assert_ok(model_init(m, &r->cfg, &init, &err));
+    assert_ok(adam_state_alloc(opt, m->num_params, &err));
     memset(st, 0, sizeof *st);
     rng_seed(&st->data_rng, 5, 3);
     rng_seed(&st->dropout_rng, 5, 4);
@@ -1142,7 +1141,7 @@ static void test_diverged_run_stops(void **state)
     fresh_start(&r, &m, &opt, &st);
     r.o.checkpoint = ckpt;
     r.o.stop_after = 1;
-    assert_int_equal(train_run(&m, &opt, &st, &r.o, &train, &held, &val, &err), 0);
+    assert_ok(train_run(&m, &opt, &st, &r.o, &train, &held, &val, &err));
     r.o.stop_after = 0;
     r.o.adam.lr = 1e30f;                 /* the next step sends the weights to infinity */
     r.o.max_norm = 0.0f;
@@ -1150,7 +1149,7 @@ static void test_diverged_run_stops(void **state)
     assert_int_equal(train_run(&m, &opt, &st, &r.o, &train, &held, &val, &err), -1);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "the loss is"));
-    assert_int_equal(checkpoint_load(ckpt, &saved, &saved_opt, &saved_st, &err), 0);
+    assert_ok(checkpoint_load(ckpt, &saved, &saved_opt, &saved_st, &err));
     assert_int_equal(saved_st.epoch, 1);
     for (size_t i = 0; i < saved.num_params; i++) assert_true(isfinite(saved.params[i]));
     model_free(&m), model_free(&saved);
@@ -1174,7 +1173,7 @@ static void test_output_paths_checked(void **state)
     assert_int_equal(check_output_path("--log", "build", &err), -1);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "not a regular file"));
-    assert_int_equal(check_output_path("--log", "build/new_log_file.csv", &err), 0);
+    assert_ok(check_output_path("--log", "build/new_log_file.csv", &err));
     assert_int_equal(access("build/new_log_file.csv", F_OK), -1);
 }
 
@@ -1193,15 +1192,15 @@ static void test_checkpoint_counters_checked(void **state)
     snprintf(ckpt, sizeof ckpt, "%s/run.safetensors", dir);
     tiny_run(&r, 0.0f);
     fresh_start(&r, &m, &opt, &st);
-    assert_int_equal(checkpoint_save(ckpt, &m, &opt, &st, &err), 0);
+    assert_ok(checkpoint_save(ckpt, &m, &opt, &st, &err));
     const char *bad[][2] = {{"optimizer.step", "-5"}, {"train.epoch", "4294967295"},
                             {"optimizer.step", " 7"}, {"train.data_rng.inc", "1e3"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        assert_int_equal(safetensors_read(ckpt, &f, &err), 0);
-        assert_int_equal(tensorfile_set_meta(&f, bad[i][0], bad[i][1], &err), 0);
+        assert_ok(safetensors_read(ckpt, &f, &err));
+        assert_ok(tensorfile_set_meta(&f, bad[i][0], bad[i][1], &err));
         char broken[300];
         snprintf(broken, sizeof broken, "%s/broken.safetensors", dir);
-        assert_int_equal(safetensors_write(broken, &f, &err), 0);
+        assert_ok(safetensors_write(broken, &f, &err));
         tensorfile_free(&f);
         assert_int_equal(checkpoint_load(broken, &back, &back_opt, &back_st, &err), -1);
         print_message("  %s\n", err.msg);
@@ -1248,8 +1247,7 @@ static void test_checkpoint_config_must_match(void **state)
                                  "--layers", "--seq-len", "--norm-first", "--dropout"};
     Error err;
     ModelConfig wanted = saved;
-    assert_int_equal(checkpoint_check_config("ck.safetensors", &saved, &wanted, &names, &err),
-                     0);
+    assert_ok(checkpoint_check_config("ck.safetensors", &saved, &wanted, &names, &err));
     wanted.dim_feedforward = 128;
     wanted.dropout = 0.2f;                        /* the first difference is named */
     assert_int_equal(checkpoint_check_config("ck.safetensors", &saved, &wanted, &names, &err),
@@ -1292,13 +1290,13 @@ static void test_resume_bit_identical(void **state)
 
     fresh_start(&r, &a, &oa, &sa);
     r.o.log_path = log_a;
-    assert_int_equal(train_run(&a, &oa, &sa, &r.o, &train, &held, &val, &err), 0);
+    assert_ok(train_run(&a, &oa, &sa, &r.o, &train, &held, &val, &err));
 
     fresh_start(&r, &b, &ob, &sb);
     r.o.log_path = log_b;
     r.o.checkpoint = ckpt;
     r.o.stop_after = 1;
-    assert_int_equal(train_run(&b, &ob, &sb, &r.o, &train, &held, &val, &err), 0);
+    assert_ok(train_run(&b, &ob, &sb, &r.o, &train, &held, &val, &err));
     r.o.stop_after = 0;
     r.o.checkpoint = NULL;
     if (checkpoint_load(ckpt, &c, &oc, &sc, &err) != 0) {
@@ -1306,7 +1304,7 @@ static void test_resume_bit_identical(void **state)
         fail();
     }
     assert_int_equal(sc.epoch, 1);
-    assert_int_equal(train_run(&c, &oc, &sc, &r.o, &train, &held, &val, &err), 0);
+    assert_ok(train_run(&c, &oc, &sc, &r.o, &train, &held, &val, &err));
 
     assert_int_equal(a.num_params, c.num_params);
     assert_int_equal(oa.step, oc.step);
@@ -1350,7 +1348,7 @@ static void test_checkpoint_refused(void **state)
     snprintf(cut, sizeof cut, "%s/cut.safetensors", dir);
     tiny_run(&r, 0.0f);
     fresh_start(&r, &m, &opt, &st);
-    assert_int_equal(checkpoint_save(path, &m, &opt, &st, &err), 0);
+    assert_ok(checkpoint_save(path, &m, &opt, &st, &err));
 
     /* the same file, cut short */
     FILE *f = fopen(path, "rb"), *g = fopen(cut, "wb");

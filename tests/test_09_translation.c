@@ -84,8 +84,8 @@ static int read_text(const char *text, int max_src, int max_tgt, PairDataset *ds
     char path[64];
     Tokenizer src, tgt;
     write_temp(path, sizeof path, text);
-    assert_int_equal(tokenizer_build(&src, TOKENIZER_TAYLOR_SOURCE, NULL, 0, 0, err), 0);
-    assert_int_equal(tokenizer_build(&tgt, TOKENIZER_TAYLOR_TARGET, NULL, 0, 0, err), 0);
+    assert_ok(tokenizer_build(&src, TOKENIZER_TAYLOR_SOURCE, NULL, 0, 0, err));
+    assert_ok(tokenizer_build(&tgt, TOKENIZER_TAYLOR_TARGET, NULL, 0, 0, err));
     int rc = pairs_read(ds, path, &src, &tgt, max_src, max_tgt, skipped, err);
     tokenizer_free(&src);
     tokenizer_free(&tgt);
@@ -100,8 +100,8 @@ static void test_pairs_limits_and_layout(void **state)
     PairDataset ds;
     int64_t skipped;
     Error err;
-    assert_int_equal(read_text("sin(x)|x-x**3/6+O(x**6)\r\nexp(a*x)|1+a*x+O(x**6)\n"
-                               "cos(x)**2|1-x**2+x**4/3+O(x**6)", 6, 9, &ds, &skipped, &err), 0);
+    assert_ok(read_text("sin(x)|x-x**3/6+O(x**6)\r\nexp(a*x)|1+a*x+O(x**6)\n"
+                        "cos(x)**2|1-x**2+x**4/3+O(x**6)", 6, 9, &ds, &skipped, &err));
     /* sin(x): 4 tokens, 9 target tokens; exp(a*x): 6 and 7; cos(x)**2: 6 and 13 */
     assert_int_equal(ds.n, 2);
     assert_int_equal(skipped, 1);
@@ -183,7 +183,7 @@ static void test_exact_and_misses(void **state)
 {
     Vocab v;
     Error err;
-    assert_int_equal(taylor_vocab(&v, TAYLOR_TARGET, &err), 0);
+    assert_ok(taylor_vocab(&v, TAYLOR_TARGET, &err));
     /* target row: <sos> 1 + x <eos> <pad>; ids of "1" 11, "+" 7, "x" 29, "-" 8 */
     const int64_t tgt[6] = {1, 11, 7, 29, 2, 0};
     const int64_t right[5] = {11, 7, 29, 2, 0}, digit[5] = {12, 7, 29, 2, 0};
@@ -207,8 +207,8 @@ static int read_pairs(const char *path, const char *out_path, Error *err)
     Tokenizer src, tgt;
     PairDataset ds;
     (void)out_path;
-    assert_int_equal(tokenizer_build(&src, TOKENIZER_TAYLOR_SOURCE, NULL, 0, 0, err), 0);
-    assert_int_equal(tokenizer_build(&tgt, TOKENIZER_TAYLOR_TARGET, NULL, 0, 0, err), 0);
+    assert_ok(tokenizer_build(&src, TOKENIZER_TAYLOR_SOURCE, NULL, 0, 0, err));
+    assert_ok(tokenizer_build(&tgt, TOKENIZER_TAYLOR_TARGET, NULL, 0, 0, err));
     int rc = pairs_read(&ds, path, &src, &tgt, 20, 83, NULL, err);
     if (rc == 0) pairs_free(&ds);
     tokenizer_free(&src);

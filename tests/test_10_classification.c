@@ -59,7 +59,7 @@ static void test_imdb_split(void **state)
         fail_msg("%s", err.msg);
     reviews_clean(&all);
     reviews_clean(&rt);
-    assert_int_equal(reviews_split(&all, &train, &test, &err), 0);
+    assert_ok(reviews_split(&all, &train, &test, &err));
     const int64_t *counts = golden_tensor(&f, "counts", DTYPE_I64)->data;
     const ReviewSet *parts[3] = {&train, &test, &rt};
     const char *names[3] = {"train", "test", "rt"};
@@ -79,10 +79,10 @@ static void test_imdb_split(void **state)
     Text corpus = {0};
     ReviewSet first = train;
     first.n = golden_meta_int(&f, "bpe_reviews");
-    assert_int_equal(reviews_corpus(&first, &corpus, &err), 0);
-    assert_int_equal(bpe_init(&bpe, &err), 0);
-    assert_int_equal(bpe_train(&bpe, corpus.data, corpus.len, golden_meta_int(&f, "vocab_size"),
-                               &err), 0);
+    assert_ok(reviews_corpus(&first, &corpus, &err));
+    assert_ok(bpe_init(&bpe, &err));
+    assert_ok(bpe_train(&bpe, corpus.data, corpus.len, golden_meta_int(&f, "vocab_size"),
+                        &err));
     assert_i64_equal_to_golden(&f, "merges", bpe.merges, 2 * bpe.n_merges);
     int L = (int)golden_meta_int(&f, "max_len");
     ReviewSet three;
@@ -97,7 +97,7 @@ static void test_imdb_split(void **state)
     three.text = picked;
     three.label = (uint8_t *)labels;
     three.line = lines;
-    assert_int_equal(review_rows(&rows, &three, &bpe, L, &err), 0);
+    assert_ok(review_rows(&rows, &three, &bpe, L, &err));
     assert_i64_equal_to_golden(&f, "rows", rows.ids, 3 * L);
     print_message("  %lld train (%lld positive), %lld test, %lld Rotten Tomatoes; %lld merges "
                   "and 3 rows of %d ids: as the reference\n", (long long)train.n,
@@ -131,7 +131,7 @@ static void test_review_clean(void **state)
     Text t = {0};
     Error err;
     const char *in = "Great FILM!<br /><br />Caf\xc3\xa9 <BR />9/10<br /";
-    assert_int_equal(text_append(&t, in, strlen(in), &err), 0);
+    assert_ok(text_append(&t, in, strlen(in), &err));
     review_clean(&t);
     assert_string_equal((const char *)t.data, "great film!  caf\xc3\xa9 <br />9/10<br /");
     text_free(&t);
@@ -150,12 +150,12 @@ static void test_reviews_read_and_split(void **state)
         strcat(text, line);
     }
     write_temp(path, sizeof path, text);
-    assert_int_equal(reviews_read(&rs, path, &err), 0);
+    assert_ok(reviews_read(&rs, path, &err));
     remove(path);
     assert_int_equal(rs.n, 12);
     assert_string_equal((const char *)rs.text[11].data, "review 11");
     assert_int_equal(rs.label[3], 1);
-    assert_int_equal(reviews_split(&rs, &train, &test, &err), 0);
+    assert_ok(reviews_split(&rs, &train, &test, &err));
     /* label 0: reviews 0 2 4 6 8 10, the 5th is review 8; label 1: review 9 */
     assert_int_equal(test.n, 2);
     assert_int_equal(train.n, 10);
@@ -206,20 +206,20 @@ static void test_merges_as_metadata(void **state)
     Text merges = {0};
     Error err;
     const char *corpus = "the film was the best film of the year, the best\n";
-    assert_int_equal(bpe_init(&a, &err), 0);
-    assert_int_equal(bpe_train(&a, (const uint8_t *)corpus, strlen(corpus), 280, &err), 0);
-    assert_int_equal(bpe_merges_text(&a, &merges, &err), 0);
-    assert_int_equal(bpe_from_merges(&b, (const char *)merges.data, "m.safetensors", &err), 0);
+    assert_ok(bpe_init(&a, &err));
+    assert_ok(bpe_train(&a, (const uint8_t *)corpus, strlen(corpus), 280, &err));
+    assert_ok(bpe_merges_text(&a, &merges, &err));
+    assert_ok(bpe_from_merges(&b, (const char *)merges.data, "m.safetensors", &err));
     assert_int_equal(b.n_merges, a.n_merges);
     assert_memory_equal(b.merges, a.merges, 2 * a.n_merges * sizeof(int64_t));
     int64_t ids[4];
     int length;
-    assert_int_equal(review_encode(&b, "The BEST<br />film of all", 4, ids, &length, &err), 0);
+    assert_ok(review_encode(&b, "The BEST<br />film of all", 4, ids, &length, &err));
     assert_int_equal(length, 4);                  /* truncated to L */
     int64_t ids_a[4];
-    assert_int_equal(review_encode(&a, "the best film of all", 4, ids_a, &length, &err), 0);
+    assert_ok(review_encode(&a, "the best film of all", 4, ids_a, &length, &err));
     assert_memory_equal(ids, ids_a, sizeof ids);
-    assert_int_equal(review_encode(&a, "<br />", 4, ids, &length, &err), 0);
+    assert_ok(review_encode(&a, "<br />", 4, ids, &length, &err));
     assert_int_equal(length, 1);                  /* one space */
     assert_int_equal(ids[1], 0);                  /* then <pad> */
     assert_int_equal(review_encode(&a, "", 4, ids, &length, &err), -1);
@@ -275,12 +275,12 @@ static void test_classifier_trains(void **state)
     Model m;
     AdamState opt;
     TrainState st = {0};
-    assert_int_equal(model_init(&m, &c, &rng, &err), 0);
-    assert_int_equal(adam_state_alloc(&opt, m.num_params, &err), 0);
+    assert_ok(model_init(&m, &c, &rng, &err));
+    assert_ok(adam_state_alloc(&opt, m.num_params, &err));
     rng_seed(&st.data_rng, 7, 3);
     rng_seed(&st.dropout_rng, 7, 4);
     StepResult before, after;
-    assert_int_equal(evaluate(&m, NULL, &ex, 50, &before, &err), 0);
+    assert_ok(evaluate(&m, NULL, &ex, 50, &before, &err));
     assert_int_equal(before.count, N);               /* every row, label 0 too */
     TrainOptions o = {0};
     o.epochs = 30;

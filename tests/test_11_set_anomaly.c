@@ -128,9 +128,9 @@ static void test_set_head_matches_reference(void **state)
     const Tensor *odd = golden_tensor(&f, "odd", DTYPE_I64);
     int N = (int)x->shape[0], S = (int)x->shape[1];
     assert_int_equal(x->shape[2], m.cfg.input_dim);
-    assert_int_equal(model_work_alloc(&w, &m, N, S, 0, 1, &err), 0);
+    assert_ok(model_work_alloc(&w, &m, N, S, 0, 1, &err));
     w.features = x->data;
-    assert_int_equal(model_forward(&m, &w, NULL, NULL, NULL), 0);
+    assert_ok(model_forward(&m, &w, NULL, NULL, NULL));
     float loss, dscores[N * S];
     int64_t count, correct;
     if (cross_entropy(&loss, dscores, w.logits, odd->data, N, S, CROSS_ENTROPY_IGNORE_INDEX,
@@ -138,7 +138,7 @@ static void test_set_head_matches_reference(void **state)
         fail_msg("%s", err.msg);
     assert_int_equal(count, N);
     model_zero_grad(&m);
-    assert_int_equal(model_backward(&m, &w, dscores), 0);
+    assert_ok(model_backward(&m, &w, dscores));
     assert_close_to_golden(&f, "loss", &loss, 1, atol, rtol);
     assert_close_to_golden(&f, "grad_scores", dscores, N * S, atol, rtol);
     for (int i = 0; i < m.n_tensors; i++) {
@@ -195,11 +195,11 @@ static void write_digits(const char *path, const float *pixels, int64_t n, int64
     TensorFile f = {0};
     Error err;
     Tensor y;
-    assert_int_equal(tensorfile_add_f32(&f, "pixels", pixels, 2, (int64_t[]){n, cols}, &err), 0);
-    assert_int_equal(tensor_alloc(&y, DTYPE_I64, 1, (int64_t[]){n}, &err), 0);
+    assert_ok(tensorfile_add_f32(&f, "pixels", pixels, 2, (int64_t[]){n, cols}, &err));
+    assert_ok(tensor_alloc(&y, DTYPE_I64, 1, (int64_t[]){n}, &err));
     memcpy(y.data, labels, (size_t)n * sizeof *labels);
-    assert_int_equal(tensorfile_add(&f, "labels", &y, &err), 0);
-    assert_int_equal(safetensors_write(path, &f, &err), 0);
+    assert_ok(tensorfile_add(&f, "labels", &y, &err));
+    assert_ok(safetensors_write(path, &f, &err));
     tensorfile_free(&f);
 }
 
@@ -241,7 +241,7 @@ static void test_digits_refusals(void **state)
     /* Too few images of a digit for a set: refused by the split. */
     write_digits(path, pixels, 3, 64, labels);
     DigitPool train, test;
-    assert_int_equal(digits_read(&d, path, &err), 0);
+    assert_ok(digits_read(&d, path, &err));
     assert_int_equal(digits_split(&d, &train, &test, &err), -1);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "a set needs 9 of one digit"));
@@ -280,8 +280,8 @@ static void test_set_scores_permute(void **state)
     Rng rng;
     Error err;
     rng_seed(&rng, 11, 0);
-    assert_int_equal(model_init(&m, &c, &rng, &err), 0);
-    assert_int_equal(model_work_alloc(&w, &m, N, S, 0, 0, &err), 0);
+    assert_ok(model_init(&m, &c, &rng, &err));
+    assert_ok(model_work_alloc(&w, &m, N, S, 0, 0, &err));
     float x[N * S * I], xp[N * S * I], scores[N * S];
     int perm[N][S];
     for (int i = 0; i < N * S * I; i++) x[i] = rng_uniform(&rng);
@@ -297,10 +297,10 @@ static void test_set_scores_permute(void **state)
                    I * sizeof *x);
     }
     w.features = x;
-    assert_int_equal(model_forward(&m, &w, NULL, NULL, NULL), 0);
+    assert_ok(model_forward(&m, &w, NULL, NULL, NULL));
     memcpy(scores, w.logits, sizeof scores);
     w.features = xp;
-    assert_int_equal(model_forward(&m, &w, NULL, NULL, NULL), 0);
+    assert_ok(model_forward(&m, &w, NULL, NULL, NULL));
     double worst = 0.0, largest = 0.0;
     for (int n = 0; n < N; n++) {
         for (int s = 0; s < S; s++) {
@@ -339,13 +339,13 @@ static void test_set_model_config_and_file(void **state)
     assert_non_null(strstr(err.msg, "only a set model reads features"));
 
     rng_seed(&rng, 5, 0);
-    assert_int_equal(model_init(&m, &c, &rng, &err), 0);
+    assert_ok(model_init(&m, &c, &rng, &err));
     assert_null(m.pos_table);                       /* a set has no positions */
     assert_non_null(model_tensor(&m, "input_net.weight"));
     assert_null(model_tensor(&m, "src_embed.weight"));
     char path[64];
     snprintf(path, sizeof path, "build/tmp_set_model_%d.safetensors", (int)getpid());
-    assert_int_equal(model_save(&m, path, &err), 0);
+    assert_ok(model_save(&m, path, &err));
     if (model_load(&back, path, &err) != 0) fail_msg("%s", err.msg);
     assert_int_equal(back.cfg.kind, MODEL_SET);
     assert_int_equal(back.cfg.input_dim, DIGIT_PIXELS);
@@ -357,17 +357,17 @@ static void test_set_model_config_and_file(void **state)
      * with one, are refused by name */
     TensorFile f = {0};
     Model other;
-    assert_int_equal(model_to_file(&m, &f, &err), 0);
-    assert_int_equal(tensorfile_set_meta(&f, "model.input_dim", "0", &err), 0);
+    assert_ok(model_to_file(&m, &f, &err));
+    assert_ok(tensorfile_set_meta(&f, "model.input_dim", "0", &err));
     assert_int_equal(model_load_file(&back, &f, 1, &err), -1);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "'model.input_dim' = 0 is out of range"));
     tensorfile_free(&f);
     bad = c, bad.kind = MODEL_LABELLER, bad.src_vocab = 5, bad.tgt_vocab = 3, bad.input_dim = 0;
-    assert_int_equal(model_init(&other, &bad, &rng, &err), 0);
-    assert_int_equal(model_to_file(&other, &f, &err), 0);
+    assert_ok(model_init(&other, &bad, &rng, &err));
+    assert_ok(model_to_file(&other, &f, &err));
     assert_null(tensorfile_meta(&f, "model.input_dim"));   /* the other kinds' files are as before */
-    assert_int_equal(tensorfile_set_meta(&f, "model.input_dim", "64", &err), 0);
+    assert_ok(tensorfile_set_meta(&f, "model.input_dim", "64", &err));
     assert_int_equal(model_load_file(&back, &f, 1, &err), -1);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "only a set model reads features"));
@@ -396,12 +396,12 @@ static void test_set_model_trains(void **state)
     Examples tr = digit_set_examples(&train), te = digit_set_examples(&test);
     ModelConfig c = set_config(32, 4, 1, 0.0f);
     rng_seed(&rng, 3, 2);
-    assert_int_equal(model_init(&m, &c, &rng, &err), 0);
-    assert_int_equal(adam_state_alloc(&opt, m.num_params, &err), 0);
+    assert_ok(model_init(&m, &c, &rng, &err));
+    assert_ok(adam_state_alloc(&opt, m.num_params, &err));
     rng_seed(&st.data_rng, 3, 3);
     rng_seed(&st.dropout_rng, 3, 4);
     StepResult before, after;
-    assert_int_equal(evaluate(&m, NULL, &te, 64, &before, &err), 0);
+    assert_ok(evaluate(&m, NULL, &te, 64, &before, &err));
     assert_int_equal(before.count, 500);             /* one answer per set */
     TrainOptions o = {0};
     o.epochs = 4;

@@ -37,6 +37,23 @@ int error_prefix(Error *err, const char *what)
     return error_set(err, "%s: %s", what, msg);
 }
 
+static const char *first_func, *first_file;
+
+const char *not_implemented_first_func(void)
+{
+    return first_func;
+}
+
+const char *not_implemented_first_file(void)
+{
+    return first_file;
+}
+
+void not_implemented_clear(void)
+{
+    first_func = first_file = NULL;
+}
+
 int not_implemented_in(const char *func, const char *file)
 {
     /* The functions that have reported (__func__ of each stub is one string
@@ -49,6 +66,7 @@ int not_implemented_in(const char *func, const char *file)
     {
         for (int i = 0; i < n_said && first; i++) first = said[i] != func;
         if (first && n_said < (int)(sizeof said / sizeof said[0])) said[n_said++] = func;
+        if (!first_func) first_func = func, first_file = file;
     }
     if (first) fprintf(stderr, "not implemented: %s (%s)\n", func, file);
     return -1;

@@ -40,4 +40,11 @@ int error_prefix(Error *err, const char *what);
 int not_implemented_in(const char *func, const char *file);
 #define not_implemented(func) not_implemented_in(func, __FILE__)
 
+/* The first stub that reported itself since the last not_implemented_clear()
+ * (its function and file), or NULL: how a test names the stub a call ran
+ * into, however deep. */
+const char *not_implemented_first_func(void);
+const char *not_implemented_first_file(void);
+void not_implemented_clear(void);
+
 #endif
