@@ -106,12 +106,24 @@ static void assert_bytes_equal(const TensorFile *f, const char *name, const uint
 }
 
 /* Fails with the error's message unless rc == 0. */
-static void check_ok(int rc, const Error *err, const char *what)
+/* Fails unless `call` returns 0, saying what failed: the stub it ran into,
+ * or its message. */
+#define check_ok(call, err, what)                                          \
+    do {                                                                   \
+        not_implemented_clear();                                           \
+        int check_ok_rc_ = (call);                                         \
+        check_ok_at(check_ok_rc_, err, what);                              \
+    } while (0)
+
+static void check_ok_at(int rc, const Error *err, const char *what)
 {
-    if (rc != 0) {
+    if (rc == 0) return;
+    if (not_implemented_first_func())
+        print_error("%s: %s is not written yet (%s)\n", what, not_implemented_first_func(),
+                    not_implemented_first_file());
+    else
         print_error("%s failed: %s\n", what, err->msg);
-        fail();
-    }
+    fail();
 }
 
 /* Fails unless rc is -1 and the message contains every given phrase. */
