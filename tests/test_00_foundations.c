@@ -37,6 +37,15 @@
 /* matmul                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* The product the case's op names: matmul_nt, matmul_nn or matmul_tn. */
+static int matmul_op(const char *op, float *c, const float *a, const float *b, int M, int N,
+                     int K, int accumulate)
+{
+    return !strcmp(op, "matmul_nt")   ? matmul_nt(c, a, b, M, N, K, accumulate)
+           : !strcmp(op, "matmul_nn") ? matmul_nn(c, a, b, M, N, K, accumulate)
+                                      : matmul_tn(c, a, b, M, N, K, accumulate);
+}
+
 static void test_matmul_case(void **state)
 {
     const char *name = *state;
@@ -51,10 +60,7 @@ static void test_matmul_case(void **state)
     const float *b = golden_tensor(&f, "b", DTYPE_F32)->data;
 
     float *c = test_floats((int64_t)M * N);
-    int rc = !strcmp(op, "matmul_nt")   ? matmul_nt(c, a, b, M, N, K, 0)
-             : !strcmp(op, "matmul_nn") ? matmul_nn(c, a, b, M, N, K, 0)
-                                        : matmul_tn(c, a, b, M, N, K, 0);
-    assert_int_equal(rc, 0);
+    assert_ok(matmul_op(op, c, a, b, M, N, K, 0));
     assert_close_to_golden(&f, "c", c, (int64_t)M * N, atol, rtol);
     free(c);
     tensorfile_free(&f);
@@ -104,10 +110,7 @@ static void test_matmul_accumulates(void **state)
         const float *expected = golden_tensor(&f, "c", DTYPE_F32)->data;
         float c[7 * 2] = {0}, twice[7 * 2];
         for (int rep = 0; rep < 2; rep++) {
-            int rc = i == 0 ? matmul_nt(c, a, b, 7, 2, 9, 1)
-                     : i == 1 ? matmul_nn(c, a, b, 7, 2, 9, 1)
-                              : matmul_tn(c, a, b, 7, 2, 9, 1);
-            assert_int_equal(rc, 0);
+            assert_ok(matmul_op(tensorfile_meta(&f, "op"), c, a, b, 7, 2, 9, 1));
         }
         for (int j = 0; j < 14; j++) twice[j] = 2 * expected[j];
         assert_close(names[i], c, twice, 14, 4e-5, 1e-5);
@@ -132,10 +135,7 @@ static void test_matmul_thread_count_independent(void **state)
         int saved = omp_get_max_threads();
         for (int t = 0; t < 2; t++) {
             omp_set_num_threads(t + 1);
-            int rc = i == 0 ? matmul_nt(c[t], a, b, M, N, K, 0)
-                     : i == 1 ? matmul_nn(c[t], a, b, M, N, K, 0)
-                              : matmul_tn(c[t], a, b, M, N, K, 0);
-            assert_int_equal(rc, 0);
+            assert_ok(matmul_op(tensorfile_meta(&f, "op"), c[t], a, b, M, N, K, 0));
         }
         omp_set_num_threads(saved);
         assert_memory_equal(c[0], c[1], (size_t)M * N * sizeof(float));

@@ -289,12 +289,13 @@ static void test_layernorm_thread_count_independent(void **state)
         omp_set_num_threads(t + 1);
         out[t][0] = test_floats(N * C), out[t][1] = test_floats(N), out[t][2] = test_floats(N);
         out[t][3] = test_floats(N * C), out[t][4] = test_floats(2 * C);
+        not_implemented_clear();
         int rc = layernorm_forward(out[t][0], out[t][1], out[t][2], x, w, b, 4, 16, C, 1e-5f);
         if (rc == 0)
             rc = layernorm_backward(out[t][3], out[t][4], out[t][4] + C, dy, x, w, out[t][1],
                                     out[t][2], 4, 16, C);
         omp_set_num_threads(saved);
-        assert_int_equal(rc, 0);
+        assert_ok_at(rc, "layernorm_forward or layernorm_backward", __FILE__, __LINE__);
     }
     const int64_t sizes[5] = {N * C, N, N, N * C, 2 * C};
     for (int k = 0; k < 5; k++) {
