@@ -1,8 +1,11 @@
 /* casefile.c - see casefile.h. */
 #include "casefile.h"
 
+#include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const char *case_name(const TensorFile *in)
@@ -14,34 +17,172 @@ const char *case_name(const TensorFile *in)
 static const char *const COMMON_KEYS[] = {"op", "outputs", "atol", "rtol", "seed",
                                           "torch_version", NULL};
 
-/* Is `key` one of the space-separated words of `list`? A word "model.*"
- * matches every key that starts with "model.". */
-static int key_listed(const char *list, const char *key)
+/* The options' names, "nhead eps dropout", for a message. */
+static const char *option_names(const CaseOp *op, char *buf, size_t size)
 {
-    size_t n = strlen(key);
-    for (const char *w = list; *w;) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (const CaseOption *o = op->options; o && o->name && used < size; o++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? " " : "", o->name);
+    if (op->model && used < size)
+        used += (size_t)snprintf(buf + used, size - used, "%smodel.*", used ? " " : "");
+    if (!buf[0]) snprintf(buf, size, "none");
+    return buf;
+}
+
+/* Is x inside the interval "[lo, hi]", "(lo, hi)", "[lo, hi)", ...? */
+static int in_range(double x, const char *range)
+{
+    char *end;
+    double lo = strtod(range + 1, &end);
+    double hi = strtod(end + 1, &end);
+    int lo_ok = range[0] == '[' ? x >= lo : x > lo;
+    int hi_ok = *end == ']' ? x <= hi : x < hi;
+    return lo_ok && hi_ok;
+}
+
+/* Is the text one of the words of "a|b|c"? */
+static int in_words(const char *text, const char *words)
+{
+    size_t n = strlen(text);
+    for (const char *w = words; *w;) {
+        size_t len = strcspn(w, "|");
+        if (len == n && strncmp(w, text, n) == 0) return 1;
+        w += len + (w[len] == '|');
+    }
+    return 0;
+}
+
+/* Reads option o from `text` (the metadata's value or the fallback) into
+ * slot i of a. */
+static int read_option(const TensorFile *in, const CaseOption *o, const char *text,
+                       CaseArgs *a, int i, Error *err)
+{
+    static const char *const expected[] = {"true or false", "an integer", "a number", ""};
+    char *end = NULL;
+    errno = 0;
+    int ok;
+    switch (o->type) {
+    case CASE_BOOL:
+        ok = !strcmp(text, "true") || !strcmp(text, "false");
+        a->number[i] = !strcmp(text, "true");
+        break;
+    case CASE_INT:
+        a->integer[i] = strtoll(text, &end, 10);
+        a->number[i] = (double)a->integer[i];
+        ok = end != text && *end == '\0' && errno != ERANGE;
+        break;
+    case CASE_FLOAT:
+        a->number[i] = strtod(text, &end);
+        ok = end != text && *end == '\0' && !isnan(a->number[i]);
+        break;
+    default:
+        a->text[i] = text;
+        if (!in_words(text, o->range))
+            return error_set(err, "%s: metadata %s is '%s', not one of %s (%s)", case_name(in),
+                             o->name, text, o->range, o->what);
+        return 0;
+    }
+    if (!ok)
+        return error_set(err, "%s: metadata %s is %s, expected %s (%s)", case_name(in), o->name,
+                         text, expected[o->type], o->what);
+    if (o->range && !in_range(a->number[i], o->range))
+        return error_set(err, "%s: metadata %s is %s, outside %s (%s)", case_name(in), o->name,
+                         text, o->range, o->what);
+    return 0;
+}
+
+int case_read_args(const CaseOption *options, const TensorFile *in, CaseArgs *a, Error *err)
+{
+    memset(a, 0, sizeof *a);
+    a->options = options;
+    for (const CaseOption *o = options; o && o->name; o++) {
+        if (a->n == CASE_MAX_OPTIONS) {
+            fprintf(stderr, "an op declares more than %d options\n", CASE_MAX_OPTIONS);
+            abort();
+        }
+        int i = a->n++;
+        const char *value = tensorfile_meta(in, o->name);
+        a->given[i] = value != NULL;
+        if (!value && !o->fallback)
+            return error_set(err, "%s: metadata '%s' is missing (%s)", case_name(in), o->name,
+                             o->what);
+        if (!value && !o->fallback[0]) continue;      /* the op decides */
+        if (read_option(in, o, value ? value : o->fallback, a, i, err) != 0) return -1;
+    }
+    return 0;
+}
+
+/* Refuses a key that is neither an option of op, a common key, info.* nor
+ * (for a model) model.*. */
+static int check_keys(const CaseOp *op, const TensorFile *in, Error *err)
+{
+    char names[256];
+    for (int k = 0; k < in->n_meta; k++) {
+        const char *key = in->meta_keys[k];
+        int known = strncmp(key, "info.", 5) == 0 ||
+                    (op->model && strncmp(key, "model.", 6) == 0);
+        for (int c = 0; !known && COMMON_KEYS[c]; c++) known = !strcmp(key, COMMON_KEYS[c]);
+        for (const CaseOption *o = op->options; !known && o && o->name; o++)
+            known = !strcmp(key, o->name);
+        if (!known)
+            return error_set(err, "%s: metadata '%s' is not an option of op '%s' (its "
+                             "options: %s)", case_name(in), key, op->name,
+                             option_names(op, names, sizeof names));
+    }
+    return 0;
+}
+
+/* Every input the op requires ("[name]" is optional) is in the case. */
+static int check_inputs(const CaseOp *op, const TensorFile *in, Error *err)
+{
+    char name[128];
+    for (const char *w = op->inputs ? op->inputs : ""; *w;) {
         size_t len = strcspn(w, " ");
-        if (len == n && strncmp(w, key, n) == 0) return 1;
-        if (len == 7 && strncmp(w, "model.*", 7) == 0 && strncmp(key, "model.", 6) == 0)
-            return 1;
+        if (w[0] != '[' && len < sizeof name) {
+            memcpy(name, w, len);
+            name[len] = '\0';
+            if (!tensorfile_find(in, name))
+                return error_set(err, "%s: tensor '%s' is missing", case_name(in), name);
+        }
         w += len;
         w += strspn(w, " ");
     }
     return 0;
 }
 
-static int check_keys(const CaseOp *op, const TensorFile *in, Error *err)
+/* The slot of option `name`; asking for an undeclared one is a bug. */
+static int slot(const CaseArgs *a, const char *name)
 {
-    for (int i = 0; i < in->n_meta; i++) {
-        const char *key = in->meta_keys[i];
-        int known = strncmp(key, "info.", 5) == 0 || key_listed(op->options, key);
-        for (int c = 0; !known && COMMON_KEYS[c]; c++) known = strcmp(key, COMMON_KEYS[c]) == 0;
-        if (!known)
-            return error_set(err, "%s: metadata '%s' is not an option of op '%s' (its "
-                             "options: %s)", case_name(in), key, op->name,
-                             op->options[0] ? op->options : "none");
-    }
-    return 0;
+    for (int i = 0; i < a->n; i++)
+        if (!strcmp(a->options[i].name, name)) return i;
+    fprintf(stderr, "case option '%s' is not declared in the op's table\n", name);
+    abort();
+}
+
+long long case_int(const CaseArgs *a, const char *name)
+{
+    return a->integer[slot(a, name)];
+}
+
+double case_float(const CaseArgs *a, const char *name)
+{
+    return a->number[slot(a, name)];
+}
+
+int case_bool(const CaseArgs *a, const char *name)
+{
+    return a->number[slot(a, name)] != 0;
+}
+
+const char *case_text(const CaseArgs *a, const char *name)
+{
+    return a->text[slot(a, name)];
+}
+
+int case_given(const CaseArgs *a, const char *name)
+{
+    return a->given[slot(a, name)];
 }
 
 int case_dispatch(const CaseOp *ops, const char *chapter, const TensorFile *in,
@@ -50,9 +191,14 @@ int case_dispatch(const CaseOp *ops, const char *chapter, const TensorFile *in,
     if (err) err->msg[0] = '\0';    /* an exercise stub returns -1 without a message */
     const char *name = tensorfile_meta(in, "op");
     if (!name) return error_set(err, "%s: metadata 'op' is missing", case_name(in));
-    for (const CaseOp *op = ops; op->name; op++)
-        if (strcmp(op->name, name) == 0)
-            return check_keys(op, in, err) != 0 ? -1 : op->eval(in, out, err);
+    for (const CaseOp *op = ops; op->name; op++) {
+        if (strcmp(op->name, name) != 0) continue;
+        CaseArgs args;
+        if (check_keys(op, in, err) != 0 || case_read_args(op->options, in, &args, err) != 0 ||
+            check_inputs(op, in, err) != 0)
+            return -1;
+        return op->eval(in, &args, out, err);
+    }
     char known[ERROR_MSG_MAX / 2];
     size_t used = 0;
     known[0] = '\0';

@@ -21,8 +21,13 @@
  * Any other key is refused, naming the options the op knows: a misspelt
  * option would otherwise leave its default in force without a word.
  *
- * Each chapter lists its ops in a table (CaseOp); case_dispatch() finds the
- * op, checks the keys and calls the op's function. run_case_file() does the
+ * Each chapter lists its ops in a table (CaseOp): for each op its options
+ * with their type, range and default (CaseOption), the tensors it reads and
+ * writes, and the function that evaluates it. case_dispatch() finds the op,
+ * reads and checks every option against the table (one wording for every
+ * bad value in every chapter) and hands the function the values (CaseArgs);
+ * the function checks the tensors and what ties options to shapes (nhead
+ * divides d_model, max_len covers the sequence). run_case_file() does the
  * reading, the writing and the error reporting.
  */
 #ifndef CASEFILE_H
@@ -33,18 +38,67 @@
 /* Evaluates the case `in`, adding its outputs to `out`. */
 typedef int (*CaseEval)(const TensorFile *in, TensorFile *out, Error *err);
 
-/* One op of a chapter: its name, its options (space-separated; "model.*"
- * admits a model configuration) and the function that evaluates it. A
- * chapter's table ends with an entry whose name is NULL. */
+/* The type of an option's value. */
+typedef enum { CASE_BOOL, CASE_INT, CASE_FLOAT, CASE_TEXT } CaseType;
+
+/* One option of an op, the PyTorch argument it stands for. */
+typedef struct {
+    const char *name;       /* the metadata key */
+    CaseType type;
+    const char *range;      /* an int's or a float's interval, "[0, 1)", "(0, inf)";
+                               a text's words, "source|target"; NULL for a bool */
+    const char *fallback;   /* the value when the case leaves it out, spelt as in the
+                               metadata; NULL: required; "": the op decides
+                               (case_given() says whether the case set it) */
+    const char *what;       /* what it is, for messages: "the number of heads" */
+} CaseOption;
+
+#define CASE_MAX_OPTIONS 16
+
+/* An op's option values in one case, read and checked by case_dispatch. */
+typedef struct {
+    const CaseOption *options;
+    int n;
+    double number[CASE_MAX_OPTIONS];       /* bools (0, 1), ints and floats */
+    long long integer[CASE_MAX_OPTIONS];   /* ints, exactly */
+    const char *text[CASE_MAX_OPTIONS];    /* texts */
+    int given[CASE_MAX_OPTIONS];           /* 1: the case set it */
+} CaseArgs;
+
+/* Evaluates the case `in` with its checked options `args`. */
+typedef int (*CaseOpEval)(const TensorFile *in, const CaseArgs *args, TensorFile *out,
+                          Error *err);
+
+/* One op of a chapter. A chapter's table ends with an entry whose name is
+ * NULL; so does an op's list of options. An op that runs a whole model
+ * also takes the model.* keys, which the model's loader checks. */
 typedef struct {
     const char *name;
-    const char *options;
-    CaseEval eval;
+    const CaseOption *options;
+    int model;              /* 1: the case holds a model (model.* keys) */
+    const char *inputs;     /* the tensors it reads; [name]: optional */
+    const char *outputs;    /* the tensors it writes */
+    CaseOpEval eval;
 } CaseOp;
 
+/* Reads and checks the options `options` (ending with {0}) of the case into
+ * a: each one of its type, inside its range, or its fallback; a required
+ * one present. case_dispatch() calls it; so does a reader a test calls
+ * without the dispatcher (sdpa_case_read). */
+int case_read_args(const CaseOption *options, const TensorFile *in, CaseArgs *a, Error *err);
+
+/* An option's value (its fallback when the case left it out). Asking for a
+ * name the op does not declare is a programming error and aborts. */
+long long case_int(const CaseArgs *a, const char *name);
+double case_float(const CaseArgs *a, const char *name);
+int case_bool(const CaseArgs *a, const char *name);
+const char *case_text(const CaseArgs *a, const char *name);
+/* Whether the case set the option itself. */
+int case_given(const CaseArgs *a, const char *name);
+
 /* Evaluates the case `in` with the op of `ops` that its metadata names,
- * after checking that every metadata key is one the op knows. `chapter`
- * ("02") is for the message when the op is not in the table. */
+ * after reading and checking every metadata key against the op's table.
+ * `chapter` ("02") is for the message when the op is not in the table. */
 int case_dispatch(const CaseOp *ops, const char *chapter, const TensorFile *in,
                   TensorFile *out, Error *err);
 

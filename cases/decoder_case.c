@@ -125,30 +125,21 @@ static void param_name(char *buf, const DecoderCase *c, int l, int i)
         snprintf(buf, NAME_LEN, "%s", SUFFIX[i]);
 }
 
-static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
+static int read_case(const TensorFile *in, const CaseArgs *args, DecoderCase *c, Error *err)
 {
     memset(c, 0, sizeof *c);
     c->stack = strncmp(tensorfile_meta(in, "op"), "decoder_layer", 13) != 0;
     c->backward = case_is_backward(in);
 
     /* Options. */
-    double dropout, eps;
-    int mem_causal;
-    if (tensorfile_meta_double(in, "dropout", 0.0, &dropout, err) != 0 ||
-        tensorfile_meta_double(in, "eps", LAYERNORM_DEFAULT_EPS, &eps, err) != 0 ||
-        tensorfile_meta_bool(in, "norm_first", 0, &c->norm_first, err) != 0 ||
-        tensorfile_meta_bool(in, "tgt_is_causal", 0, &c->tgt_is_causal, err) != 0 ||
-        tensorfile_meta_bool(in, "memory_is_causal", 0, &mem_causal, err) != 0)
-        return -1;
-    if (dropout != 0.0)
+    c->norm_first = case_bool(args, "norm_first");
+    c->tgt_is_causal = case_bool(args, "tgt_is_causal");
+    c->eps = (float)case_float(args, "eps");
+    if (case_float(args, "dropout") != 0.0)
         return error_set(err, "%s: metadata 'dropout' is '%s'; a case file holds no dropout "
                          "masks, so only 0 is supported", case_name(in),
                          tensorfile_meta(in, "dropout"));
-    if (!(eps > 0.0) || (float)eps <= 0.0f)
-        return error_set(err, "%s: metadata 'eps' is '%s'; it must be a positive "
-                         "number", case_name(in), tensorfile_meta(in, "eps"));
-    c->eps = (float)eps;
-    if (mem_causal)
+    if (case_bool(args, "memory_is_causal"))
         return error_set(err, "%s: metadata 'memory_is_causal' is true; not supported by this "
                          "chapter", case_name(in));
     if (tensorfile_find(in, "memory_mask"))
@@ -178,28 +169,13 @@ static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
     c->N = (int)tgt->shape[0], c->T = (int)tgt->shape[1], c->D = (int)tgt->shape[2];
     c->S = (int)mem->shape[1];
 
-    if (!tensorfile_meta(in, "nhead"))
-        return error_set(err, "%s: metadata 'nhead' is missing", case_name(in));
-    long long H;
-    if (tensorfile_meta_int(in, "nhead", 1, &H, err) != 0) return -1;
-    if (H < 1 || H > INT_MAX)
-        return error_set(err, "%s: metadata 'nhead' is %lld; it must be at least 1", case_name(in),
-                         H);
+    long long H = case_int(args, "nhead");
     if (c->D % H != 0)
         return error_set(err, "%s: d_model %d (the last dimension of 'tgt') is not divisible "
                          "by nhead %lld", case_name(in), c->D, H);
     c->H = (int)H;
 
-    long long L = 1;
-    if (c->stack) {
-        if (!tensorfile_meta(in, "num_layers"))
-            return error_set(err, "%s: metadata 'num_layers' is missing", case_name(in));
-        if (tensorfile_meta_int(in, "num_layers", 1, &L, err) != 0) return -1;
-        if (L < 1 || L > MAX_LAYERS)
-            return error_set(err, "%s: metadata 'num_layers' is %lld; it must lie in 1..%d",
-                             case_name(in), L, MAX_LAYERS);
-    }
-    c->L = (int)L;
+    c->L = c->stack ? (int)case_int(args, "num_layers") : 1;
 
     /* F from the first layer's linear1.weight. */
     char name[NAME_LEN];
@@ -236,8 +212,7 @@ static int read_case(const TensorFile *in, DecoderCase *c, Error *err)
     }
     if (c->stack) {
         int has_norm = tensorfile_find(in, "norm.weight") != NULL;
-        if (tensorfile_meta_bool(in, "final_norm", has_norm, &c->final_norm, err) != 0)
-            return -1;
+        c->final_norm = case_given(args, "final_norm") ? case_bool(args, "final_norm") : has_norm;
         if (c->final_norm) {
             const Tensor *t;
             if (case_get_shaped(in, "norm.weight", (int64_t[]){D}, 1, "(D,)", &t, err) != 0)
@@ -331,11 +306,12 @@ static float *make_bias(const Tensor *kpm, const Tensor *attn, int N, int H, int
     return bias;
 }
 
-static int eval_decoder(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_decoder(const TensorFile *in, const CaseArgs *args, TensorFile *out,
+                        Error *err)
 {
     DecoderCase *c = calloc(1, sizeof *c);
     if (!c) return error_set(err, "%s: out of memory", case_name(in));
-    if (read_case(in, c, err) != 0) {
+    if (read_case(in, args, c, err) != 0) {
         free(c);
         return -1;
     }
@@ -426,14 +402,33 @@ done:
     return rc;
 }
 
-/* The chapter's ops and the options each reads from the metadata. */
-#define DECODER_OPTIONS "nhead eps dropout norm_first tgt_is_causal memory_is_causal"
+/* The chapter's ops and their options (nn.TransformerDecoderLayer's and
+ * nn.TransformerDecoder's arguments, layer_norm_eps spelt eps). */
+#define DECODER_LAYER_OPTIONS                                                                \
+    {"nhead", CASE_INT, "[1, 2147483647]", NULL, "the number of heads"},                     \
+    {"eps", CASE_FLOAT, "[1e-38, 3.4e38]", "1e-05", "the LayerNorms' epsilon"},              \
+    {"dropout", CASE_FLOAT, "[0, 1)", "0", "the dropout probability"},                       \
+    {"norm_first", CASE_BOOL, NULL, "false", "pre-norm (true) or post-norm"},                 \
+    {"tgt_is_causal", CASE_BOOL, NULL, "false", "the causal self-attention mask"},            \
+    {"memory_is_causal", CASE_BOOL, NULL, "false", "a causal cross-attention mask"}
+static const CaseOption DECODER_LAYER[] = {DECODER_LAYER_OPTIONS, {0}};
+static const CaseOption DECODER[] = {
+    DECODER_LAYER_OPTIONS,
+    {"num_layers", CASE_INT, "[1, 64]", NULL, "the number of layers this program evaluates"},
+    {"final_norm", CASE_BOOL, NULL, "", "a final LayerNorm (norm.weight present)"},
+    {0},
+};
+_Static_assert(MAX_LAYERS == 64, "num_layers' range above");
+
+#define DECODER_INPUTS "tgt memory [tgt_mask] [tgt_key_padding_mask] [memory_key_padding_mask]"
 static const CaseOp OPS[] = {
-    {"decoder_layer", DECODER_OPTIONS, eval_decoder},
-    {"decoder_layer_backward", DECODER_OPTIONS, eval_decoder},
-    {"decoder", DECODER_OPTIONS " num_layers final_norm", eval_decoder},
-    {"decoder_backward", DECODER_OPTIONS " num_layers final_norm", eval_decoder},
-    {NULL, NULL, NULL},
+    {"decoder_layer", DECODER_LAYER, 0, DECODER_INPUTS, "output", eval_decoder},
+    {"decoder_layer_backward", DECODER_LAYER, 0, DECODER_INPUTS " grad_output",
+     "output grad_tgt grad_memory grad_<parameter>", eval_decoder},
+    {"decoder", DECODER, 0, DECODER_INPUTS, "output", eval_decoder},
+    {"decoder_backward", DECODER, 0, DECODER_INPUTS " grad_output",
+     "output grad_tgt grad_memory grad_<parameter>", eval_decoder},
+    {0},
 };
 
 int decoder_case_eval(const TensorFile *in, TensorFile *out, Error *err)

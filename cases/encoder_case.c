@@ -149,28 +149,12 @@ static int get_mask(const TensorFile *in, const char *name, const Tensor *like,
     return 0;
 }
 
-/* A dropout probability from metadata `key`: a number in [0, 1]. With
- * required set, a missing key is an error. */
-static int get_probability(const TensorFile *in, const char *key, int required, float *p,
-                           Error *err)
-{
-    if (required && !tensorfile_meta(in, key))
-        return error_set(err, "%s: metadata '%s' (the dropout probability) is missing",
-                         case_name(in), key);
-    double v;
-    if (tensorfile_meta_double(in, key, 0.0, &v, err) != 0) return -1;
-    if (!(v >= 0.0 && v <= 1.0))   /* also refuses NaN */
-        return error_set(err, "%s: metadata %s is %s; a dropout probability must lie in "
-                         "[0, 1]", case_name(in), key, tensorfile_meta(in, key));
-    *p = (float)v;
-    return 0;
-}
-
 /* ------------------------------------------------------------------------ */
 /* Token embedding                                                           */
 /* ------------------------------------------------------------------------ */
 
-static int eval_embedding(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_embedding(const TensorFile *in, const CaseArgs *args, TensorFile *out,
+                          Error *err)
 {
     int backward = case_is_backward(in);
     const Tensor *ids, *w, *dy = NULL;
@@ -183,15 +167,10 @@ static int eval_embedding(const TensorFile *in, TensorFile *out, Error *err)
     int64_t B = ids->shape[0], T = ids->shape[1], V = w->shape[0], D = w->shape[1];
     if (check_size(in, "the output (B, T, D)", B * T * D, err) != 0) return -1;
 
-    double scale;
-    if (tensorfile_meta_double(in, "scale", 1.0, &scale, err) != 0) return -1;
-    if (!isfinite(scale) || !isfinite((float)scale))
-        return error_set(err, "%s: metadata scale is %s; it must be a finite number (1 for "
-                         "none, sqrt(d_model) as in the paper)", case_name(in),
-                         tensorfile_meta(in, "scale"));
+    double scale = case_float(args, "scale");
     long long padding_idx = EMBEDDING_NO_PADDING;
-    if (tensorfile_meta(in, "padding_idx")) {
-        if (tensorfile_meta_int(in, "padding_idx", 0, &padding_idx, err) != 0) return -1;
+    if (case_given(args, "padding_idx")) {
+        padding_idx = case_int(args, "padding_idx");
         if (padding_idx < -V || padding_idx >= V)
             return error_set(err, "%s: metadata padding_idx is %lld, outside -%lld..%lld for "
                              "'embedding.weight' with %lld rows", case_name(in), padding_idx,
@@ -226,7 +205,8 @@ static int eval_embedding(const TensorFile *in, TensorFile *out, Error *err)
 /* Positions                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static int eval_positional(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_positional(const TensorFile *in, const CaseArgs *args, TensorFile *out,
+                           Error *err)
 {
     int learned = strncmp(tensorfile_meta(in, "op"), "positional_learned", 18) == 0;
     int backward = case_is_backward(in);
@@ -244,20 +224,17 @@ static int eval_positional(const TensorFile *in, TensorFile *out, Error *err)
                        &w, err) != 0)
             return -1;
         max_len = w->shape[0];
-    } else if (tensorfile_meta_int(in, "max_len", T, &max_len, err) != 0) {
-        return -1;
+    } else {
+        max_len = case_given(args, "max_len") ? case_int(args, "max_len") : T;
     }
     if (T > max_len)
         return error_set(err, "%s: the sequence is longer than the position table: tensor "
                          "'input' has T = %lld positions, max_len is %lld%s", case_name(in),
                          (long long)T, max_len,
                          learned ? " (the rows of 'pos_embedding.weight')" : "");
-    long long meta_len;
-    if (learned && (tensorfile_meta_int(in, "max_len", max_len, &meta_len, err) != 0))
-        return -1;
-    if (learned && meta_len != max_len)
+    if (learned && case_given(args, "max_len") && case_int(args, "max_len") != max_len)
         return error_set(err, "%s: metadata max_len is %lld but 'pos_embedding.weight' has "
-                         "%lld rows", case_name(in), meta_len, max_len);
+                         "%lld rows", case_name(in), case_int(args, "max_len"), max_len);
     if (backward && get_like(in, "grad_output", x, "'input'", DTYPE_F32, &dy, err) != 0)
         return -1;
 
@@ -287,16 +264,15 @@ static int eval_positional(const TensorFile *in, TensorFile *out, Error *err)
 /* ------------------------------------------------------------------------ */
 
 /* dropout_mask, dropout_mask_backward: PyTorch's mask, given by the case. */
-static int eval_dropout_mask(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_dropout_mask(const TensorFile *in, const CaseArgs *args, TensorFile *out,
+                             Error *err)
 {
     int backward = case_is_backward(in);
     const Tensor *x, *mask = NULL, *dy = NULL;
-    float p = 0.0f;
-    int training;
+    float p = (float)case_float(args, "dropout");
+    int training = case_bool(args, "training");
     if (tensorfile_get(in, "input", DTYPE_F32, -1, &x, err) != 0 ||
-        check_size(in, "tensor 'input'", tensor_numel(x), err) != 0 ||
-        get_probability(in, "dropout", 1, &p, err) != 0 ||
-        tensorfile_meta_bool(in, "training", 1, &training, err) != 0)
+        check_size(in, "tensor 'input'", tensor_numel(x), err) != 0)
         return -1;
     if (training && get_mask(in, "mask", x, "'input'", &mask, err) != 0) return -1;
     if (backward && get_like(in, "grad_output", x, "'input'", DTYPE_F32, &dy, err) != 0)
@@ -319,23 +295,15 @@ static int eval_dropout_mask(const TensorFile *in, TensorFile *out, Error *err)
 }
 
 /* dropout_rng: the mask drawn by this project's RNG from a seed. */
-static int eval_dropout_rng(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_dropout_rng(const TensorFile *in, const CaseArgs *args, TensorFile *out,
+                            Error *err)
 {
     const Tensor *x;
-    float p = 0.0f;
-    long long seed, stream;
+    float p = (float)case_float(args, "dropout");
+    long long seed = case_int(args, "rng_seed"), stream = case_int(args, "rng_stream");
     if (tensorfile_get(in, "input", DTYPE_F32, -1, &x, err) != 0 ||
-        check_size(in, "tensor 'input'", tensor_numel(x), err) != 0 ||
-        get_probability(in, "dropout", 1, &p, err) != 0)
+        check_size(in, "tensor 'input'", tensor_numel(x), err) != 0)
         return -1;
-    if (!tensorfile_meta(in, "rng_seed"))
-        return error_set(err, "%s: metadata 'rng_seed' is missing", case_name(in));
-    if (tensorfile_meta_int(in, "rng_seed", 0, &seed, err) != 0 ||
-        tensorfile_meta_int(in, "rng_stream", 0, &stream, err) != 0)
-        return -1;
-    if (seed < 0 || stream < 0)
-        return error_set(err, "%s: metadata rng_seed and rng_stream must be non-negative",
-                         case_name(in));
 
     int n = (int)tensor_numel(x);
     Outputs o = {0};
@@ -357,7 +325,7 @@ static int eval_dropout_rng(const TensorFile *in, TensorFile *out, Error *err)
 /* The feed-forward block                                                    */
 /* ------------------------------------------------------------------------ */
 
-static int eval_ffn(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_ffn(const TensorFile *in, const CaseArgs *args, TensorFile *out, Error *err)
 {
     int backward = case_is_backward(in);
     const Tensor *x, *w1, *w2, *b1 = NULL, *b2 = NULL, *mask = NULL, *dy = NULL;
@@ -375,10 +343,8 @@ static int eval_ffn(const TensorFile *in, TensorFile *out, Error *err)
         check_size(in, "the hidden layer (B, T, F)", B * T * F, err) != 0)
         return -1;
 
-    int bias;
-    if (tensorfile_meta_bool(in, "bias", tensorfile_find(in, "linear1.bias") != NULL, &bias,
-                             err) != 0)
-        return -1;
+    int bias = case_given(args, "bias") ? case_bool(args, "bias")
+                                        : tensorfile_find(in, "linear1.bias") != NULL;
     if (bias) {
         if (get_tensor(in, "linear1.bias", DTYPE_F32, 1, (int64_t[]){F}, "(F,)", &b1, err) ||
             get_tensor(in, "linear2.bias", DTYPE_F32, 1, (int64_t[]){D}, "(D,)", &b2, err))
@@ -388,11 +354,8 @@ static int eval_ffn(const TensorFile *in, TensorFile *out, Error *err)
                          case_name(in));
     }
 
-    float p = 0.0f;
-    int training;
-    if (get_probability(in, "dropout", 0, &p, err) != 0 ||
-        tensorfile_meta_bool(in, "training", 1, &training, err) != 0)
-        return -1;
+    float p = (float)case_float(args, "dropout");
+    int training = case_bool(args, "training");
     /* The shape the mask must have: that of the hidden layer. */
     Tensor hidden_shape = {.dtype = DTYPE_F32, .ndim = 3, .shape = {B, T, F}};
     if (training && (p > 0.0f || tensorfile_find(in, "dropout_mask"))) {
@@ -474,7 +437,8 @@ static int layer_param_shape(int i, int64_t D, int64_t F, int64_t shape[2])
     }
 }
 
-static int eval_encoder(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_encoder(const TensorFile *in, const CaseArgs *args, TensorFile *out,
+                        Error *err)
 {
     int stack = strncmp(tensorfile_meta(in, "op"), "encoder_layer", 13) != 0;
     int backward = case_is_backward(in);
@@ -487,39 +451,22 @@ static int eval_encoder(const TensorFile *in, TensorFile *out, Error *err)
     int64_t N = src->shape[0], S = src->shape[1], D = src->shape[2];
 
     /* Options. */
-    long long H, K = 1;
-    int norm_first, final_norm = 0, training;
-    double eps;
-    float p = 0.0f;
-    if (!tensorfile_meta(in, "nhead"))
-        return error_set(err, "%s: metadata 'nhead' (the number of heads) is missing",
-                         case_name(in));
-    if (tensorfile_meta_int(in, "nhead", 1, &H, err) != 0 ||
-        tensorfile_meta_bool(in, "norm_first", 0, &norm_first, err) != 0 ||
-        tensorfile_meta_double(in, "eps", 1e-5, &eps, err) != 0 ||
-        get_probability(in, "dropout", 0, &p, err) != 0 ||
-        tensorfile_meta_bool(in, "training", 1, &training, err) != 0)
-        return -1;
-    if (H < 1 || H > D || D % H != 0)
+    long long H = case_int(args, "nhead"), K = 1;
+    int norm_first = case_bool(args, "norm_first"), training = case_bool(args, "training");
+    int final_norm = 0;
+    double eps = case_float(args, "eps");
+    float p = (float)case_float(args, "dropout");
+    if (H > D || D % H != 0)
         return error_set(err, "%s: d_model %lld (the last dimension of 'src') is not divisible "
                          "by metadata nhead %lld", case_name(in), (long long)D, H);
-    if (!(eps > 0.0 && isfinite(eps) && (float)eps > 0.0f))
-        return error_set(err, "%s: metadata eps is %s; layer_norm_eps must be a positive "
-                         "float32 number", case_name(in), tensorfile_meta(in, "eps"));
     if (training && p > 0.0f)
         return error_set(err, "%s: metadata dropout is %g in training mode; C cannot replay "
                          "PyTorch's dropout masks, so encoder cases run with dropout 0 (or "
                          "training false)", case_name(in), p);
     if (stack) {
-        if (!tensorfile_meta(in, "num_layers"))
-            return error_set(err, "%s: metadata 'num_layers' is missing", case_name(in));
-        if (tensorfile_meta_int(in, "num_layers", 1, &K, err) != 0) return -1;
-        if (K < 1 || K > MAX_CASE_LAYERS)
-            return error_set(err, "%s: metadata num_layers is %lld; this program evaluates "
-                             "1 to %d layers", case_name(in), K, MAX_CASE_LAYERS);
-        if (tensorfile_meta_bool(in, "final_norm", tensorfile_find(in, "norm.weight") != NULL,
-                                 &final_norm, err) != 0)
-            return -1;
+        K = case_int(args, "num_layers");
+        final_norm = case_given(args, "final_norm") ? case_bool(args, "final_norm")
+                                                    : tensorfile_find(in, "norm.weight") != NULL;
     }
     if (check_size(in, "the attention scores (N, nhead, S, S)", N * H * S * S, err) != 0)
         return -1;
@@ -658,25 +605,80 @@ static int eval_encoder(const TensorFile *in, TensorFile *out, Error *err)
 
 /* ------------------------------------------------------------------------ */
 
-/* The chapter's ops and the options each reads from the metadata. */
-#define ENCODER_OPTIONS "nhead eps dropout norm_first training"
+/* The chapter's ops and their options (nn.Embedding's, nn.Dropout's,
+ * nn.TransformerEncoderLayer's and nn.TransformerEncoder's arguments). */
+static const CaseOption EMBEDDING_OPTIONS[] = {
+    {"padding_idx", CASE_INT, "[-9.2e18, 9.2e18]", "", "the id whose row gets no gradient"},
+    {"scale", CASE_FLOAT, "[-3.4e38, 3.4e38]", "1", "the embedding's factor, sqrt(d_model) "
+     "in the paper"},
+    {0},
+};
+static const CaseOption POSITIONAL_OPTIONS[] = {
+    {"max_len", CASE_INT, "[1, 9.2e18]", "", "the position table's length"},
+    {0},
+};
+static const CaseOption DROPOUT_OPTIONS[] = {
+    {"dropout", CASE_FLOAT, "[0, 1]", NULL, "the dropout probability"},
+    {"training", CASE_BOOL, NULL, "true", "training mode (false: dropout is the identity)"},
+    {0},
+};
+static const CaseOption DROPOUT_RNG_OPTIONS[] = {
+    {"dropout", CASE_FLOAT, "[0, 1]", NULL, "the dropout probability"},
+    {"rng_seed", CASE_INT, "[0, 9.2e18]", NULL, "the generator's seed"},
+    {"rng_stream", CASE_INT, "[0, 9.2e18]", "0", "the generator's stream"},
+    {0},
+};
+static const CaseOption FFN_OPTIONS[] = {
+    {"dropout", CASE_FLOAT, "[0, 1]", "0", "the dropout probability of the hidden layer"},
+    {"training", CASE_BOOL, NULL, "true", "training mode"},
+    {"bias", CASE_BOOL, NULL, "", "linear1.bias and linear2.bias present"},
+    {0},
+};
+#define ENCODER_LAYER_OPTIONS                                                                \
+    {"nhead", CASE_INT, "[1, 2147483647]", NULL, "the number of heads"},                     \
+    {"eps", CASE_FLOAT, "[1e-38, 3.4e38]", "1e-05", "the LayerNorms' epsilon"},              \
+    {"dropout", CASE_FLOAT, "[0, 1]", "0", "the dropout probability"},                       \
+    {"norm_first", CASE_BOOL, NULL, "false", "pre-norm (true) or post-norm"},                 \
+    {"training", CASE_BOOL, NULL, "true", "training mode"}
+static const CaseOption ENCODER_LAYER[] = {ENCODER_LAYER_OPTIONS, {0}};
+static const CaseOption ENCODER[] = {
+    ENCODER_LAYER_OPTIONS,
+    {"num_layers", CASE_INT, "[1, 4]", NULL, "the number of layers this program evaluates"},
+    {"final_norm", CASE_BOOL, NULL, "", "a final LayerNorm (norm.weight present)"},
+    {0},
+};
+_Static_assert(MAX_CASE_LAYERS == 4, "num_layers' range above");
+
 static const CaseOp OPS[] = {
-    {"embedding", "padding_idx scale", eval_embedding},
-    {"embedding_backward", "padding_idx scale", eval_embedding},
-    {"positional_sinusoidal", "max_len", eval_positional},
-    {"positional_sinusoidal_backward", "max_len", eval_positional},
-    {"positional_learned", "max_len", eval_positional},
-    {"positional_learned_backward", "max_len", eval_positional},
-    {"dropout_mask", "dropout training", eval_dropout_mask},
-    {"dropout_mask_backward", "dropout training", eval_dropout_mask},
-    {"dropout_rng", "dropout rng_seed rng_stream", eval_dropout_rng},
-    {"ffn", "bias dropout training", eval_ffn},
-    {"ffn_backward", "bias dropout training", eval_ffn},
-    {"encoder_layer", ENCODER_OPTIONS, eval_encoder},
-    {"encoder_layer_backward", ENCODER_OPTIONS, eval_encoder},
-    {"encoder", ENCODER_OPTIONS " num_layers final_norm", eval_encoder},
-    {"encoder_backward", ENCODER_OPTIONS " num_layers final_norm", eval_encoder},
-    {NULL, NULL, NULL},
+    {"embedding", EMBEDDING_OPTIONS, 0, "input embedding.weight", "output", eval_embedding},
+    {"embedding_backward", EMBEDDING_OPTIONS, 0, "input embedding.weight grad_output",
+     "output grad_embedding.weight", eval_embedding},
+    {"positional_sinusoidal", POSITIONAL_OPTIONS, 0, "input", "output pe", eval_positional},
+    {"positional_sinusoidal_backward", POSITIONAL_OPTIONS, 0, "input grad_output",
+     "output pe grad_input", eval_positional},
+    {"positional_learned", POSITIONAL_OPTIONS, 0, "input pos_embedding.weight", "output",
+     eval_positional},
+    {"positional_learned_backward", POSITIONAL_OPTIONS, 0,
+     "input pos_embedding.weight grad_output", "output grad_input grad_pos_embedding.weight",
+     eval_positional},
+    {"dropout_mask", DROPOUT_OPTIONS, 0, "input [mask]", "output", eval_dropout_mask},
+    {"dropout_mask_backward", DROPOUT_OPTIONS, 0, "input [mask] grad_output",
+     "output grad_input", eval_dropout_mask},
+    {"dropout_rng", DROPOUT_RNG_OPTIONS, 0, "input", "mask output", eval_dropout_rng},
+    {"ffn", FFN_OPTIONS, 0, "input linear1.weight linear2.weight [linear1.bias] "
+     "[linear2.bias] [dropout_mask]", "output", eval_ffn},
+    {"ffn_backward", FFN_OPTIONS, 0, "input linear1.weight linear2.weight [linear1.bias] "
+     "[linear2.bias] [dropout_mask] grad_output", "output grad_input grad_linear1.weight "
+     "[grad_linear1.bias] grad_linear2.weight [grad_linear2.bias]", eval_ffn},
+    {"encoder_layer", ENCODER_LAYER, 0, "src [src_key_padding_mask] [src_mask]", "output",
+     eval_encoder},
+    {"encoder_layer_backward", ENCODER_LAYER, 0,
+     "src [src_key_padding_mask] [src_mask] grad_output", "output grad_src grad_<parameter>",
+     eval_encoder},
+    {"encoder", ENCODER, 0, "src [src_key_padding_mask] [src_mask]", "output", eval_encoder},
+    {"encoder_backward", ENCODER, 0, "src [src_key_padding_mask] [src_mask] grad_output",
+     "output grad_src grad_<parameter>", eval_encoder},
+    {0},
 };
 
 int encoder_case_eval(const TensorFile *in, TensorFile *out, Error *err)

@@ -25,7 +25,7 @@ static int get_matrix(const TensorFile *in, const char *name, int64_t rows, int6
     return 0;
 }
 
-static int eval_matmul(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_matmul(const TensorFile *in, const CaseArgs *args, TensorFile *out, Error *err)
 {
     const char *op = tensorfile_meta(in, "op");
     const Tensor *a, *b;
@@ -46,7 +46,7 @@ static int eval_matmul(const TensorFile *in, TensorFile *out, Error *err)
     return rc == 0 ? 0 : error_set(err, "%s failed", op);
 }
 
-static int eval_linear(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_linear(const TensorFile *in, const CaseArgs *args, TensorFile *out, Error *err)
 {
     const char *op = tensorfile_meta(in, "op");
     int backward = strcmp(op, "linear_backward") == 0;
@@ -81,7 +81,7 @@ static int eval_linear(const TensorFile *in, TensorFile *out, Error *err)
     return 0;
 }
 
-static int eval_softmax(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_softmax(const TensorFile *in, const CaseArgs *args, TensorFile *out, Error *err)
 {
     const char *op = tensorfile_meta(in, "op");
     int backward = strcmp(op, "softmax_backward") == 0;
@@ -98,15 +98,10 @@ static int eval_softmax(const TensorFile *in, TensorFile *out, Error *err)
     return rc == 0 ? 0 : error_set(err, "%s failed", op);
 }
 
-static int eval_rng(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_rng(const TensorFile *in, const CaseArgs *args, TensorFile *out, Error *err)
 {
-    long long seed, stream, count;
-    if (tensorfile_meta_int(in, "rng_seed", 0, &seed, err) != 0 ||
-        tensorfile_meta_int(in, "rng_stream", 0, &stream, err) != 0 ||
-        tensorfile_meta_int(in, "count", 16, &count, err) != 0)
-        return -1;
-    if (count < 0 || count > 1 << 24)
-        return error_set(err, "%s: metadata count %lld is outside 0..2^24", in->path, count);
+    long long seed = case_int(args, "rng_seed"), stream = case_int(args, "rng_stream");
+    long long count = case_int(args, "count");
     Tensor t[4];
     const char *names[4] = {"u32", "uniform", "normal", "below10"};
     DType dtypes[4] = {DTYPE_I64, DTYPE_F32, DTYPE_F32, DTYPE_I64};
@@ -132,16 +127,24 @@ static int eval_rng(const TensorFile *in, TensorFile *out, Error *err)
 }
 
 /* The chapter's ops and the options each reads from the metadata. */
+static const CaseOption RNG_OPTIONS[] = {
+    {"rng_seed", CASE_INT, NULL, "0", "the generator's seed"},
+    {"rng_stream", CASE_INT, NULL, "0", "the generator's stream"},
+    {"count", CASE_INT, "[0, 16777216]", "16", "the number of draws of each kind"},
+    {0},
+};
+
 static const CaseOp OPS[] = {
-    {"matmul_nt", "", eval_matmul},
-    {"matmul_nn", "", eval_matmul},
-    {"matmul_tn", "", eval_matmul},
-    {"linear", "", eval_linear},
-    {"linear_backward", "", eval_linear},
-    {"softmax", "", eval_softmax},
-    {"softmax_backward", "", eval_softmax},
-    {"rng_stream", "rng_seed rng_stream count", eval_rng},
-    {NULL, NULL, NULL},
+    {"matmul_nt", NULL, 0, "a b", "c", eval_matmul},
+    {"matmul_nn", NULL, 0, "a b", "c", eval_matmul},
+    {"matmul_tn", NULL, 0, "a b", "c", eval_matmul},
+    {"linear", NULL, 0, "input weight [bias]", "output", eval_linear},
+    {"linear_backward", NULL, 0, "input weight [bias] grad_output",
+     "output grad_input grad_weight [grad_bias]", eval_linear},
+    {"softmax", NULL, 0, "input", "output", eval_softmax},
+    {"softmax_backward", NULL, 0, "output grad_output", "grad_input", eval_softmax},
+    {"rng_stream", RNG_OPTIONS, 0, "", "u32 uniform normal below10", eval_rng},
+    {0},
 };
 
 int foundations_case_eval(const TensorFile *in, TensorFile *out, Error *err)

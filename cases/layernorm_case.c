@@ -59,30 +59,30 @@ static int get_param(const TensorFile *in, const char *name, int64_t C, const Te
     return 0;
 }
 
-/* The options of a LayerNorm case: eps, and which parameters it has. */
-static int layernorm_options(const TensorFile *in, int64_t C, float *eps, int *affine,
-                             int *has_bias, Error *err)
-{
-    long long normalized;
-    if (tensorfile_meta_int(in, "normalized_shape", C, &normalized, err) != 0) return -1;
-    if (normalized != C)
-        return error_set(err, "%s: metadata normalized_shape is %lld but tensor 'input' has "
-                         "last dimension %lld", case_name(in), normalized, (long long)C);
+/* The options of ops layernorm and layernorm_backward: nn.LayerNorm's. */
+static const CaseOption LAYERNORM_OPTIONS[] = {
+    {"normalized_shape", CASE_INT, "[1, 9.2e18]", "", "the normalised last dimension"},
+    {"eps", CASE_FLOAT, "[1e-38, 3.4e38]", "1e-05", "the epsilon inside the square root"},
+    {"elementwise_affine", CASE_BOOL, NULL, "", "a weight (and bias) present"},
+    {"bias", CASE_BOOL, NULL, "", "a bias present"},
+    {0},
+};
 
-    double e;
-    if (tensorfile_meta_double(in, "eps", LAYERNORM_DEFAULT_EPS, &e, err) != 0) return -1;
-    /* !(e > 0) also catches NaN; an eps too small for float32 would round to 0. */
-    if (!(e > 0) || !isfinite(e) || !((float)e > 0))
-        return error_set(err, "%s: metadata eps is '%s'; it must be a positive finite number "
-                         "(nn.LayerNorm's default is 1e-5)", case_name(in), tensorfile_meta(in, "eps"));
-    *eps = (float)e;
+/* The options of a LayerNorm case: eps, and which parameters it has. */
+static int layernorm_options(const TensorFile *in, const CaseArgs *a, int64_t C, float *eps,
+                             int *affine, int *has_bias, Error *err)
+{
+    if (case_given(a, "normalized_shape") && case_int(a, "normalized_shape") != C)
+        return error_set(err, "%s: metadata normalized_shape is %lld but tensor 'input' has "
+                         "last dimension %lld", case_name(in), case_int(a, "normalized_shape"),
+                         (long long)C);
+    *eps = (float)case_float(a, "eps");
 
     int has_weight_tensor = tensorfile_find(in, "weight") != NULL;
     int has_bias_tensor = tensorfile_find(in, "bias") != NULL;
-    if (tensorfile_meta_bool(in, "elementwise_affine", has_weight_tensor, affine, err) != 0)
-        return -1;
-    if (tensorfile_meta_bool(in, "bias", *affine && has_bias_tensor, has_bias, err) != 0)
-        return -1;
+    *affine = case_given(a, "elementwise_affine") ? case_bool(a, "elementwise_affine")
+                                                   : has_weight_tensor;
+    *has_bias = case_given(a, "bias") ? case_bool(a, "bias") : *affine && has_bias_tensor;
     if (!*affine) *has_bias = 0;   /* nn.LayerNorm ignores bias=True without affine */
     if (!*affine && (has_weight_tensor || has_bias_tensor))
         return error_set(err, "%s: elementwise_affine is false but the case holds a '%s' "
@@ -93,7 +93,8 @@ static int layernorm_options(const TensorFile *in, int64_t C, float *eps, int *a
     return 0;
 }
 
-static int eval_layernorm(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_layernorm(const TensorFile *in, const CaseArgs *args, TensorFile *out,
+                          Error *err)
 {
     const char *op = tensorfile_meta(in, "op");
     int backward = strcmp(op, "layernorm_backward") == 0;
@@ -107,7 +108,7 @@ static int eval_layernorm(const TensorFile *in, TensorFile *out, Error *err)
 
     float eps = LAYERNORM_DEFAULT_EPS;
     int affine = 0, has_bias = 0;
-    if (layernorm_options(in, C, &eps, &affine, &has_bias, err) != 0) return -1;
+    if (layernorm_options(in, args, C, &eps, &affine, &has_bias, err) != 0) return -1;
     if (affine && get_param(in, "weight", C, &weight, err) != 0) return -1;
     if (has_bias && get_param(in, "bias", C, &bias, err) != 0) return -1;
     if (backward && get_same_shape(in, "grad_output", x, "input", &dy, err) != 0) return -1;
@@ -146,7 +147,8 @@ done:
     return rc;
 }
 
-static int eval_residual(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_residual(const TensorFile *in, const CaseArgs *args, TensorFile *out,
+                         Error *err)
 {
     const char *op = tensorfile_meta(in, "op");
     if (strcmp(op, "residual") == 0) {
@@ -170,13 +172,15 @@ static int eval_residual(const TensorFile *in, TensorFile *out, Error *err)
     return 0;
 }
 
-/* The chapter's ops and the options each reads from the metadata. */
+/* The chapter's ops. */
 static const CaseOp OPS[] = {
-    {"layernorm", "normalized_shape eps elementwise_affine bias", eval_layernorm},
-    {"layernorm_backward", "normalized_shape eps elementwise_affine bias", eval_layernorm},
-    {"residual", "", eval_residual},
-    {"residual_backward", "", eval_residual},
-    {NULL, NULL, NULL},
+    {"layernorm", LAYERNORM_OPTIONS, 0, "input [weight] [bias]", "output", eval_layernorm},
+    {"layernorm_backward", LAYERNORM_OPTIONS, 0, "input [weight] [bias] grad_output",
+     "grad_input [grad_weight] [grad_bias]", eval_layernorm},
+    {"residual", NULL, 0, "input sublayer_output", "output", eval_residual},
+    {"residual_backward", NULL, 0, "grad_output", "grad_input grad_sublayer_output",
+     eval_residual},
+    {0},
 };
 
 int layernorm_case_eval(const TensorFile *in, TensorFile *out, Error *err)

@@ -56,37 +56,40 @@ static int check_mask(const TensorFile *in, const char *name, const Tensor *m,
     return 0;
 }
 
-/* Metadata that must be absent or equal to what the tensors say. */
-static int check_meta_int(const TensorFile *in, const char *key, long long want,
-                          const char *source, Error *err)
-{
-    long long v;
-    if (tensorfile_meta_int(in, key, want, &v, err) != 0) return -1;
-    if (v != want)
-        return error_set(err, "%s: metadata '%s' is %lld but %s is %lld", case_name(in), key, v,
-                         source, want);
-    return 0;
-}
+/* The options of ops mha and mha_backward: nn.MultiheadAttention's
+ * arguments and those of its forward (num_heads spelt nhead, as the encoder
+ * and decoder layers spell it). */
+static const CaseOption MHA_OPTIONS[] = {
+    {"nhead", CASE_INT, "[1, 2147483647]", NULL, "the number of heads"},
+    {"embed_dim", CASE_INT, "[1, 2147483647]", "", "the model width, the query's last dimension"},
+    {"kdim", CASE_INT, "[1, 2147483647]", "", "the key's last dimension"},
+    {"vdim", CASE_INT, "[1, 2147483647]", "", "the value's last dimension"},
+    {"bias", CASE_BOOL, NULL, "", "in_proj_bias and out_proj.bias present"},
+    {"dropout", CASE_FLOAT, "[0, 1)", "0", "dropout on the weights"},
+    {"batch_first", CASE_BOOL, NULL, "true", "(N, L, E) inputs"},
+    {"add_bias_kv", CASE_BOOL, NULL, "false", "a learnt key and value appended"},
+    {"add_zero_attn", CASE_BOOL, NULL, "false", "a zero key and value appended"},
+    {"need_weights", CASE_BOOL, NULL, "true", "the attention weights returned"},
+    {"average_attn_weights", CASE_BOOL, NULL, "true", "the weights averaged over the heads"},
+    {"is_causal", CASE_BOOL, NULL, "false", "the hint that attn_mask is causal"},
+    {"self_attention", CASE_BOOL, NULL, "false", "key = value = query, held once"},
+    {0},
+};
 
 /* Options PyTorch has and this chapter leaves out. */
-static int check_unsupported(const TensorFile *in, Error *err)
+static int check_unsupported(const TensorFile *in, const CaseArgs *a, Error *err)
 {
-    int batch_first, flag;
-    if (tensorfile_meta_bool(in, "batch_first", 1, &batch_first, err) != 0) return -1;
-    if (!batch_first)
+    if (!case_bool(a, "batch_first"))
         return error_set(err, "%s: metadata 'batch_first' is false; this chapter reads "
                          "batch-first (N, L, E) inputs only (transpose (L, N, E) ones first)",
                          case_name(in));
-    double dropout;
-    if (tensorfile_meta_double(in, "dropout", 0.0, &dropout, err) != 0) return -1;
-    if (dropout != 0.0)
+    if (case_float(a, "dropout") != 0.0)
         return error_set(err, "%s: metadata 'dropout' is '%s'; this chapter has no dropout on "
                          "the attention weights, only 0 is supported", case_name(in),
                          tensorfile_meta(in, "dropout"));
     const char *keys[2] = {"add_bias_kv", "add_zero_attn"};
     for (int i = 0; i < 2; i++) {
-        if (tensorfile_meta_bool(in, keys[i], 0, &flag, err) != 0) return -1;
-        if (flag)
+        if (case_bool(a, keys[i]))
             return error_set(err, "%s: metadata '%s' is true; not supported by this chapter",
                              case_name(in), keys[i]);
     }
@@ -144,7 +147,7 @@ static int read_inputs(const TensorFile *in, MhaCase *c, Error *err)
 
 /* The parameters, packed or separate as kdim and vdim decide, with or
  * without biases. */
-static int read_params(const TensorFile *in, MhaCase *c, Error *err)
+static int read_params(const TensorFile *in, MhaCase *c, const CaseArgs *a, Error *err)
 {
     int64_t E = c->E, Ek = c->Ek, Ev = c->Ev;
     const Tensor *t;
@@ -187,8 +190,7 @@ static int read_params(const TensorFile *in, MhaCase *c, Error *err)
                          "nn.MultiheadAttention has both biases (bias=True) or neither",
                          case_name(in), has_in ? "in_proj_bias" : "out_proj.bias",
                          has_in ? "out_proj.bias" : "in_proj_bias");
-    int bias;
-    if (tensorfile_meta_bool(in, "bias", has_in, &bias, err) != 0) return -1;
+    int bias = case_given(a, "bias") ? case_bool(a, "bias") : has_in;
     if (bias != has_in)
         return error_set(err, "%s: metadata 'bias' is %s but in_proj_bias and out_proj.bias "
                          "are %s", case_name(in), bias ? "true" : "false",
@@ -245,30 +247,29 @@ int mha_case_read(const TensorFile *in, MhaCase *c, Error *err)
                          case_name(in), op);
     c->backward = strcmp(op, "mha_backward") == 0;
 
-    if (check_unsupported(in, err) != 0 ||
-        tensorfile_meta_bool(in, "self_attention", 0, &c->self_attention, err) != 0 ||
-        tensorfile_meta_bool(in, "need_weights", 1, &c->need_weights, err) != 0 ||
-        tensorfile_meta_bool(in, "average_attn_weights", 1, &c->average_attn_weights, err) != 0 ||
-        tensorfile_meta_bool(in, "is_causal", 0, &c->is_causal, err) != 0)
+    CaseArgs a;
+    if (case_read_args(MHA_OPTIONS, in, &a, err) != 0 || check_unsupported(in, &a, err) != 0)
         return -1;
+    c->self_attention = case_bool(&a, "self_attention");
+    c->need_weights = case_bool(&a, "need_weights");
+    c->average_attn_weights = case_bool(&a, "average_attn_weights");
+    c->is_causal = case_bool(&a, "is_causal");
 
     if (read_inputs(in, c, err) != 0) return -1;
 
-    if (!tensorfile_meta(in, "nhead"))
-        return error_set(err, "%s: metadata 'nhead' is missing", case_name(in));
-    long long H;
-    if (tensorfile_meta_int(in, "nhead", 1, &H, err) != 0) return -1;
-    if (H < 1 || H > INT_MAX)
-        return error_set(err, "%s: metadata 'nhead' is %lld; it must be at least 1",
-                         case_name(in), H);
+    long long H = case_int(&a, "nhead");
     if (c->E % H != 0)
         return error_set(err, "%s: embed_dim %d (the last dimension of 'query') is not "
                          "divisible by nhead %lld", case_name(in), c->E, H);
     c->H = (int)H;
-    if (check_meta_int(in, "embed_dim", c->E, "the last dimension of 'query'", err) != 0 ||
-        check_meta_int(in, "kdim", c->Ek, "the last dimension of 'key'", err) != 0 ||
-        check_meta_int(in, "vdim", c->Ev, "the last dimension of 'value'", err) != 0)
-        return -1;
+    const char *dims[3] = {"embed_dim", "kdim", "vdim"};
+    const char *of[3] = {"query", "key", "value"};
+    const int size[3] = {c->E, c->Ek, c->Ev};
+    for (int i = 0; i < 3; i++)
+        if (case_given(&a, dims[i]) && case_int(&a, dims[i]) != size[i])
+            return error_set(err, "%s: metadata '%s' is %lld but the last dimension of '%s' "
+                             "is %d", case_name(in), dims[i], case_int(&a, dims[i]), of[i],
+                             size[i]);
     /* Every buffer of the layer must fit the int sizes of the layer functions. */
     int64_t att = (int64_t)c->N * c->H * c->L * c->S;
     int64_t widest = c->E > c->Ek ? c->E : c->Ek;
@@ -280,7 +281,7 @@ int mha_case_read(const TensorFile *in, MhaCase *c, Error *err)
                          case_name(in), (long long)(att > rows ? att : rows), c->N, c->L, c->S,
                          c->E, c->H, INT_MAX);
 
-    if (read_params(in, c, err) != 0 || read_masks(in, c, err) != 0) return -1;
+    if (read_params(in, c, &a, err) != 0 || read_masks(in, c, err) != 0) return -1;
 
     if (c->backward) {
         const Tensor *dout;
@@ -336,7 +337,7 @@ static const char *const PARAM_NAMES[7] = {"in_proj_weight", "q_proj_weight", "k
                                            "v_proj_weight",  "in_proj_bias",  "out_proj.weight",
                                            "out_proj.bias"};
 
-static int eval_mha(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_mha(const TensorFile *in, const CaseArgs *args, TensorFile *out, Error *err)
 {
     MhaCase c;
     if (mha_case_read(in, &c, err) != 0) return -1;
@@ -411,13 +412,14 @@ done:
     return rc;
 }
 
-/* The chapter's ops and the options each reads from the metadata. */
-#define MHA_OPTIONS "embed_dim nhead kdim vdim bias dropout batch_first need_weights " \
-                    "average_attn_weights is_causal self_attention add_bias_kv add_zero_attn"
+/* The chapter's ops. mha_case_read() checks the tensors' shapes and dtypes. */
 static const CaseOp OPS[] = {
-    {"mha", MHA_OPTIONS, eval_mha},
-    {"mha_backward", MHA_OPTIONS, eval_mha},
-    {NULL, NULL, NULL},
+    {"mha", MHA_OPTIONS, 0, "query [key] [value] [key_padding_mask] [attn_mask]",
+     "output [attn_weights]", eval_mha},
+    {"mha_backward", MHA_OPTIONS, 0, "query [key] [value] [key_padding_mask] [attn_mask] "
+     "grad_output", "output [attn_weights] grad_query [grad_key] [grad_value] grad_<parameter>",
+     eval_mha},
+    {0},
 };
 
 int mha_case_eval(const TensorFile *in, TensorFile *out, Error *err)

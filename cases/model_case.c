@@ -102,12 +102,11 @@ static int logits_shape(const Model *m, int N, int S, int T, int64_t shape[3])
 }
 
 /* A required integer metadata key in [lo, hi]. */
-static int get_meta_int(const TensorFile *in, const char *key, long long lo, long long hi,
-                        const char *what, long long *v, Error *err)
+/* The int option `key` in lo..hi, bounds the case's model sets. */
+static int model_bounded(const TensorFile *in, const CaseArgs *args, const char *key,
+                         long long lo, long long hi, const char *what, long long *v, Error *err)
 {
-    if (!tensorfile_meta(in, key))
-        return error_set(err, "%s: metadata '%s' (%s) is missing", case_name(in), key, what);
-    if (tensorfile_meta_int(in, key, 0, v, err) != 0) return -1;
+    *v = case_int(args, key);
     if (*v < lo || *v > hi)
         return error_set(err, "%s: metadata %s is %lld; %s must lie in %lld..%lld", case_name(in),
                          key, *v, what, lo, hi);
@@ -180,7 +179,8 @@ static int eval_model(const TensorFile *in, TensorFile *out, Model *m, int backw
     return rc;
 }
 
-static int eval_decode(const TensorFile *in, TensorFile *out, Model *m, int beam, Error *err)
+static int eval_decode(const TensorFile *in, const CaseArgs *args, TensorFile *out, Model *m,
+                       int beam, Error *err)
 {
     if (m->cfg.kind != MODEL_SEQ2SEQ)
         return error_set(err, "%s: op '%s' decodes with a seq2seq model; model.kind is %s",
@@ -189,22 +189,15 @@ static int eval_decode(const TensorFile *in, TensorFile *out, Model *m, int beam
     const Tensor *src;
     if (get_ids(in, "src", m, m->cfg.src_vocab, "the source vocabulary", &N, &S, &src, err))
         return -1;
-    long long sos, eos, max_new, width = 1;
-    double penalty = 0.0;
+    long long sos, eos, max_new, width = beam ? case_int(args, "beam_width") : 1;
+    double penalty = beam ? case_float(args, "length_penalty") : 0.0;
     int V = m->cfg.tgt_vocab;
-    if (get_meta_int(in, "sos_id", 0, V - 1, "the <sos> id", &sos, err) != 0 ||
-        get_meta_int(in, "eos_id", 0, V - 1, "the <eos> id", &eos, err) != 0 ||
-        get_meta_int(in, "max_new", 1, m->cfg.max_len, "the number of tokens to write (at most model.max_len)",
-                     &max_new, err) != 0)
+    if (model_bounded(in, args, "sos_id", 0, V - 1, "the <sos> id", &sos, err) != 0 ||
+        model_bounded(in, args, "eos_id", 0, V - 1, "the <eos> id", &eos, err) != 0 ||
+        model_bounded(in, args, "max_new", 1, m->cfg.max_len,
+                      "the number of tokens to write (at most model.max_len)", &max_new,
+                      err) != 0)
         return -1;
-    if (beam) {
-        if (get_meta_int(in, "beam_width", 1, 1024, "the beam width", &width, err) != 0 ||
-            tensorfile_meta_double(in, "length_penalty", 0.0, &penalty, err) != 0)
-            return -1;
-        if (!isfinite(penalty) || !isfinite((float)penalty))
-            return error_set(err, "%s: metadata length_penalty is %s; it must be a finite "
-                             "number", case_name(in), tensorfile_meta(in, "length_penalty"));
-    }
     if (sos == m->cfg.pad_id)
         return error_set(err, "%s: metadata sos_id %lld is model.pad_id: the first position "
                          "would attend to nothing", case_name(in), sos);
@@ -223,7 +216,8 @@ static int eval_decode(const TensorFile *in, TensorFile *out, Model *m, int beam
     return 0;
 }
 
-static int eval_topk(const TensorFile *in, TensorFile *out, Model *m, Error *err)
+static int eval_topk(const TensorFile *in, const CaseArgs *args, TensorFile *out, Model *m,
+                     Error *err)
 {
     int N, S, T;
     const Tensor *src, *tgt;
@@ -233,8 +227,8 @@ static int eval_topk(const TensorFile *in, TensorFile *out, Model *m, Error *err
         return error_set(err, "%s: op 'topk' lists classes; a set model scores the elements of "
                          "a set", case_name(in));
     if (get_inputs(in, m, &N, &S, &T, &src, &tgt, err) != 0 ||
-        get_meta_int(in, "k", 1, m->cfg.tgt_vocab, "the number of classes to list", &k,
-                     err) != 0)
+        model_bounded(in, args, "k", 1, m->cfg.tgt_vocab, "the number of classes to list", &k,
+                      err) != 0)
         return -1;
     int ndim = logits_shape(m, N, S, T, shape);
     ModelWork w;
@@ -256,7 +250,8 @@ static int eval_topk(const TensorFile *in, TensorFile *out, Model *m, Error *err
 /* ------------------------------------------------------------------------ */
 
 /* Every op of the chapter: loads the model the case holds, then evaluates. */
-static int eval_with_model(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_with_model(const TensorFile *in, const CaseArgs *args, TensorFile *out,
+                           Error *err)
 {
     const char *op = tensorfile_meta(in, "op");
     int which;
@@ -276,24 +271,43 @@ static int eval_with_model(const TensorFile *in, TensorFile *out, Error *err)
     switch (which) {
     case 0: rc = eval_model(in, out, &m, 0, err); break;
     case 1: rc = eval_model(in, out, &m, 1, err); break;
-    case 2: rc = eval_decode(in, out, &m, 0, err); break;
-    case 3: rc = eval_decode(in, out, &m, 1, err); break;
-    case 4: rc = eval_topk(in, out, &m, err); break;
+    case 2: rc = eval_decode(in, args, out, &m, 0, err); break;
+    case 3: rc = eval_decode(in, args, out, &m, 1, err); break;
+    case 4: rc = eval_topk(in, args, out, &m, err); break;
     default: rc = model_to_file(&m, out, err); break;
     }
     model_free(&m);
     return rc;
 }
 
-/* The chapter's ops and the options each reads from the metadata. */
+/* The chapter's ops and their options; the model.* keys are the model's
+ * configuration, which model_load_file checks. The ids and lengths are
+ * bounded here and, by the model, in eval_decode and eval_topk. */
+#define DECODE_OPTIONS                                                                       \
+    {"sos_id", CASE_INT, "[0, 2147483647]", NULL, "the <sos> id"},                           \
+    {"eos_id", CASE_INT, "[0, 2147483647]", NULL, "the <eos> id"},                           \
+    {"max_new", CASE_INT, "[1, 2147483647]", NULL, "the number of tokens to write"}
+static const CaseOption GREEDY[] = {DECODE_OPTIONS, {0}};
+static const CaseOption BEAM[] = {
+    DECODE_OPTIONS,
+    {"beam_width", CASE_INT, "[1, 1024]", NULL, "the beam width"},
+    {"length_penalty", CASE_FLOAT, "[-3.4e38, 3.4e38]", "0", "the length normalisation's alpha"},
+    {0},
+};
+static const CaseOption TOPK[] = {
+    {"k", CASE_INT, "[1, 2147483647]", NULL, "the number of classes to list"},
+    {0},
+};
+
 static const CaseOp OPS[] = {
-    {"model", "model.*", eval_with_model},
-    {"model_backward", "model.*", eval_with_model},
-    {"greedy", "model.* sos_id eos_id max_new", eval_with_model},
-    {"beam", "model.* sos_id eos_id max_new beam_width length_penalty", eval_with_model},
-    {"topk", "model.* k", eval_with_model},
-    {"checkpoint", "model.*", eval_with_model},
-    {NULL, NULL, NULL},
+    {"model", NULL, 1, "[src] [tgt] [features]", "logits", eval_with_model},
+    {"model_backward", NULL, 1, "[src] [tgt] [features] grad_logits", "logits grad_<parameter>",
+     eval_with_model},
+    {"greedy", GREEDY, 1, "src", "output score", eval_with_model},
+    {"beam", BEAM, 1, "src", "output score", eval_with_model},
+    {"topk", TOPK, 1, "[src] [tgt] [features]", "topk_ids topk_probs", eval_with_model},
+    {"checkpoint", NULL, 1, "", "<parameter>", eval_with_model},
+    {0},
 };
 
 int model_case_eval(const TensorFile *in, TensorFile *out, Error *err)

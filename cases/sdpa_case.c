@@ -44,27 +44,26 @@ static int check_mask(const TensorFile *in, const Tensor *mask, const int64_t *a
     return 0;
 }
 
+/* The options of ops sdpa and sdpa_backward: F.scaled_dot_product_attention's
+ * arguments (its dropout_p spelt dropout, as in every chapter). */
+static const CaseOption SDPA_OPTIONS[] = {
+    {"is_causal", CASE_BOOL, NULL, "false", "the causal mask, top-left aligned"},
+    {"scale", CASE_FLOAT, "[-3.4e38, 3.4e38]", "",
+     "the scores' scale; 1/sqrt(E) when absent"},
+    {"dropout", CASE_FLOAT, "[0, 1)", "0", "the dropout probability of the weights"},
+    {"enable_gqa", CASE_BOOL, NULL, "false", "grouped-query attention"},
+    {0},
+};
+
 static int read_options(const TensorFile *in, SdpaCase *c, Error *err)
 {
-    if (tensorfile_meta_bool(in, "is_causal", 0, &c->is_causal, err) != 0) return -1;
-
-    double scale;
-    if (tensorfile_meta_double(in, "scale", sdpa_default_scale(c->E), &scale, err) != 0)
-        return -1;
-    if (!isfinite(scale) || fabs(scale) > FLT_MAX)
-        return error_set(err, "%s: metadata 'scale' is '%s', expected a finite float32 number",
-                         case_name(in), tensorfile_meta(in, "scale"));
-    c->scale = (float)scale;
-
-    double dropout_p;
-    if (tensorfile_meta_double(in, "dropout", 0.0, &dropout_p, err) != 0) return -1;
-    if (!(dropout_p >= 0.0 && dropout_p < 1.0))
-        return error_set(err, "%s: metadata 'dropout' is '%s'; it must lie in [0, 1)",
-                         case_name(in), tensorfile_meta(in, "dropout"));
-    c->dropout_p = (float)dropout_p;
-    int gqa;
-    if (tensorfile_meta_bool(in, "enable_gqa", 0, &gqa, err) != 0) return -1;
-    if (gqa)
+    CaseArgs args;
+    if (case_read_args(SDPA_OPTIONS, in, &args, err) != 0) return -1;
+    c->is_causal = case_bool(&args, "is_causal");
+    c->scale = case_given(&args, "scale") ? (float)case_float(&args, "scale")
+                                          : sdpa_default_scale(c->E);
+    c->dropout_p = (float)case_float(&args, "dropout");
+    if (case_bool(&args, "enable_gqa"))
         return error_set(err, "%s: metadata 'enable_gqa' is true; grouped-query attention is "
                          "not supported (key and value need as many heads as query)",
                          case_name(in));
@@ -211,7 +210,7 @@ SdpaArgs sdpa_case_args(const SdpaCase *c, const float *bias)
                       c->dropout_p};
 }
 
-static int eval_sdpa(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_sdpa(const TensorFile *in, const CaseArgs *args, TensorFile *out, Error *err)
 {
     SdpaCase c;
     if (sdpa_case_read(in, &c, err) != 0) return -1;
@@ -236,8 +235,8 @@ static int eval_sdpa(const TensorFile *in, TensorFile *out, Error *err)
         }
         bias = t[BIAS].data;
     }
-    SdpaArgs args = sdpa_case_args(&c, bias);
-    if (sdpa_forward(t[OUTPUT].data, t[ATT].data, c.q, c.k, c.v, &args) != 0) {
+    SdpaArgs attention = sdpa_case_args(&c, bias);
+    if (sdpa_forward(t[OUTPUT].data, t[ATT].data, c.q, c.k, c.v, &attention) != 0) {
         error_set(err, "%s: sdpa_forward failed", case_name(in));
         goto done;
     }
@@ -248,7 +247,7 @@ static int eval_sdpa(const TensorFile *in, TensorFile *out, Error *err)
             alloc_batched(&t[DV], &c, S, Ev, err) != 0)        /* (B, S, Ev) */
             goto done;
         if (sdpa_backward(t[DQ].data, t[DK].data, t[DV].data, c.dout, c.q, c.k, c.v,
-                          t[ATT].data, &args) != 0) {
+                          t[ATT].data, &attention) != 0) {
             error_set(err, "%s: sdpa_backward failed", case_name(in));
             goto done;
         }
@@ -266,11 +265,13 @@ done:
     return rc;
 }
 
-/* The chapter's ops and the options each reads from the metadata. */
+/* The chapter's ops. sdpa_case_read() checks the tensors' shapes and dtypes. */
 static const CaseOp OPS[] = {
-    {"sdpa", "is_causal scale dropout enable_gqa", eval_sdpa},
-    {"sdpa_backward", "is_causal scale dropout enable_gqa", eval_sdpa},
-    {NULL, NULL, NULL},
+    {"sdpa", SDPA_OPTIONS, 0, "query key value [attn_mask] [dropout_mask]",
+     "output attn_weights", eval_sdpa},
+    {"sdpa_backward", SDPA_OPTIONS, 0, "query key value [attn_mask] [dropout_mask] grad_output",
+     "output attn_weights grad_query grad_key grad_value", eval_sdpa},
+    {0},
 };
 
 int sdpa_case_eval(const TensorFile *in, TensorFile *out, Error *err)

@@ -56,7 +56,7 @@ static int add_bytes(TensorFile *out, const char *name, const uint8_t *data, siz
 
 /* char_encode, word_encode and bpe_train_encode: a tokenizer learnt from
  * the tensor "corpus", applied to the tensor "text". */
-static int eval_learnt(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_learnt(const TensorFile *in, const CaseArgs *args, TensorFile *out, Error *err)
 {
     const char *op = tensorfile_meta(in, "op");
     const uint8_t *corpus_data, *text;
@@ -67,16 +67,8 @@ static int eval_learnt(const TensorFile *in, TensorFile *out, Error *err)
     Text corpus = {(uint8_t *)corpus_data, corpus_len, 0};   /* borrowed, not freed */
     TokenizerKind kind = !strcmp(op, "char_encode") ? TOKENIZER_CHAR
                 : !strcmp(op, "word_encode") ? TOKENIZER_WORD : TOKENIZER_BPE;
-    long long vocab_size = 0, min_freq = 1;
-    if (kind == TOKENIZER_BPE && tensorfile_meta_int(in, "vocab_size", -1, &vocab_size, err) != 0)
-        return -1;
-    if (kind == TOKENIZER_WORD && tensorfile_meta_int(in, "min_freq", 1, &min_freq, err) != 0)
-        return -1;
-    if (kind == TOKENIZER_WORD && (min_freq < 1 || min_freq > 1 << 30))
-        return error_set(err, "%s: metadata min_freq %lld is outside 1..2^30", in->path, min_freq);
-    if (kind == TOKENIZER_BPE && (vocab_size < BPE_BASE_SIZE || vocab_size > BPE_MAX_VOCAB))
-        return error_set(err, "%s: metadata vocab_size %lld is outside %d..%d", in->path,
-                         vocab_size, BPE_BASE_SIZE, BPE_MAX_VOCAB);
+    long long vocab_size = kind == TOKENIZER_BPE ? case_int(args, "vocab_size") : 0;
+    long long min_freq = kind == TOKENIZER_WORD ? case_int(args, "min_freq") : 1;
 
     Tokenizer tk;
     Text decoded = {0}, words = {0};
@@ -131,31 +123,18 @@ static int eval_learnt(const TensorFile *in, TensorFile *out, Error *err)
     return rc == 0 ? 0 : error_prefix(err, in->path);
 }
 
-static int get_side(const TensorFile *in, TokenizerKind *kind, Error *err)
-{
-    const char *side = tensorfile_meta(in, "side");
-    if (side && !strcmp(side, "source")) *kind = TOKENIZER_TAYLOR_SOURCE;
-    else if (side && !strcmp(side, "target")) *kind = TOKENIZER_TAYLOR_TARGET;
-    else return error_set(err, "%s: metadata side must be 'source' or 'target'", in->path);
-    return 0;
-}
-
 /* taylor_source, taylor_target: one text; batch: newline-separated texts. */
-static int eval_taylor(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_taylor(const TensorFile *in, const CaseArgs *args, TensorFile *out, Error *err)
 {
     const char *op = tensorfile_meta(in, "op");
     int is_batch = !strcmp(op, "batch");
-    TokenizerKind kind = !strcmp(op, "taylor_source") ? TOKENIZER_TAYLOR_SOURCE
-                                                      : TOKENIZER_TAYLOR_TARGET;
-    if (is_batch && get_side(in, &kind, err) != 0) return -1;
+    const char *side = is_batch ? case_text(args, "side") : op + strlen("taylor_");
+    TokenizerKind kind = !strcmp(side, "source") ? TOKENIZER_TAYLOR_SOURCE
+                                                 : TOKENIZER_TAYLOR_TARGET;
     const uint8_t *text;
     size_t len;
-    long long length;
-    if (get_bytes(in, is_batch ? "texts" : "text", &text, &len, err) != 0 ||
-        tensorfile_meta_int(in, "length", 0, &length, err) != 0)
-        return -1;
-    if (length < 0 || length > 1 << 24)
-        return error_set(err, "%s: metadata length %lld is outside 0..2^24", in->path, length);
+    long long length = case_int(args, "length");
+    if (get_bytes(in, is_batch ? "texts" : "text", &text, &len, err) != 0) return -1;
 
     /* Lines (one for taylor_*): [line_start[b], line_start[b] + line_len[b]). */
     int64_t B = 1;
@@ -212,14 +191,34 @@ static int eval_taylor(const TensorFile *in, TensorFile *out, Error *err)
 }
 
 /* The chapter's ops and the options each reads from the metadata. */
+_Static_assert(BPE_BASE_SIZE == 259 && BPE_MAX_VOCAB == 1 << 24, "vocab_size's range below");
+static const CaseOption WORD_OPTIONS[] = {
+    {"min_freq", CASE_INT, "[1, 1073741824]", "1", "the fewest times a kept word occurs"},
+    {0},
+};
+static const CaseOption BPE_OPTIONS[] = {
+    {"vocab_size", CASE_INT, "[259, 16777216]", NULL,
+     "the vocabulary's size: 3 specials, 256 bytes, then the merges"},
+    {0},
+};
+static const CaseOption LENGTH[] = {
+    {"length", CASE_INT, "[0, 16777216]", "0", "the padded length, 0: each text's own"},
+    {0},
+};
+static const CaseOption BATCH_OPTIONS[] = {
+    {"side", CASE_TEXT, "source|target", NULL, "the Taylor tokenizer's side"},
+    {"length", CASE_INT, "[0, 16777216]", "0", "the padded length, 0: the longest row's"},
+    {0},
+};
+
 static const CaseOp OPS[] = {
-    {"char_encode", "", eval_learnt},
-    {"word_encode", "min_freq", eval_learnt},
-    {"bpe_train_encode", "vocab_size", eval_learnt},
-    {"taylor_source", "length", eval_taylor},
-    {"taylor_target", "length", eval_taylor},
-    {"batch", "side length", eval_taylor},
-    {NULL, NULL, NULL},
+    {"char_encode", NULL, 0, "corpus text", "codepoints ids decoded", eval_learnt},
+    {"word_encode", WORD_OPTIONS, 0, "corpus text", "vocab counts ids decoded", eval_learnt},
+    {"bpe_train_encode", BPE_OPTIONS, 0, "corpus text", "merges ids decoded", eval_learnt},
+    {"taylor_source", LENGTH, 0, "text", "ids sequence decoded", eval_taylor},
+    {"taylor_target", LENGTH, 0, "text", "ids sequence decoded", eval_taylor},
+    {"batch", BATCH_OPTIONS, 0, "texts", "batch lengths decoded", eval_taylor},
+    {0},
 };
 
 int tokenization_case_eval(const TensorFile *in, TensorFile *out, Error *err)

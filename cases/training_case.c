@@ -49,45 +49,11 @@ static int get_tensor(const TensorFile *in, const char *name, DType dtype, int n
     return 0;
 }
 
-/* Fails unless metadata `key` is present; `what` says what it is. */
-static int require(const TensorFile *in, const char *key, const char *what, Error *err)
+/* Option `key` as a float32 (the table checks its range), or the fallback
+ * when the case leaves it out and the table lets the op decide. */
+static float option_f32(const CaseArgs *args, const char *key, float fallback)
 {
-    if (!tensorfile_meta(in, key))
-        return error_set(err, "%s: metadata '%s' (%s) is missing", case_name(in), key, what);
-    return 0;
-}
-
-/* An integer option in [lo, hi]; required unless a fallback is allowed. */
-static int get_int(const TensorFile *in, const char *key, const char *what, int required,
-                   long long fallback, long long lo, long long hi, long long *v, Error *err)
-{
-    if (required && require(in, key, what, err) != 0) return -1;
-    if (tensorfile_meta_int(in, key, fallback, v, err) != 0) return -1;
-    if (*v < lo || *v > hi) {
-        if (hi == LLONG_MAX)
-            return error_set(err, "%s: metadata %s is %lld; %s must be at least %lld",
-                             case_name(in), key, *v, what, lo);
-        return error_set(err, "%s: metadata %s is %lld; %s must lie in %lld..%lld", case_name(in),
-                         key, *v, what, lo, hi);
-    }
-    return 0;
-}
-
-/* A float32 option: finite, >= lo (> lo with open_lo), and < hi when
- * hi_open is set. */
-static int get_float(const TensorFile *in, const char *key, const char *rule, double fallback,
-                     double lo, int open_lo, double hi, int open_hi, float *v, Error *err)
-{
-    double d;
-    if (tensorfile_meta_double(in, key, fallback, &d, err) != 0) return -1;
-    float f = (float)d;
-    int ok = isfinite(d) && isfinite(f) && (open_lo ? f > lo : f >= lo) &&
-             (open_hi ? f < hi : f <= hi);
-    if (!ok)
-        return error_set(err, "%s: metadata %s is %s; it must be %s", case_name(in), key,
-                         tensorfile_meta(in, key), rule);
-    *v = f;
-    return 0;
+    return case_given(args, key) ? (float)case_float(args, key) : fallback;
 }
 
 /* Adds a zeroed output tensor of any dtype; returns its data or NULL. */
@@ -116,7 +82,8 @@ static int call_failed(const TensorFile *in, const char *function, const Error *
 /* Cross-entropy                                                             */
 /* ------------------------------------------------------------------------ */
 
-static int eval_cross_entropy(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_cross_entropy(const TensorFile *in, const CaseArgs *args, TensorFile *out,
+                              Error *err)
 {
     int backward = case_is_backward(in);
     const Tensor *logits, *target;
@@ -127,13 +94,8 @@ static int eval_cross_entropy(const TensorFile *in, TensorFile *out, Error *err)
     if (V > INT_MAX)
         return error_set(err, "%s: tensor 'logits' has %lld classes, more than this program "
                          "handles (%d)", case_name(in), (long long)V, INT_MAX);
-    long long ignore_index;
-    float smoothing = 0.0f;
-    if (tensorfile_meta_int(in, "ignore_index", CROSS_ENTROPY_IGNORE_INDEX, &ignore_index,
-                            err) != 0 ||
-        get_float(in, "label_smoothing", "a number in [0, 1]", 0.0, 0.0, 0, 1.0, 0, &smoothing,
-                  err) != 0)
-        return -1;
+    long long ignore_index = case_int(args, "ignore_index");
+    float smoothing = (float)case_float(args, "label_smoothing");
     const int64_t *t = target->data;
     for (int64_t r = 0; r < R; r++)
         if (t[r] != ignore_index && (t[r] < 0 || t[r] >= V))
@@ -159,7 +121,7 @@ static int eval_cross_entropy(const TensorFile *in, TensorFile *out, Error *err)
 /* Adam and AdamW                                                            */
 /* ------------------------------------------------------------------------ */
 
-static int eval_adam(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_adam(const TensorFile *in, const CaseArgs *args, TensorFile *out, Error *err)
 {
     const Tensor *params, *grads, *lrs = NULL;
     if (get_tensor(in, "params", DTYPE_F32, 1, NULL, "(n,)", &params, err) != 0) return -1;
@@ -167,22 +129,16 @@ static int eval_adam(const TensorFile *in, TensorFile *out, Error *err)
     if (get_tensor(in, "grads", DTYPE_F32, 2, (int64_t[]){-1, n}, "(K, n)", &grads, err) != 0)
         return -1;
     int64_t K = grads->shape[0];
-    long long steps;
-    if (tensorfile_meta_int(in, "steps", K, &steps, err) != 0) return -1;
-    if (steps != K)
+    if (case_given(args, "steps") && case_int(args, "steps") != K)
         return error_set(err, "%s: metadata steps is %lld but tensor 'grads' has %lld rows, one "
-                         "per step", case_name(in), steps, (long long)K);
+                         "per step", case_name(in), case_int(args, "steps"), (long long)K);
 
-    int decoupled;
-    if (tensorfile_meta_bool(in, "decoupled", 0, &decoupled, err) != 0) return -1;
-    AdamConfig c = adam_default_config(decoupled);
-    if (get_float(in, "lr", "a finite number >= 0", c.lr, 0.0, 0, INFINITY, 0, &c.lr, err) ||
-        get_float(in, "beta1", "a number in [0, 1)", c.beta1, 0.0, 0, 1.0, 1, &c.beta1, err) ||
-        get_float(in, "beta2", "a number in [0, 1)", c.beta2, 0.0, 0, 1.0, 1, &c.beta2, err) ||
-        get_float(in, "eps", "a finite number > 0", c.eps, 0.0, 1, INFINITY, 0, &c.eps, err) ||
-        get_float(in, "weight_decay", "a finite number >= 0", c.weight_decay, 0.0, 0, INFINITY,
-                  0, &c.weight_decay, err))
-        return -1;
+    AdamConfig c = adam_default_config(case_bool(args, "decoupled"));
+    c.lr = option_f32(args, "lr", c.lr);
+    c.beta1 = option_f32(args, "beta1", c.beta1);
+    c.beta2 = option_f32(args, "beta2", c.beta2);
+    c.eps = option_f32(args, "eps", c.eps);
+    c.weight_decay = option_f32(args, "weight_decay", c.weight_decay);
     if (tensorfile_find(in, "lrs")) {
         if (get_tensor(in, "lrs", DTYPE_F32, 1, (int64_t[]){K}, "(K,)", &lrs, err) != 0)
             return -1;
@@ -220,15 +176,11 @@ static int eval_adam(const TensorFile *in, TensorFile *out, Error *err)
 /* Gradient clipping                                                         */
 /* ------------------------------------------------------------------------ */
 
-static int eval_clip(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_clip(const TensorFile *in, const CaseArgs *args, TensorFile *out, Error *err)
 {
     const Tensor *grads;
-    float max_norm = 0.0f;
-    if (get_tensor(in, "grads", DTYPE_F32, 1, NULL, "(n,)", &grads, err) != 0 ||
-        require(in, "max_norm", "the largest norm allowed", err) != 0 ||
-        get_float(in, "max_norm", "a finite number > 0", 1.0, 0.0, 1, INFINITY, 0, &max_norm,
-                  err) != 0)
-        return -1;
+    float max_norm = (float)case_float(args, "max_norm");
+    if (get_tensor(in, "grads", DTYPE_F32, 1, NULL, "(n,)", &grads, err) != 0) return -1;
     int64_t n = grads->shape[0];
     float *g = case_output_f32(out, "grads_clipped", 1, &n, err);
     float *total = case_output_f32(out, "total_norm", 0, NULL, err);
@@ -244,7 +196,8 @@ static int eval_clip(const TensorFile *in, TensorFile *out, Error *err)
 /* Learning-rate schedules                                                   */
 /* ------------------------------------------------------------------------ */
 
-static int eval_schedule(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_schedule(const TensorFile *in, const CaseArgs *args, TensorFile *out,
+                         Error *err)
 {
     int noam = strcmp(tensorfile_meta(in, "op"), "lr_noam") == 0;
     const Tensor *steps;
@@ -255,19 +208,9 @@ static int eval_schedule(const TensorFile *in, TensorFile *out, Error *err)
         if (s[i] < 0)
             return error_set(err, "%s: tensor 'steps' holds %lld at index %lld; a step counter "
                              "is never negative", case_name(in), (long long)s[i], (long long)i);
-    long long warmup, max_iters = 1, d_model = 1;
-    if (noam) {
-        if (get_int(in, "d_model", "d_model", 1, 0, 1, INT_MAX, &d_model, err) != 0 ||
-            get_int(in, "warmup", "the number of warm-up steps", 1, 0, 1, LLONG_MAX, &warmup,
-                    err) != 0)
-            return -1;
-    } else {
-        if (get_int(in, "warmup", "the number of warm-up steps", 1, 0, 0, LLONG_MAX, &warmup,
-                    err) != 0 ||
-            get_int(in, "max_iters", "the length of the cosine", 1, 0, 1, LLONG_MAX, &max_iters,
-                    err) != 0)
-            return -1;
-    }
+    long long warmup = case_int(args, "warmup");
+    long long max_iters = noam ? 1 : case_int(args, "max_iters");
+    long long d_model = noam ? case_int(args, "d_model") : 1;
     double *factor = output_tensor(out, "factor", DTYPE_F64, 1, &n, err);
     if (!factor) return -1;
     for (int64_t i = 0; i < n; i++)
@@ -280,32 +223,23 @@ static int eval_schedule(const TensorFile *in, TensorFile *out, Error *err)
 /* Data: the task's sequences and the batcher's permutations                */
 /* ------------------------------------------------------------------------ */
 
-/* rng_seed and rng_stream (both default 0) into a seeded Rng. */
-static int get_rng(const TensorFile *in, Rng *rng, Error *err)
+/* The case's rng_seed and rng_stream as a seeded Rng. */
+static void case_rng(const CaseArgs *args, Rng *rng)
 {
-    long long seed, stream;
-    if (get_int(in, "rng_seed", "the seed", 0, 0, 0, LLONG_MAX, &seed, err) != 0 ||
-        get_int(in, "rng_stream", "the stream", 0, 0, 0, LLONG_MAX, &stream, err) != 0)
-        return -1;
-    rng_seed(rng, (uint64_t)seed, (uint64_t)stream);
-    return 0;
+    rng_seed(rng, (uint64_t)case_int(args, "rng_seed"), (uint64_t)case_int(args, "rng_stream"));
 }
 
-static int eval_seq_dataset(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_seq_dataset(const TensorFile *in, const CaseArgs *args, TensorFile *out,
+                            Error *err)
 {
-    long long n, S, C;
+    long long n = case_int(args, "n"), S = case_int(args, "seq_len");
+    long long C = case_int(args, "num_categories");
     SeqTask task;
     Rng rng;
     Error inner = {{0}};
-    if (require(in, "task", "reverse or copy", err) != 0) return -1;
-    if (seq_task_parse(tensorfile_meta(in, "task"), &task, &inner) != 0)
+    if (seq_task_parse(case_text(args, "task"), &task, &inner) != 0)
         return error_set(err, "%s: metadata task: %s", case_name(in), inner.msg);
-    if (get_int(in, "n", "the number of sequences", 1, 0, 1, MAX_CASE_VALUES, &n, err) != 0 ||
-        get_int(in, "seq_len", "the sequence length", 1, 0, 1, INT_MAX, &S, err) != 0 ||
-        get_int(in, "num_categories", "the number of ids", 1, 0, 1, INT32_MAX - SEQ2SEQ_FIRST,
-                &C, err) != 0 ||
-        get_rng(in, &rng, err) != 0)
-        return -1;
+    case_rng(args, &rng);
     if (n * S > MAX_CASE_VALUES)
         return error_set(err, "%s: %lld sequences of length %lld are more than this program "
                          "handles (%lld ids)", case_name(in), n, S, (long long)MAX_CASE_VALUES);
@@ -322,14 +256,11 @@ static int eval_seq_dataset(const TensorFile *in, TensorFile *out, Error *err)
     return 0;
 }
 
-static int eval_batcher(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_batcher(const TensorFile *in, const CaseArgs *args, TensorFile *out, Error *err)
 {
-    long long n, epochs;
+    long long n = case_int(args, "n"), epochs = case_int(args, "epochs");
     Rng rng;
-    if (get_int(in, "n", "the dataset size", 1, 0, 1, MAX_CASE_VALUES, &n, err) != 0 ||
-        get_int(in, "epochs", "the number of epochs", 1, 0, 1, 1000, &epochs, err) != 0 ||
-        get_rng(in, &rng, err) != 0)
-        return -1;
+    case_rng(args, &rng);
     if (n * epochs > MAX_CASE_VALUES)
         return error_set(err, "%s: %lld epochs of %lld indices are more than this program "
                          "handles", case_name(in), epochs, n);
@@ -394,37 +325,36 @@ static int get_batches(const TensorFile *in, const Model *m, int64_t steps, cons
 }
 
 /* The schedule and optimizer options of a parity case, as a TrainOptions. */
-static int get_train_options(const TensorFile *in, TrainOptions *o, Error *err)
+/* The options of a parity run: the model's configuration (model.*), and
+ * the optimizer and schedule of the training loop. */
+static const CaseOption PARITY_OPTIONS[] = {
+    {"steps", CASE_INT, "[1, 100000]", NULL, "the number of steps"},
+    {"schedule", CASE_TEXT, "constant|cosine|noam", NULL, "the learning-rate schedule"},
+    {"warmup", CASE_INT, "[0, 2147483647]", NULL, "the warm-up steps"},
+    {"max_iters", CASE_INT, "[1, 2147483647]", NULL, "the schedule's length"},
+    {"adamw", CASE_BOOL, NULL, "false", "AdamW (true) or Adam"},
+    {"lr", CASE_FLOAT, "[0, 3.4e38]", "0", "the learning rate"},
+    {"weight_decay", CASE_FLOAT, "[0, 3.4e38]", "0", "the weight decay"},
+    {"clip", CASE_FLOAT, "[0, 3.4e38]", "0", "the gradient norm's bound (0: none)"},
+    {"label_smoothing", CASE_FLOAT, "[0, 1]", "0", "the label smoothing"},
+    {0},
+};
+
+/* The schedule and optimizer options of a parity case, as a TrainOptions. */
+static void get_train_options(const CaseArgs *args, TrainOptions *o)
 {
-    const char *schedule = tensorfile_meta(in, "schedule");
-    long long warmup, max_iters;
-    int adamw;
-    float lr = 0, wd = 0, clip = 0, smoothing = 0;
+    const char *schedule = case_text(args, "schedule");
     memset(o, 0, sizeof *o);
-    if (require(in, "schedule", "constant, cosine or noam", err) != 0) return -1;
-    if (!strcmp(schedule, "constant")) o->schedule = SCHEDULE_CONSTANT;
-    else if (!strcmp(schedule, "cosine")) o->schedule = SCHEDULE_COSINE;
-    else if (!strcmp(schedule, "noam")) o->schedule = SCHEDULE_NOAM;
-    else return error_set(err, "%s: metadata schedule is '%s', not constant, cosine or noam",
-                          case_name(in), schedule);
-    if (get_int(in, "warmup", "the warm-up", 1, 0, 0, INT_MAX, &warmup, err) != 0 ||
-        get_int(in, "max_iters", "the schedule's length", 1, 0, 1, INT_MAX, &max_iters,
-                err) != 0 ||
-        tensorfile_meta_bool(in, "adamw", 0, &adamw, err) != 0 ||
-        get_float(in, "lr", "a learning rate >= 0", 0, 0, 0, INFINITY, 0, &lr, err) != 0 ||
-        get_float(in, "weight_decay", ">= 0", 0, 0, 0, INFINITY, 0, &wd, err) != 0 ||
-        get_float(in, "clip", ">= 0 (0: no clipping)", 0, 0, 0, INFINITY, 0, &clip, err) != 0 ||
-        get_float(in, "label_smoothing", "in [0, 1]", 0, 0, 0, 1, 0, &smoothing, err) != 0)
-        return -1;
-    o->adam = adam_default_config(adamw);
-    o->adam.lr = lr;
-    o->adam.weight_decay = wd;
-    o->warmup = warmup;
-    o->max_norm = clip;
-    o->label_smoothing = smoothing;
+    o->schedule = !strcmp(schedule, "constant") ? SCHEDULE_CONSTANT
+                  : !strcmp(schedule, "cosine") ? SCHEDULE_COSINE : SCHEDULE_NOAM;
+    o->adam = adam_default_config(case_bool(args, "adamw"));
+    o->adam.lr = (float)case_float(args, "lr");
+    o->adam.weight_decay = (float)case_float(args, "weight_decay");
+    o->warmup = (int)case_int(args, "warmup");
+    o->max_norm = (float)case_float(args, "clip");
+    o->label_smoothing = (float)case_float(args, "label_smoothing");
     /* train_lr's cosine schedule spans steps_per_epoch * epochs steps */
-    o->epochs = (int)max_iters;
-    return 0;
+    o->epochs = (int)case_int(args, "max_iters");
 }
 
 /* train_parity: the losses of `steps` training steps from the case's
@@ -437,12 +367,12 @@ int training_case_parity(const TensorFile *in, TensorFile *out, StepDeviceOpen o
     StepDevice device = {0};
     TrainOptions o;
     const Tensor *src, *tgt_in, *target;
-    long long steps;
+    CaseArgs args;
     int rc = -1;
     Error inner = {{0}};
-    if (get_int(in, "steps", "the number of steps", 1, 0, 1, 100000, &steps, err) != 0 ||
-        get_train_options(in, &o, err) != 0)
-        return -1;
+    if (case_read_args(PARITY_OPTIONS, in, &args, err) != 0) return -1;
+    long long steps = case_int(&args, "steps");
+    get_train_options(&args, &o);
     if (model_load_file(&m, in, 0, err) != 0) return -1;
     if (m.cfg.dropout != 0.0f) {
         error_set(err, "%s: model.dropout must be 0 for a parity run (C cannot replay "
@@ -482,24 +412,74 @@ done:
     return rc;
 }
 
-static int eval_parity(const TensorFile *in, TensorFile *out, Error *err)
+static int eval_parity(const TensorFile *in, const CaseArgs *args, TensorFile *out,
+                       Error *err)
 {
     return training_case_parity(in, out, NULL, err);
 }
 
-/* The chapter's ops and the options each reads from the metadata. */
+/* The chapter's ops and their options (F.cross_entropy's, torch.optim.Adam's
+ * and AdamW's, clip_grad_norm_'s, the schedules' and the data's). */
+static const CaseOption CROSS_ENTROPY[] = {
+    {"ignore_index", CASE_INT, "[-9.2e18, 9.2e18]", "-100", "the target that counts for nothing"},
+    {"label_smoothing", CASE_FLOAT, "[0, 1]", "0", "the label smoothing"},
+    {0},
+};
+static const CaseOption ADAM[] = {
+    {"steps", CASE_INT, "[1, 9.2e18]", "", "the number of steps, the rows of 'grads'"},
+    {"decoupled", CASE_BOOL, NULL, "false", "AdamW's decoupled weight decay"},
+    {"lr", CASE_FLOAT, "[0, 3.4e38]", "", "the learning rate, 1e-3 by default"},
+    {"beta1", CASE_FLOAT, "[0, 1)", "", "the first moment's decay, 0.9 by default"},
+    {"beta2", CASE_FLOAT, "[0, 1)", "", "the second moment's decay, 0.999 by default"},
+    {"eps", CASE_FLOAT, "(0, 3.4e38]", "", "the denominator's epsilon, 1e-8 by default"},
+    {"weight_decay", CASE_FLOAT, "[0, 3.4e38]", "", "the weight decay, 0 by default, 0.01 for AdamW"},
+    {0},
+};
+static const CaseOption CLIP[] = {
+    {"max_norm", CASE_FLOAT, "(0, 3.4e38]", NULL, "the largest norm allowed"},
+    {0},
+};
+static const CaseOption COSINE[] = {
+    {"warmup", CASE_INT, "[0, 9.2e18]", NULL, "the number of warm-up steps"},
+    {"max_iters", CASE_INT, "[1, 9.2e18]", NULL, "the length of the cosine"},
+    {0},
+};
+static const CaseOption NOAM[] = {
+    {"d_model", CASE_INT, "[1, 2147483647]", NULL, "d_model"},
+    {"warmup", CASE_INT, "[1, 9.2e18]", NULL, "the number of warm-up steps"},
+    {0},
+};
+#define RNG_OPTIONS                                                                           \
+    {"rng_seed", CASE_INT, "[0, 9.2e18]", "0", "the seed"},                                   \
+    {"rng_stream", CASE_INT, "[0, 9.2e18]", "0", "the stream"}
+static const CaseOption SEQ_DATASET[] = {
+    {"task", CASE_TEXT, "reverse|copy", NULL, "the task"},
+    {"n", CASE_INT, "[1, 16777216]", NULL, "the number of sequences"},
+    {"seq_len", CASE_INT, "[1, 2147483647]", NULL, "the sequence length"},
+    {"num_categories", CASE_INT, "[1, 2147483644]", NULL, "the number of ids"},
+    RNG_OPTIONS,
+    {0},
+};
+static const CaseOption BATCHER[] = {
+    {"n", CASE_INT, "[1, 16777216]", NULL, "the dataset size"},
+    {"epochs", CASE_INT, "[1, 1000]", NULL, "the number of epochs"},
+    RNG_OPTIONS,
+    {0},
+};
+
 static const CaseOp OPS[] = {
-    {"cross_entropy", "ignore_index label_smoothing", eval_cross_entropy},
-    {"cross_entropy_backward", "ignore_index label_smoothing", eval_cross_entropy},
-    {"adam", "steps lr beta1 beta2 eps weight_decay decoupled", eval_adam},
-    {"clip_grad_norm", "max_norm", eval_clip},
-    {"lr_cosine", "warmup max_iters", eval_schedule},
-    {"lr_noam", "d_model warmup", eval_schedule},
-    {"seq_dataset", "task n seq_len num_categories rng_seed rng_stream", eval_seq_dataset},
-    {"batcher_shuffle", "n epochs rng_seed rng_stream", eval_batcher},
-    {"train_parity", "model.* steps lr schedule warmup max_iters adamw weight_decay clip "
-                     "label_smoothing", eval_parity},
-    {NULL, NULL, NULL},
+    {"cross_entropy", CROSS_ENTROPY, 0, "logits target", "loss count correct",
+     eval_cross_entropy},
+    {"cross_entropy_backward", CROSS_ENTROPY, 0, "logits target",
+     "loss count correct grad_logits", eval_cross_entropy},
+    {"adam", ADAM, 0, "params grads [lrs]", "params_after exp_avg exp_avg_sq", eval_adam},
+    {"clip_grad_norm", CLIP, 0, "grads", "grads_clipped total_norm", eval_clip},
+    {"lr_cosine", COSINE, 0, "steps", "factor", eval_schedule},
+    {"lr_noam", NOAM, 0, "steps", "factor", eval_schedule},
+    {"seq_dataset", SEQ_DATASET, 0, "", "x y", eval_seq_dataset},
+    {"batcher_shuffle", BATCHER, 0, "", "order", eval_batcher},
+    {"train_parity", PARITY_OPTIONS, 1, "src target [tgt_in]", "losses", eval_parity},
+    {0},
 };
 
 int training_case_eval(const TensorFile *in, TensorFile *out, Error *err)

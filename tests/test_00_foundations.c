@@ -579,6 +579,33 @@ static void test_case_metadata_keys(void **state)
     tensorfile_free(&f);
 }
 
+/* case_dispatch reads each option against the op's table: its type, its
+ * range, its default when the case leaves it out, one wording for all. */
+static void test_case_option_table(void **state)
+{
+    TensorFile f, out = {0};
+    Error err;
+    load_golden(&f, CHAPTER, "rng_seed7_stream3");
+    assert_ok(tensorfile_set_meta(&f, "count", "many", &err));
+    assert_case_refused(foundations_case_eval, &f, "metadata count is many, expected an integer "
+                        "(the number of draws of each kind)");
+    assert_ok(tensorfile_set_meta(&f, "count", "-1", &err));
+    assert_case_refused(foundations_case_eval, &f, "metadata count is -1, outside "
+                        "[0, 16777216] (the number of draws of each kind)");
+    assert_ok(tensorfile_set_meta(&f, "count", "16777217", &err));
+    assert_case_refused(foundations_case_eval, &f, "outside [0, 16777216]");
+    /* Left out (renamed to a note), count takes its default: 16 draws. */
+    for (int i = 0; i < f.n_meta; i++) {
+        if (strcmp(f.meta_keys[i], "count") != 0) continue;
+        free(f.meta_keys[i]);
+        f.meta_keys[i] = strdup("info.count");
+    }
+    assert_ok(foundations_case_eval(&f, &out, &err));
+    assert_int_equal(tensorfile_find(&out, "u32")->shape[0], 16);
+    tensorfile_free(&out);
+    tensorfile_free(&f);
+}
+
 static void test_malformed(void **state)
 {
     const Malformed *m = *state;
@@ -825,6 +852,7 @@ int main(void)
         cmocka_unit_test(test_cjson_reads_within_its_length),
         cmocka_unit_test(test_malformed_corpus),
         cmocka_unit_test(test_case_metadata_keys),
+        cmocka_unit_test(test_case_option_table),
     };
     return cmocka_run_group_tests_name("chapter 00: foundations", tests, NULL, NULL);
 }

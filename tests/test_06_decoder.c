@@ -381,7 +381,7 @@ static const BrokenCase BAD[] = {
     {"bad_dropout", LAYER_G, BREAK_SET_META, "dropout", "0.1", {0}, 0,
      "metadata 'dropout' is '0.1'"},
     {"bad_eps", LAYER_G, BREAK_SET_META, "eps", "0", {0}, 0,
-     "'eps' is '0'; it must be a positive number"},
+     "eps is 0, outside [1e-38, 3.4e38]"},
     {"bad_memory_mask", LAYER_G, BREAK_RESHAPE_BOOL, "memory_mask", NULL, {6, 4}, 2,
      "'memory_mask' is present; not supported"},
     {"bad_grad_output_shape", LAYER_BG, BREAK_RESHAPE, "grad_output", NULL, {2, 5, 9}, 3,

@@ -684,14 +684,13 @@ static const BrokenCase BAD[] = {
     {"bad_missing_grad_logits", S2S_B, BREAK_DROP, "grad_logits", NULL, {0}, 0,
      "'grad_logits' is missing"},
     {"bad_missing_sos", GREEDY, BREAK_SET_META, "sos_id", "", {0}, 0,
-     "'sos_id' (the <sos> id) is missing"},
+     "metadata 'sos_id' is missing (the <sos> id)"},
     {"bad_eos_range", GREEDY, BREAK_SET_META, "eos_id", "11", {0}, 0, "eos_id is 11"},
     {"bad_max_new", GREEDY, BREAK_SET_META, "max_new", "9", {0}, 0, "max_new is 9"},
     {"bad_sos_is_pad", GREEDY, BREAK_SET_META, "sos_id", "0", {0}, 0, "sos_id 0 is model.pad_id"},
     {"bad_beam_width", BEAM, BREAK_SET_META, "beam_width", "0", {0}, 0, "beam_width is 0"},
     {"bad_length_penalty", BEAM, BREAK_SET_META, "length_penalty", "nan", {0}, 0,
      "length_penalty is nan"},
-    {"bad_greedy_labeller", LAB, BREAK_SET_META, "op", "greedy", {0}, 0, "model.kind is labeller"},
     {"bad_topk_k", "topk_reverse_k3", BREAK_SET_META, "k", "12", {0}, 0, "k is 12"},
     {"bad_topk_missing_k", "topk_reverse_k3", BREAK_SET_META, "k", "", {0}, 0, "'k'"},
     {"bad_checkpoint_extra", "checkpoint_seq2seq", BREAK_RESHAPE, "src", NULL, {2}, 1,
@@ -704,6 +703,19 @@ static void test_bad_case(void **state)
     TensorFile f;
     broken_case_make(&f, CHAPTER, bad);
     assert_case_refused(model_case_eval, &f, bad->expect);
+    tensorfile_free(&f);
+}
+
+/* Greedy decoding of a labeller, with every decoding option given: refused
+ * for the model's kind. */
+static void test_greedy_needs_seq2seq(void **state)
+{
+    TensorFile f;
+    Error err;
+    load_golden(&f, CHAPTER, LAB);
+    const char *set[4][2] = {{"op", "greedy"}, {"sos_id", "1"}, {"eos_id", "2"}, {"max_new", "3"}};
+    for (int i = 0; i < 4; i++) assert_ok(tensorfile_set_meta(&f, set[i][0], set[i][1], &err));
+    assert_case_refused(model_case_eval, &f, "model.kind is labeller");
     tensorfile_free(&f);
 }
 
@@ -788,7 +800,8 @@ int main(void)
         BAD_TEST(12), BAD_TEST(13), BAD_TEST(14), BAD_TEST(15), BAD_TEST(16), BAD_TEST(17),
         BAD_TEST(18), BAD_TEST(19), BAD_TEST(20), BAD_TEST(21), BAD_TEST(22), BAD_TEST(23),
         BAD_TEST(24), BAD_TEST(25), BAD_TEST(26), BAD_TEST(27), BAD_TEST(28), BAD_TEST(29),
-        BAD_TEST(30), BAD_TEST(31),
+        BAD_TEST(30),
+        cmocka_unit_test(test_greedy_needs_seq2seq),
         cmocka_unit_test(test_bad_case_writes_no_file),
         cmocka_unit_test(test_malformed_corpus),
     };
