@@ -21,7 +21,7 @@
 #include "layernorm.h"
 #include "residual.h"
 
-/* Given below the subject: the glue that keeps the layer's code short. */
+/* Given at the end of the file: the glue that keeps the layer's code short. */
 static const uint8_t *drawn(const EncoderLayerCache *c, const uint8_t *mask);
 static FfnParams ffn_params(const EncoderLayerParams *p, const EncoderLayerCache *c);
 static FfnGrads ffn_grads(const EncoderLayerGrads *g);
