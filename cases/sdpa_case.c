@@ -4,7 +4,6 @@
  */
 #include "sdpa_case.h"
 
-#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>

@@ -9,7 +9,7 @@
  * surviving huge and -inf inputs, and draws a few random numbers. The case
  * mode evaluates the ops of this chapter: matmul_nt, matmul_nn, matmul_tn,
  * linear, linear_backward, softmax, softmax_backward and rng_stream (see
- * foundations_case.h for their tensors, reference/ch00_foundations.py for
+ * cases/foundations_case.h for their tensors, reference/ch00_foundations.py for
  * the cases).
  *
  * The bench mode times matmul_nn, matmul_nt or matmul_tn (FORM nn, nt, tn)

@@ -12,7 +12,7 @@
  * --decode it reads whitespace-separated ids instead and prints their text.
  * The case mode evaluates the ops of reference/ch01_tokenization.py:
  * char_encode, word_encode, bpe_train_encode, taylor_source, taylor_target
- * and batch (see tokenization_case.h for their tensors).
+ * and batch (see cases/tokenization_case.h for their tensors).
  */
 #include <errno.h>
 #include <stdio.h>

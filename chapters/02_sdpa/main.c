@@ -7,7 +7,7 @@
  * The demo recomputes the worked example of the seed notebook (three queries,
  * keys and values of two features each) and sets our numbers beside the ones
  * the notebook printed; then it runs the same example with is_causal. The case
- * mode evaluates ops sdpa and sdpa_backward (see sdpa_case.h for the tensor
+ * mode evaluates ops sdpa and sdpa_backward (see cases/sdpa_case.h for the tensor
  * names and options, reference/ch02_sdpa.py for the cases).
  */
 #include <math.h>

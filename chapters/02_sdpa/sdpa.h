@@ -41,9 +41,9 @@
  * Not here: grouped-query attention (enable_gqa; K and V have as many heads
  * as Q), and broadcasting of Q, K, V over batch dimensions (their leading
  * dimensions must be equal). The case-file reader and its checks are in
- * sdpa_case.h.
+ * cases/sdpa_case.h.
  *
- * Read next: sdpa.c, then sdpa_case.c (how a case file becomes these calls).
+ * Read next: sdpa.c, then cases/sdpa_case.c (how a case file becomes these calls).
  */
 #ifndef SDPA_H
 #define SDPA_H
@@ -58,7 +58,7 @@ float sdpa_default_scale(int E);
  *               (1 = may attend), float otherwise
  *   att_shape   the attention shape, att_ndim (<= TENSOR_MAX_DIMS) dims
  *               ending in (L, S); their product is B * L * S
- * The shapes must already be broadcast-compatible (sdpa_case.c checks): the
+ * The shapes must already be broadcast-compatible (cases/sdpa_case.c checks): the
  * mask's last dimension lines up with S, the one before it with L, and so on
  * to the left; a mask dimension of 1, or a missing one, repeats.
  * Returns 0 (the exercise stub returns -1). */

@@ -10,7 +10,7 @@
  * prints each head's weights, their average (what nn.MultiheadAttention
  * returns by default) and the output, then does it again with a
  * key_padding_mask that hides the last token. The case mode evaluates ops
- * mha and mha_backward (tensor names and options in mha_case.h, the cases in
+ * mha and mha_backward (tensor names and options in cases/mha_case.h, the cases in
  * reference/ch03_mha.py).
  */
 #include <stdint.h>

@@ -43,7 +43,7 @@
  * biases are added. is_causal needs no bias: sdpa_forward masks key j for
  * query i when j > i (top-left aligned). How PyTorch's is_causal hint decides
  * between the causal pattern and attn_mask is the case reader's business
- * (mha_case.h); these functions always do what they are told.
+ * (cases/mha_case.h); these functions always do what they are told.
  *
  * Fully-masked rows. A query that may attend to no key gets attention
  * weights 0 and an attention output of 0 (so out = b_o for that row), and it
@@ -62,7 +62,7 @@
  * Not here: add_bias_kv, add_zero_attn,
  * static_k/static_v, batch_first=False (transpose the inputs instead).
  *
- * Read next: mha.c, then mha_case.c (how a case file becomes these calls).
+ * Read next: mha.c, then cases/mha_case.c (how a case file becomes these calls).
  * The int functions return 0, or -1 on failure (the exercise stubs return -1).
  */
 #ifndef MHA_H

@@ -8,7 +8,7 @@
  * README.md works them out), shows that a row shifted by 10000 gives the same
  * result while the one-pass variance formula does not, normalises a constant
  * row, runs the backward, and adds a residual. The case mode evaluates the
- * ops of this chapter (see layernorm_case.h and reference/ch04_layernorm.py):
+ * ops of this chapter (see cases/layernorm_case.h and reference/ch04_layernorm.py):
  *
  *     layernorm            input, weight, bias -> output
  *     layernorm_backward   input, weight, bias, grad_output

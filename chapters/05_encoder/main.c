@@ -9,8 +9,9 @@
  * sinusoidal encodings small enough to check by hand and adds them, runs
  * one position through the feed-forward block, measures dropout's
  * statistics, and runs a post-norm and a pre-norm encoder layer on the same
- * input to show where their outputs differ. The case mode evaluates this chapter's ops (encoder_case.h has
- * the list, reference/ch05_encoder.py makes the cases). --plot-data writes
+ * input to show where their outputs differ. The case mode evaluates this
+ * chapter's ops (cases/encoder_case.h has the list, reference/ch05_encoder.py
+ * makes the cases). --plot-data writes
  * the data that plots/positional_encoding.gp and plots/positional_curves.gp
  * draw (make plots runs both).
  */

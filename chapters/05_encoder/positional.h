@@ -38,7 +38,7 @@
  * fixed sinusoidal table and dx = NULL when the input needs no gradient.
  *
  * A sequence longer than the table (T > L) has no positions to add; the
- * caller must refuse it before calling (see encoder_case.c).
+ * caller must refuse it before calling (see cases/encoder_case.c).
  *
  * Read next: dropout.h, which is applied to this sum in the Transformer.
  *

@@ -8,7 +8,7 @@
  * shapes of everything that goes in and out, and then changes the last
  * target token to show causality: the outputs at the earlier positions do
  * not change by a single bit, while the changed position's output does. The
- * case mode evaluates this chapter's ops (decoder_case.h has the list,
+ * case mode evaluates this chapter's ops (cases/decoder_case.h has the list,
  * reference/ch06_decoder.py makes the cases).
  */
 #include <math.h>

@@ -10,7 +10,7 @@
  * tokens at each target position and a greedy and a beam decode; then the
  * shapes of the labeller and the classifier. The model is untrained, so what
  * it writes is noise: chapter 08 trains one. The case mode evaluates this
- * chapter's ops (model_case.h has the list, reference/ch07_model.py makes
+ * chapter's ops (cases/model_case.h has the list, reference/ch07_model.py makes
  * the cases).
  */
 #include <stdio.h>

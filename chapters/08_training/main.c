@@ -9,7 +9,7 @@
  * The demo trains the seeds' reverse-task model from scratch on the CPU,
  * with a progress bar, prints the held-out accuracy and a few examples, and
  * writes the loss log and an attention map into build/plots for `make
- * plots`. The case mode evaluates this chapter's ops (training_case.h has
+ * plots`. The case mode evaluates this chapter's ops (cases/training_case.h has
  * the list, reference/ch08_training.py makes the cases).
  */
 #include <stdio.h>
