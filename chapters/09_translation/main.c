@@ -59,7 +59,7 @@ static Args defaults(void)
 {
     Args a = {0};
     a.data = task_defaults();
-    a.epochs = 180;
+    a.epochs = 1164;
     a.batch_size = 32;
     a.lr = 1e-3;
     a.schedule = "cosine";
@@ -91,7 +91,7 @@ static Args defaults(void)
 
 #define TRAIN_OPTIONS(a) {                                                                \
     DATA_OPTIONS(a),                                                                      \
-    {"--epochs", OPT_INT, &(a).epochs, "epochs (default 180)"},                           \
+    {"--epochs", OPT_INT, &(a).epochs, "epochs (default 1164)"},                          \
     {"--batch-size", OPT_INT, &(a).batch_size, "pairs per step (default 32)"},            \
     {"--bucket", OPT_INT, &(a).bucket,                                                    \
      "sort runs of this many batches by length (default 50; 0: plain shuffling)"},        \
