@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -464,6 +466,77 @@ static void test_write_cleans_up_and_follows_umask(void **state)
     tensorfile_free(&f);
 }
 
+/* A temporary file whose write is still under way (its writer holds a lock
+ * on it, here this test) is not taken for a stale one: only the unlocked
+ * one goes. */
+static void test_write_keeps_a_live_writers_temp(void **state)
+{
+    TensorFile f = {0};
+    Error err;
+    float x[1] = {1};
+    char path[256], live[300], stale[300];
+    temp_path(path, sizeof path, "live");
+    snprintf(live, sizeof live, "%s.tmp.Li12ve", path);
+    snprintf(stale, sizeof stale, "%s.tmp.St12le", path);
+    int held = open(live, O_CREAT | O_WRONLY, 0600);
+    assert_true(held >= 0);
+    assert_ok(flock(held, LOCK_EX));
+    FILE *s = fopen(stale, "w");
+    assert_non_null(s);
+    fclose(s);
+    assert_ok(tensorfile_add_f32(&f, "x", x, 1, (int64_t[]){1}, &err));
+    assert_ok(safetensors_write(path, &f, &err));
+    assert_int_equal(access(stale, F_OK), -1);
+    assert_ok(access(live, F_OK));
+    close(held);
+    unlink(live);
+    unlink(path);
+    tensorfile_free(&f);
+}
+
+/* Two processes writing the same path at once both succeed (the last
+ * rename wins), and neither removes the other's temporary file mid-write. */
+static void test_concurrent_writes_to_one_path(void **state)
+{
+    char path[256];
+    temp_path(path, sizeof path, "concurrent");
+    pid_t kids[2];
+    for (int k = 0; k < 2; k++) {
+        kids[k] = fork();
+        assert_true(kids[k] >= 0);
+        if (kids[k] == 0) {
+            TensorFile f = {0};
+            Error err;
+            float x[256];
+            for (int i = 0; i < 256; i++) x[i] = (float)k;
+            int failed = tensorfile_add_f32(&f, "x", x, 1, (int64_t[]){256}, &err) != 0;
+            for (int i = 0; i < 40 && !failed; i++)
+                if (safetensors_write(path, &f, &err) != 0) {
+                    fprintf(stderr, "writer %d, write %d: %s\n", k, i, err.msg);
+                    failed = 1;
+                }
+            tensorfile_free(&f);
+            _exit(failed);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        int status;
+        assert_int_equal(waitpid(kids[k], &status, 0), kids[k]);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+    }
+    TensorFile back;
+    Error err;
+    assert_ok(safetensors_read(path, &back, &err));
+    const Tensor *t = tensorfile_find(&back, "x");
+    assert_non_null(t);
+    assert_int_equal(tensor_numel(t), 256);
+    const float *x = (const float *)t->data;
+    for (int i = 0; i < 256; i++) assert_true(x[i] == x[0]);
+    tensorfile_free(&back);
+    unlink(path);
+}
+
 /* ------------------------------------------------------------------------ */
 /* safetensors: malformed files                                              */
 /* ------------------------------------------------------------------------ */
@@ -837,6 +910,8 @@ int main(void)
         cmocka_unit_test(test_write_failure_leaves_nothing),
         cmocka_unit_test(test_write_keeps_fifos_and_links),
         cmocka_unit_test(test_write_cleans_up_and_follows_umask),
+        cmocka_unit_test(test_write_keeps_a_live_writers_temp),
+        cmocka_unit_test(test_concurrent_writes_to_one_path),
         cmocka_unit_test(test_empty_file),
         cmocka_unit_test(test_truncated_everywhere),
         cmocka_unit_test(test_missing_file),

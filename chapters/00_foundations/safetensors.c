@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -361,9 +363,21 @@ static int write_target(const char *path, char **target, Error *err)
     return 0;
 }
 
+/* Whether fd and path name the same file (path not replaced or removed
+ * since fd was opened). */
+static int same_file(int fd, const char *path)
+{
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev &&
+           a.st_ino == b.st_ino;
+}
+
 /* Removes the temporary files an interrupted write to target left behind:
- * target.tmp.XXXXXX, six characters as mkstemp makes them. (One writer per
- * path: a second one at the same moment would lose its temporary file.) */
+ * target.tmp.XXXXXX, six characters as mkstemp makes them. A write holds a
+ * lock (flock) on its temporary file until the rename, and the kernel drops
+ * the lock when the writer dies: a file that can be locked has no writer
+ * left. The temporary file of a write still under way, by this process or
+ * another, cannot be locked and is kept. */
 static void remove_stale_temps(const char *target)
 {
     char dir[4096];
@@ -389,9 +403,43 @@ static void remove_stale_temps(const char *target)
             continue;
         char stale[4096 + 256];
         snprintf(stale, sizeof stale, "%s/%s", dir, e->d_name);
-        unlink(stale);
+        int fd = open(stale, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+            same_file(fd, stale))
+            unlink(stale);
+        close(fd);   /* drops the lock */
     }
     closedir(d);
+}
+
+/* Creates target.tmp.XXXXXX (its name left in tmp) and locks it, so that
+ * no other write's remove_stale_temps takes it for a stale one. Another
+ * write may remove it in the moment between mkstemp and flock; then the
+ * name no longer leads to this file, and a new one is made. Returns the
+ * descriptor, or -1 with errno set. */
+static int create_temp(const char *target, char *tmp, size_t tmp_len)
+{
+    for (int attempt = 0; attempt < 100; attempt++) {
+        snprintf(tmp, tmp_len, "%s.tmp.XXXXXX", target);
+        int fd = mkstemp(tmp);
+        if (fd < 0) return -1;
+        /* Where flock is not supported (some network file systems) the write
+         * goes on unlocked: remove_stale_temps cannot lock there either, and
+         * so removes nothing. */
+        if (flock(fd, LOCK_EX) != 0 && errno != ENOLCK && errno != EOPNOTSUPP && errno != ENOSYS) {
+            int saved = errno;
+            close(fd);
+            unlink(tmp);
+            errno = saved;
+            return -1;
+        }
+        if (same_file(fd, tmp)) return fd;
+        close(fd);
+    }
+    errno = EAGAIN;
+    return -1;
 }
 
 /* The permissions a new file gets: 0666 less the process's umask, as
@@ -418,8 +466,7 @@ int file_write_atomic(const char *path, const FilePart *parts, int n_parts, Erro
      * file, and a crash leaves the old file whole. The data reaches the disk
      * (fsync) before the rename makes it the file. */
     remove_stale_temps(target);
-    snprintf(tmp, tmp_len, "%s.tmp.XXXXXX", target);
-    int fd = mkstemp(tmp);
+    int fd = create_temp(target, tmp, tmp_len);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         int saved = errno;
@@ -432,15 +479,16 @@ int file_write_atomic(const char *path, const FilePart *parts, int n_parts, Erro
     }
 
     /* The first failure's errno is the reason (a full disk often shows only
-     * when the buffer is flushed, at fflush or fclose). */
+     * when the buffer is flushed, at fflush or fsync). */
     int saved = 0;
     for (int i = 0; !saved && i < n_parts; i++)
         if (fwrite(parts[i].data, 1, parts[i].size, f) != parts[i].size) saved = errno ? errno : EIO;
     if (!saved && (fflush(f) != 0 || fchmod(fd, file_mode()) != 0 || fsync(fd) != 0))
         saved = errno;
-    if (fclose(f) != 0 && !saved) saved = errno;
+    /* Renamed while still open: the lock lasts until the file has its name. */
     if (!saved && rename(tmp, target) != 0) saved = errno;
     if (saved) unlink(tmp);
+    if (fclose(f) != 0 && !saved) saved = errno;
     free(tmp), free(target);
     return saved ? error_set(err, "cannot write %s: %s", path, strerror(saved)) : 0;
 }
