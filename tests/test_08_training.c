@@ -1149,6 +1149,7 @@ static void test_diverged_run_stops(void **state)
     assert_int_equal(train_run(&m, &opt, &st, &r.o, &train, &held, &val, &err), -1);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "the loss is"));
+    assert_non_null(strstr(err.msg, ckpt));     /* names what is left on disk */
     assert_ok(checkpoint_load(ckpt, &saved, &saved_opt, &saved_st, &err));
     assert_int_equal(saved_st.epoch, 1);
     for (size_t i = 0; i < saved.num_params; i++) assert_true(isfinite(saved.params[i]));
@@ -1156,6 +1157,40 @@ static void test_diverged_run_stops(void **state)
     adam_state_free(&opt), adam_state_free(&saved_opt);
     tiny_free(&r);
     unlink(ckpt);
+    rmdir(dir);
+}
+
+/* One huge step can leave the weights finite but useless: a held-out loss
+ * that is not a number stops the run before that epoch's checkpoint. */
+static void test_diverged_validation_stops(void **state)
+{
+    TinyRun r;
+    Model m;
+    AdamState opt;
+    TrainState st;
+    StepResult val;
+    Error err;
+    char dir[] = "/tmp/test08XXXXXX", ckpt[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(ckpt, sizeof ckpt, "%s/run.safetensors", dir);
+    tiny_run(&r, 0.0f);
+    Examples train = examples_of_task(&r.train, r.cfg.kind);
+    Examples held = examples_of_task(&r.val, r.cfg.kind);
+    fresh_start(&r, &m, &opt, &st);
+    r.o.checkpoint = ckpt;
+    r.o.batch_size = 64;                 /* one step an epoch: its loss is still finite */
+    r.o.adam.lr = 1e30f;
+    r.o.max_norm = 0.0f;
+    r.o.schedule = SCHEDULE_CONSTANT;
+    assert_int_equal(train_run(&m, &opt, &st, &r.o, &train, &held, &val, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "epoch 1: the validation loss is"));
+    assert_non_null(strstr(err.msg, ckpt));
+    assert_int_equal(st.epoch, 0);
+    assert_int_equal(access(ckpt, F_OK), -1);
+    model_free(&m);
+    adam_state_free(&opt);
+    tiny_free(&r);
     rmdir(dir);
 }
 
@@ -1509,6 +1544,7 @@ int main(void)
         GOLDEN_TEST(test_case_eval, "parity_classifier"),
         cmocka_unit_test(test_resume_bit_identical),
         cmocka_unit_test(test_diverged_run_stops),
+        cmocka_unit_test(test_diverged_validation_stops),
         cmocka_unit_test(test_checkpoint_counters_checked),
         cmocka_unit_test(test_checkpoint_config_must_match),
         cmocka_unit_test(test_train_refuses_wrapping_sizes),

@@ -489,6 +489,21 @@ done:
     return rc;
 }
 
+/* The error of a run whose loss (at `where`: "step 12", "epoch 3") is no
+ * longer finite; it says what the checkpoint on disk holds. */
+static int diverged(const char *where, const char *what, double loss, const TrainOptions *o,
+                    const TrainState *state, int64_t first_epoch, Error *err)
+{
+    char kept[512] = "";
+    if (o->checkpoint && state->epoch > first_epoch)
+        snprintf(kept, sizeof kept, "; %s keeps epoch %" PRId64 ", the last finished",
+                 o->checkpoint, state->epoch);
+    else if (o->checkpoint)
+        snprintf(kept, sizeof kept, "; this run wrote nothing to %s", o->checkpoint);
+    return error_set(err, "%s: the %s is %s; stopping (the weights diverged%s)", where, what,
+                     isnan(loss) ? "not a number" : "infinite", kept);
+}
+
 int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o,
               const Examples *train, const Examples *val, StepResult *res_val, Error *err)
 {
@@ -520,7 +535,8 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
     progress_init(&progress, stdout, opt->step, total > opt->step ? total : opt->step + 1,
                   per_epoch / 4 > 0 ? per_epoch / 4 : 1);
 
-    for (int64_t epoch = state->epoch; epoch < o->epochs; epoch++) {
+    const int64_t first_epoch = state->epoch;
+    for (int64_t epoch = first_epoch; epoch < o->epochs; epoch++) {
         double loss_sum = 0.0;
         batcher_shuffle(&batcher, &state->data_rng);
         if (o->bucket > 0 && train->length &&
@@ -542,9 +558,9 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
             /* A loss that is no longer a number poisons every weight at the
              * next step: stop, and keep the last checkpoint as it is. */
             if (r.count > 0 && !isfinite(r.loss)) {
-                error_set(err, "step %" PRId64 ": the loss is %s; stopping (the weights "
-                          "diverged; the checkpoint of epoch %" PRId64 " is left as it was)",
-                          opt->step, isnan(r.loss) ? "not a number" : "infinite", state->epoch);
+                char where[64];
+                snprintf(where, sizeof where, "step %" PRId64, opt->step);
+                diverged(where, "loss", r.loss, o, state, first_epoch, err);
                 goto done;
             }
             loss_sum += r.loss;
@@ -571,6 +587,14 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
                    loss_sum / per_epoch, res_val->loss,
                    train->one_target ? "" : "token ",
                    100.0 * res_val->correct / (res_val->count ? res_val->count : 1));
+        }
+        /* Weights whose held-out loss is not a number are not worth a
+         * checkpoint (a huge step can leave them finite but useless). */
+        if (res_val->count > 0 && !isfinite(res_val->loss)) {
+            char where[64];
+            snprintf(where, sizeof where, "epoch %" PRId64, epoch + 1);
+            diverged(where, "validation loss", res_val->loss, o, state, first_epoch, err);
+            goto done;
         }
         state->epoch = epoch + 1;
         if (o->device && o->device->sync(o->device->ctx, m, opt, err) != 0) goto done;
