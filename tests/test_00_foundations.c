@@ -537,6 +537,40 @@ static void test_concurrent_writes_to_one_path(void **state)
     unlink(path);
 }
 
+/* TextOut: the text reaches the file only at commit, whole; a discarded one
+ * and one whose folder is missing write nothing. */
+static void test_text_out(void **state)
+{
+    TextOut out;
+    Error err;
+    char path[256];
+    temp_path(path, sizeof path, "textout");
+    assert_ok(text_out_open(&out, &err));
+    fprintf(out.f, "# header\n");
+    for (int i = 0; i < 3; i++) fprintf(out.f, "%d %.1f\n", i, i / 2.0);
+    assert_int_equal(access(path, F_OK), -1);
+    assert_ok(text_out_commit(&out, path, &err));
+    char back[64] = {0};
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    size_t n = fread(back, 1, sizeof back - 1, f);
+    fclose(f);
+    assert_int_equal(n, strlen("# header\n0 0.0\n1 0.5\n2 1.0\n"));
+    assert_string_equal(back, "# header\n0 0.0\n1 0.5\n2 1.0\n");
+    unlink(path);
+
+    assert_ok(text_out_open(&out, &err));
+    fprintf(out.f, "never written\n");
+    text_out_discard(&out);
+    assert_int_equal(access(path, F_OK), -1);
+
+    assert_ok(text_out_open(&out, &err));
+    fprintf(out.f, "x\n");
+    assert_int_equal(text_out_commit(&out, "build/no_such_folder/x.dat", &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "build/no_such_folder/x.dat: No such file or directory"));
+}
+
 /* ------------------------------------------------------------------------ */
 /* safetensors: malformed files                                              */
 /* ------------------------------------------------------------------------ */
@@ -912,6 +946,7 @@ int main(void)
         cmocka_unit_test(test_write_cleans_up_and_follows_umask),
         cmocka_unit_test(test_write_keeps_a_live_writers_temp),
         cmocka_unit_test(test_concurrent_writes_to_one_path),
+        cmocka_unit_test(test_text_out),
         cmocka_unit_test(test_empty_file),
         cmocka_unit_test(test_truncated_everywhere),
         cmocka_unit_test(test_missing_file),

@@ -493,6 +493,34 @@ int file_write_atomic(const char *path, const FilePart *parts, int n_parts, Erro
     return saved ? error_set(err, "cannot write %s: %s", path, strerror(saved)) : 0;
 }
 
+int text_out_open(TextOut *out, Error *err)
+{
+    out->text = NULL;
+    out->len = 0;
+    out->f = open_memstream(&out->text, &out->len);
+    return out->f ? 0 : error_set(err, "out of memory for an output file's text");
+}
+
+int text_out_commit(TextOut *out, const char *path, Error *err)
+{
+    int failed = ferror(out->f);        /* the text, not the disk: only memory can fail */
+    if (fclose(out->f) != 0) failed = 1;
+    out->f = NULL;
+    int rc = failed ? error_set(err, "cannot write %s: out of memory for its text", path)
+                    : file_write_atomic(path, &(FilePart){out->text, out->len}, 1, err);
+    free(out->text);
+    out->text = NULL;
+    return rc;
+}
+
+void text_out_discard(TextOut *out)
+{
+    if (out->f) fclose(out->f);
+    out->f = NULL;
+    free(out->text);
+    out->text = NULL;
+}
+
 int safetensors_write(const char *path, const TensorFile *file, Error *err)
 {
     size_t header_len;

@@ -20,8 +20,8 @@
  * `err` naming the file, and nothing is leaked.
  *
  * The writer builds the header with cJSON and writes, as file_write_atomic
- * writes any file of the project, to a temporary file beside the destination, flushed to the disk (fsync) and then renamed into
- * place, so a crash of the program or of the machine never leaves a
+ * writes any file of the project, to a temporary file beside the
+ * destination, flushed to the disk (fsync) and then renamed into place, so a crash of the program or of the machine never leaves a
  * half-written file; the temporary file an interrupted write left behind is
  * removed by the next write to the same path. The new file's permissions
  * follow the umask. A symbolic link is followed (the file it names is
@@ -32,6 +32,8 @@
  */
 #ifndef SAFETENSORS_H
 #define SAFETENSORS_H
+
+#include <stdio.h>
 
 #include "tensor.h"
 
@@ -65,6 +67,19 @@ typedef struct {
     size_t size;
 } FilePart;
 int file_write_atomic(const char *path, const FilePart *parts, int n_parts, Error *err);
+
+/* A text file (plot data, a copied log) written whole or not at all:
+ * text_out_open gives a stream `f` that collects the text in memory, and
+ * text_out_commit writes it with file_write_atomic and frees it. On an
+ * error path, text_out_discard frees it and writes nothing. */
+typedef struct {
+    FILE *f;
+    char *text;
+    size_t len;
+} TextOut;
+int text_out_open(TextOut *out, Error *err);
+int text_out_commit(TextOut *out, const char *path, Error *err);
+void text_out_discard(TextOut *out);
 void tensorfile_free(TensorFile *file);
 
 /* The tensor called `name`, or NULL. */

@@ -30,6 +30,7 @@
 #include "ffn.h"
 #include "positional.h"
 #include "rng.h"
+#include "safetensors.h"   /* TextOut */
 
 static const char USAGE[] =
     "usage: 05_encoder --demo\n"
@@ -197,25 +198,26 @@ enum { PLOT_D = 48, PLOT_L = 96, CURVE_L = 64 };
  * 29 and 628 positions). */
 static const int CURVE_DIMS[] = {0, 1, 2, 3, 8, 9, 24, 25};
 
-/* Opens DIR/name.tmp for writing; close_data renames it into place. */
-static FILE *open_data(const char *dir, const char *name, char *tmp, char *path, size_t size)
+/* A data file is collected in memory (open_data) and then written whole or
+ * not at all (commit_data); each returns 0, or 1 after the error line. */
+static int open_data(TextOut *out)
 {
-    snprintf(path, size, "%s/%s", dir, name);
-    snprintf(tmp, size, "%s/%s.tmp", dir, name);
-    FILE *f = fopen(tmp, "w");
-    if (!f) fprintf(stderr, "05_encoder: cannot write %s: %s\n", tmp, strerror(errno));
-    return f;
+    Error err;
+    if (text_out_open(out, &err) == 0) return 0;
+    fprintf(stderr, "05_encoder: --plot-data: %s\n", err.msg);
+    return 1;
 }
 
-static int close_data(FILE *f, const char *tmp, const char *path)
+static int commit_data(TextOut *out, const char *dir, const char *name)
 {
-    int failed = ferror(f);
-    if (fclose(f) != 0) failed = 1;
-    if (failed || rename(tmp, path) != 0) {
-        fprintf(stderr, "05_encoder: cannot write %s: %s\n", path, strerror(errno));
-        remove(tmp);
-        return -1;
+    char path[4096];
+    Error err;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (text_out_commit(out, path, &err) != 0) {
+        fprintf(stderr, "05_encoder: --plot-data: %s\n", err.msg);
+        return 1;
     }
+    printf("wrote %s\n", path);
     return 0;
 }
 
@@ -231,36 +233,31 @@ static int write_plot_data(const char *dir)
         fprintf(stderr, "05_encoder: positional_sinusoidal_table failed\n");
         return 1;
     }
-    char tmp[4096], path[4096];
-    FILE *f = open_data(dir, "positional_encoding.dat", tmp, path, sizeof tmp);
-    if (!f) return 1;
-    fprintf(f, "# sinusoidal positional encoding, d_model = %d, positions 0..%d\n"
-               "# position  dimension  value   (one block per position, for plot with image)\n",
+    TextOut out;
+    if (open_data(&out) != 0) return 1;
+    fprintf(out.f, "# sinusoidal positional encoding, d_model = %d, positions 0..%d\n"
+                   "# position  dimension  value   (one block per position, for plot with image)\n",
             PLOT_D, PLOT_L - 1);
     for (int pos = 0; pos < PLOT_L; pos++) {
         for (int d = 0; d < PLOT_D; d++)
-            fprintf(f, "%d %d %.6f\n", pos, d, table[pos * PLOT_D + d]);
-        fprintf(f, "\n");
+            fprintf(out.f, "%d %d %.6f\n", pos, d, table[pos * PLOT_D + d]);
+        fprintf(out.f, "\n");
     }
-    if (close_data(f, tmp, path) != 0) return 1;
-    printf("wrote %s\n", path);
+    if (commit_data(&out, dir, "positional_encoding.dat") != 0) return 1;
 
-    f = open_data(dir, "positional_curves.dat", tmp, path, sizeof tmp);
-    if (!f) return 1;
-    fprintf(f, "# sinusoidal positional encoding, d_model = %d: value over position of "
-               "dimensions\n# position", PLOT_D);
+    if (open_data(&out) != 0) return 1;
+    fprintf(out.f, "# sinusoidal positional encoding, d_model = %d: value over position of "
+                   "dimensions\n# position", PLOT_D);
     for (size_t k = 0; k < sizeof CURVE_DIMS / sizeof CURVE_DIMS[0]; k++)
-        fprintf(f, "  dim%d", CURVE_DIMS[k]);
-    fprintf(f, "\n");
+        fprintf(out.f, "  dim%d", CURVE_DIMS[k]);
+    fprintf(out.f, "\n");
     for (int pos = 0; pos < CURVE_L; pos++) {
-        fprintf(f, "%d", pos);
+        fprintf(out.f, "%d", pos);
         for (size_t k = 0; k < sizeof CURVE_DIMS / sizeof CURVE_DIMS[0]; k++)
-            fprintf(f, " %.6f", table[pos * PLOT_D + CURVE_DIMS[k]]);
-        fprintf(f, "\n");
+            fprintf(out.f, " %.6f", table[pos * PLOT_D + CURVE_DIMS[k]]);
+        fprintf(out.f, "\n");
     }
-    if (close_data(f, tmp, path) != 0) return 1;
-    printf("wrote %s\n", path);
-    return 0;
+    return commit_data(&out, dir, "positional_curves.dat");
 }
 
 int main(int argc, char **argv)

@@ -5,7 +5,6 @@
  */
 #include "commands.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +18,7 @@
 #include "model.h"
 #include "optim.h"
 #include "rng.h"
+#include "safetensors.h"   /* TextOut */
 #include "train_util.h"
 #include "trainer.h"
 
@@ -249,18 +249,18 @@ static int write_attention(const char *dir, const ModelWork *w, const Model *m,
     char path[4096];
     const float *att = model_attention(w, m, ATTN_ENCODER, 0, 0, 0);
     int S = w->S;
-    snprintf(path, sizeof path, "%s/attention_map.dat", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return error_set(err, "%s: cannot write: %s", path, strerror(errno));
-    fprintf(f, "# input:");
-    for (int i = 0; i < S; i++) fprintf(f, " %" PRId64, src[i]);
-    fprintf(f, "\n# query key weight (encoder layer 1, head 1 of %d)\n", m->cfg.nhead);
+    TextOut out;
+    if (text_out_open(&out, err) != 0) return -1;
+    fprintf(out.f, "# input:");
+    for (int i = 0; i < S; i++) fprintf(out.f, " %" PRId64, src[i]);
+    fprintf(out.f, "\n# query key weight (encoder layer 1, head 1 of %d)\n", m->cfg.nhead);
     for (int q = 0; q < S; q++) {
-        for (int k = 0; k < S; k++) fprintf(f, "%d %d %.6f\n", q, k, att[(size_t)q * S + k]);
-        fprintf(f, "\n");
+        for (int k = 0; k < S; k++)
+            fprintf(out.f, "%d %d %.6f\n", q, k, att[(size_t)q * S + k]);
+        fprintf(out.f, "\n");
     }
-    if (fclose(f) != 0) return error_set(err, "%s: write failed", path);
-    return 0;
+    snprintf(path, sizeof path, "%s/attention_map.dat", dir);
+    return text_out_commit(&out, path, err);
 }
 
 /* Prints a few held-out examples and, for the labeller, writes the

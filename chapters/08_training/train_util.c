@@ -120,15 +120,27 @@ void progress_finish(Progress *p)
 /* The loss log                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* A new log: the header alone. */
+/* Opens the log, as it now is on disk, for appending rows. */
+static int csv_log_append(CsvLog *log, Error *err)
+{
+    log->f = fopen(log->path, "a");
+    if (!log->f)
+        return error_set(err, "cannot open the loss log %s for appending: %s", log->path,
+                         strerror(errno));
+    return 0;
+}
+
+/* A new log: the header alone (written like every file the project
+ * rewrites, see file_write_atomic), then rows are appended. */
 static int csv_log_create(CsvLog *log, Error *err)
 {
-    log->f = fopen(log->path, "w");
-    if (!log->f)
-        return error_set(err, "cannot create the loss log %s: %s", log->path, strerror(errno));
-    if (fprintf(log->f, "%s\n", CSV_LOG_HEADER) < 0 || fflush(log->f) != 0)
-        return error_set(err, "cannot write the loss log %s: %s", log->path, strerror(errno));
-    return 0;
+    const char *header = CSV_LOG_HEADER "\n";
+    if (file_write_atomic(log->path, &(FilePart){header, strlen(header)}, 1, err) != 0) {
+        char msg[ERROR_MSG_MAX];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        return error_set(err, "the loss log: %s", msg);
+    }
+    return csv_log_append(log, err);
 }
 
 /* The whole file, NUL-terminated, in *text (*size bytes); *text is NULL
@@ -218,11 +230,7 @@ static int csv_log_resume(CsvLog *log, int64_t keep, Error *err)
     int rc = dropped ? file_write_atomic(log->path, &(FilePart){text, kept}, 1, err) : 0;
     free(text);
     if (rc != 0) return -1;
-    log->f = fopen(log->path, "a");
-    if (!log->f)
-        return error_set(err, "cannot open the loss log %s for appending: %s", log->path,
-                         strerror(errno));
-    return 0;
+    return csv_log_append(log, err);
 
 not_a_log:
     error_set(err, "%s line 1: not a loss log (the first line must be '%s')", log->path,

@@ -16,6 +16,7 @@
  * seed's model (d_model 64, 2 + 2 layers, 8 heads, FFN 128, dropout 0.1,
  * learned positions, a learned embedding scale).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 #include "optim.h"
 #include "pairs.h"
 #include "rng.h"
+#include "safetensors.h"   /* file_write_atomic, TextOut */
 #include "sequence.h"
 #include "text.h"
 #include "train_util.h"
@@ -188,7 +190,8 @@ static ModelConfig model_config(const Args *a, const Task *t)
 }
 
 /* The exact-match log: "step,epoch,val_exact" rows. A resumed run keeps the
- * rows up to its checkpoint's step and drops the rest. */
+ * rows up to its checkpoint's step and drops the rest; what is kept (or the
+ * header of a new log) is written whole, then rows are appended. */
 static FILE *exact_log_open(const char *path, int64_t keep_through, Error *err)
 {
     char line[128];
@@ -200,16 +203,14 @@ static FILE *exact_log_open(const char *path, int64_t keep_through, Error *err)
                 text_append(&kept, line, strlen(line), err);
         fclose(f);
     }
-    f = fopen(path, "w");
-    if (!f) {
-        text_free(&kept);
-        error_set(err, "%s: cannot write the exact-match log", path);
-        return NULL;
-    }
-    if (kept.len) fwrite(kept.data, 1, kept.len, f);
-    else fprintf(f, "step,epoch,val_exact\n");
+    const char *header = "step,epoch,val_exact\n";
+    FilePart part = kept.len ? (FilePart){kept.data, kept.len}
+                             : (FilePart){header, strlen(header)};
+    int rc = file_write_atomic(path, &part, 1, err);
     text_free(&kept);
-    fflush(f);
+    if (rc != 0) return NULL;
+    f = fopen(path, "a");
+    if (!f) error_set(err, "cannot append to the exact-match log %s: %s", path, strerror(errno));
     return f;
 }
 
@@ -503,11 +504,9 @@ static int copy_file(const char *from, const char *to, Error *err)
 {
     Text t = {0};
     if (text_read_file(from, &t, err) != 0) return -1;
-    FILE *f = fopen(to, "w");
-    int ok = f && fwrite(t.data, 1, t.len, f) == t.len;
-    if (f && fclose(f) != 0) ok = 0;
+    int rc = file_write_atomic(to, &(FilePart){t.data, t.len}, 1, err);
     text_free(&t);
-    return ok ? 0 : error_set(err, "%s: cannot write", to);
+    return rc;
 }
 
 /* gnuplot tic labels for the tokens ids[0..n): "\"tok\" 0, \"tok\" 1, ..." */
@@ -558,10 +557,10 @@ static int run_plot_data(const char *dir, Error *err)
     if (rc == 0) rc = model_work_alloc(&w, &m, 1, S, T + 1, 0, err);
     if (rc == 0 && model_forward(&m, &w, src, tgt, NULL) != 0)
         rc = error_set(err, "model_forward failed");
-    snprintf(path, sizeof path, "%s/taylor_attention.dat", dir);
-    FILE *f = rc == 0 ? fopen(path, "w") : NULL;
-    if (rc == 0 && !f) rc = error_set(err, "%s: cannot write", path);
+    TextOut att;
+    if (rc == 0) rc = text_out_open(&att, err);
     if (rc == 0) {
+        FILE *f = att.f;
         int layer = m.cfg.num_decoder_layers - 1, H = m.cfg.nhead;
         /* row q predicts the token after tgt[q]: label it with that token */
         write_tics(f, "xtics", tokenizer_vocab(&t.src_tok), src, S);
@@ -581,7 +580,8 @@ static int run_plot_data(const char *dir, Error *err)
             }
             fprintf(f, "\n");
         }
-        if (fclose(f) != 0) rc = error_set(err, "%s: write failed", path);
+        snprintf(path, sizeof path, "%s/taylor_attention.dat", dir);
+        rc = text_out_commit(&att, path, err);
     }
     model_work_free(&w);
     model_free(&m);

@@ -23,6 +23,7 @@
 #include "model.h"
 #include "optim.h"
 #include "rng.h"
+#include "safetensors.h"   /* TextOut */
 #include "train_util.h"
 #include "trainer.h"
 
@@ -430,13 +431,6 @@ static void write_tic_labels(FILE *f, const DigitSets *s, const double *p, int f
     fprintf(f, "\n");
 }
 
-/* Closes f, which was written to path: 0, or -1 when the data did not reach
- * the file. */
-static int close_plot_file(FILE *f, const char *path, Error *err)
-{
-    return fclose(f) != 0 ? error_set(err, "%s: write failed", path) : 0;
-}
-
 /* set_anomaly_set.dat: the ten images of test set 0 as 8x8 tiles side by
  * side ("x y pixel" lines, element i in columns 9i..9i+7);
  * set_anomaly_attention.dat: the last layer's attention of that set
@@ -448,7 +442,7 @@ static int run_plot_data(const char *dir, Error *err)
     float scores[SET_SIZE], att[SET_SIZE * SET_SIZE];
     double p[SET_SIZE];
     char path[4096];
-    FILE *f;
+    TextOut out;
     if (make_dir(dir, err) != 0) return -1;
     if (load_set_model(&m, SHIPPED_MODEL, err) != 0) return -1;
     if (data_open(&d, DIGITS_PATH, 0, 1, err) != 0) {
@@ -459,9 +453,9 @@ static int run_plot_data(const char *dir, Error *err)
     int rc = score_sets(&m, s, 0, 1, scores, att, err);
     set_softmax(scores, p);
 
-    snprintf(path, sizeof path, "%s/set_anomaly_set.dat", dir);
-    if (rc == 0 && !(f = fopen(path, "w"))) rc = error_set(err, "%s: cannot write", path);
+    if (rc == 0) rc = text_out_open(&out, err);
     if (rc == 0) {
+        FILE *f = out.f;
         write_tic_labels(f, s, p, 4, 9);        /* the middle of each tile */
         fprintf(f, "# x y pixel (0..16): element i in columns 9i..9i+7, row 0 on top\n");
         for (int y = 0; y < 8; y++) {
@@ -471,12 +465,13 @@ static int run_plot_data(const char *dir, Error *err)
                             (double)d.digits.pixels[s->images[i] * DIGIT_PIXELS + y * 8 + x]);
             fprintf(f, "\n");
         }
-        rc = close_plot_file(f, path, err);
+        snprintf(path, sizeof path, "%s/set_anomaly_set.dat", dir);
+        rc = text_out_commit(&out, path, err);
     }
 
-    snprintf(path, sizeof path, "%s/set_anomaly_attention.dat", dir);
-    if (rc == 0 && !(f = fopen(path, "w"))) rc = error_set(err, "%s: cannot write", path);
+    if (rc == 0) rc = text_out_open(&out, err);
     if (rc == 0) {
+        FILE *f = out.f;
         write_tic_labels(f, s, p, 0, 1);
         fprintf(f, "# query key weight (encoder layer %d, mean of %d heads)\n",
                 m.cfg.num_encoder_layers, m.cfg.nhead);
@@ -485,7 +480,8 @@ static int run_plot_data(const char *dir, Error *err)
                 fprintf(f, "%d %d %.6f\n", q, k, (double)att[q * SET_SIZE + k]);
             fprintf(f, "\n");
         }
-        rc = close_plot_file(f, path, err);
+        snprintf(path, sizeof path, "%s/set_anomaly_attention.dat", dir);
+        rc = text_out_commit(&out, path, err);
     }
     model_free(&m);
     data_free(&d);
