@@ -1263,6 +1263,25 @@ static void test_train_refuses_wrapping_sizes(void **state)
     assert_int_equal(command_train((int)(sizeof argv / sizeof argv[0]), argv), 1);
 }
 
+/* A model the options describe that cannot be built is refused naming the
+ * options that set its sizes, with their values. */
+static void test_config_errors_name_the_options(void **state)
+{
+    TinyRun r;
+    Error err;
+    tiny_run(&r, 0.0f);
+    static const ConfigOptions names = {NULL, NULL, "--d-model", "--heads", "--ffn",
+                                        "--layers", NULL, NULL, NULL};
+    assert_ok(options_check_config(&r.cfg, &names, &err));
+    r.cfg.dim_feedforward = 2000000000;
+    assert_int_equal(options_check_config(&r.cfg, &names, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "dim_feedforward 2000000000"));
+    assert_non_null(strstr(err.msg, "(the options: --d-model 8, --heads 2, --ffn 2000000000, "
+                                    "--layers 1)"));
+    tiny_free(&r);
+}
+
 /* A resumed run must describe the checkpoint's model: the first field that
  * differs is named with both values, the checkpoint and the option. */
 static void test_checkpoint_config_must_match(void **state)
@@ -1549,6 +1568,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_counters_checked),
         cmocka_unit_test(test_checkpoint_config_must_match),
         cmocka_unit_test(test_train_refuses_wrapping_sizes),
+        cmocka_unit_test(test_config_errors_name_the_options),
         cmocka_unit_test(test_output_paths_checked),
         cmocka_unit_test(test_checkpoint_refused),
 

@@ -349,6 +349,12 @@ static int run_training(const TrainArgs *a, Error *err)
         }
     }
 
+    static const ConfigOptions names = {"--model", "--categories", "--d-model", "--heads",
+                                        "--ffn", "--layers", "--seq-len", "--norm-first",
+                                        "--dropout"};
+    ModelConfig cfg = model_config(a, kind);
+    if (options_check_config(&cfg, &names, err) != 0) return -1;
+
     /* The data: one draw of train + test sequences, split (seed 000). Each
      * random stream has its own Rng stream id, so changing one use (say,
      * more epochs) leaves the others as they were. */
@@ -359,17 +365,12 @@ static int run_training(const TrainArgs *a, Error *err)
         goto done;
 
     if (a->resume) {
-        static const ConfigOptions names = {"--model", "--categories", "--d-model", "--heads",
-                                            "--ffn", "--layers", "--seq-len", "--norm-first",
-                                            "--dropout"};
-        ModelConfig wanted = model_config(a, kind);
         if (checkpoint_load(a->resume, &m, &opt, &state, err) != 0 ||
-            checkpoint_check_config(a->resume, &m.cfg, &wanted, &names, err) != 0)
+            checkpoint_check_config(a->resume, &m.cfg, &cfg, &names, err) != 0)
             goto done;
         printf("resuming %s after epoch %" PRId64 " (step %" PRId64 ")\n", a->resume,
                state.epoch, opt.step);
     } else {
-        ModelConfig cfg = model_config(a, kind);
         rng_seed(&rng, (uint64_t)a->seed, 2);
         if (model_init(&m, &cfg, &rng, err) != 0) goto done;
         if (adam_state_alloc(&opt, m.num_params, err) != 0) goto done;

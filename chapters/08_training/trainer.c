@@ -188,6 +188,30 @@ fail_file:
     return -1;
 }
 
+int options_check_config(const ModelConfig *wanted, const ConfigOptions *options, Error *err)
+{
+    if (model_config_check(wanted, err) == 0) return 0;
+    const struct {
+        const char *option;
+        int value;
+    } sizes[] = {
+        {options->d_model, wanted->d_model},
+        {options->nhead, wanted->nhead},
+        {options->ffn, wanted->dim_feedforward},
+        {options->layers, wanted->num_encoder_layers},
+    };
+    char msg[ERROR_MSG_MAX], set[160] = "";
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (!sizes[i].option || n >= sizeof set) continue;
+        int k = snprintf(set + n, sizeof set - n, "%s%s %d", n ? ", " : "", sizes[i].option,
+                         sizes[i].value);
+        if (k > 0) n += (size_t)k;
+    }
+    return error_set(err, "%s (the options: %s)", msg, set);
+}
+
 int checkpoint_check_config(const char *path, const ModelConfig *saved,
                             const ModelConfig *wanted, const ConfigOptions *options,
                             Error *err)

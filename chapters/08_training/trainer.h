@@ -126,6 +126,12 @@ typedef struct {
         *dropout;
 } ConfigOptions;
 
+/* model_config_check on the model that options describe; its error adds the
+ * options that set the sizes and their values ("--d-model 4, --heads 1,
+ * --ffn 2000000000, --layers 1"). A training command calls it before any
+ * data is read or made. */
+int options_check_config(const ModelConfig *wanted, const ConfigOptions *options, Error *err);
+
 /* A resumed run goes on with the model of its checkpoint, so the options must
  * describe that model: the first field of `saved` (from the checkpoint at
  * path) that differs from `wanted` (from the options) is an error naming the

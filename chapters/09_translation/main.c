@@ -257,13 +257,14 @@ static int run_train(const Args *a, Error *err)
            a->data.data, t.train.n + t.val.n + t.test.n, a->data.max_src, a->data.max_tgt,
            t.skipped, t.train.n, t.val.n, t.test.n);
 
+    static const ConfigOptions names = {NULL, "--tokenizer, --vocab-size", "--d-model",
+                                        "--heads", "--ffn", "--layers", "--max-src, --max-tgt",
+                                        NULL, "--dropout"};
+    ModelConfig cfg = model_config(a, &t);
+    if (options_check_config(&cfg, &names, err) != 0) goto done;
     if (a->resume) {
-        static const ConfigOptions names = {NULL, "--tokenizer, --vocab-size", "--d-model",
-                                            "--heads", "--ffn", "--layers",
-                                            "--max-src, --max-tgt", NULL, "--dropout"};
-        ModelConfig wanted = model_config(a, &t);
         if (checkpoint_load(a->resume, &m, &opt, &state, err) != 0 ||
-            checkpoint_check_config(a->resume, &m.cfg, &wanted, &names, err) != 0)
+            checkpoint_check_config(a->resume, &m.cfg, &cfg, &names, err) != 0)
             goto done;
         if (state.epoch >= a->epochs) {
             error_set(err, "--resume: %s is at epoch %" PRId64 "; --epochs %d leaves nothing "
@@ -274,7 +275,6 @@ static int run_train(const Args *a, Error *err)
         printf("resuming %s after epoch %" PRId64 " (step %" PRId64 ")\n", a->resume,
                state.epoch, opt.step);
     } else {
-        ModelConfig cfg = model_config(a, &t);
         rng_seed(&rng, (uint64_t)a->seed, 2);
         if (model_init(&m, &cfg, &rng, err) != 0) goto done;
         if (adam_state_alloc(&opt, m.num_params, err) != 0) goto done;

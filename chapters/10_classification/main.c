@@ -352,21 +352,23 @@ static int run_train(Args *a, Error *err)
         (a->out && check_output_path("--out", a->out, err) != 0) ||
         (a->log && check_output_path("--log", a->log, err) != 0))
         return -1;
+    /* The sizes before the data: training the tokenizer alone takes a minute.
+     * (The vocabulary is --vocab-size, or the run stops below.) */
+    static const ConfigOptions names = {NULL, "--vocab-size", "--d-model", "--heads", "--ffn",
+                                        "--layers", "--max-len", NULL, "--dropout"};
+    ModelConfig cfg = model_config(a, a->vocab_size);
+    if (options_check_config(&cfg, &names, err) != 0) return -1;
     if (data_read(&d, a->data, 1, err) != 0) return -1;
     printf("%s: %" PRId64 " IMDb reviews train, %" PRId64 " test; %" PRId64
            " Rotten Tomatoes sentences\n", a->data, d.train.n, d.test.n, d.rt.n);
 
     if (a->resume) {
-        static const ConfigOptions names = {NULL, "--vocab-size", "--d-model", "--heads",
-                                            "--ffn", "--layers", "--max-len", NULL,
-                                            "--dropout"};
         int L;
         if (load_classifier(&m, &d.bpe, &L, a->resume, err) != 0) goto done;
         d.have_bpe = 1;
         model_free(&m);
-        ModelConfig wanted = model_config(a, a->vocab_size);
         if (checkpoint_load(a->resume, &m, &opt, &state, err) != 0 ||
-            checkpoint_check_config(a->resume, &m.cfg, &wanted, &names, err) != 0)
+            checkpoint_check_config(a->resume, &m.cfg, &cfg, &names, err) != 0)
             goto done;
         if (state.epoch >= a->epochs) {
             error_set(err, "--resume: %s is at epoch %" PRId64 "; --epochs %d leaves nothing "
@@ -383,7 +385,6 @@ static int run_train(Args *a, Error *err)
                       "occurs twice)", a->vocab_size, d.bpe.vocab.size);
             goto done;
         }
-        ModelConfig cfg = model_config(a, d.bpe.vocab.size);
         rng_seed(&rng, (uint64_t)a->seed, 2);
         if (model_init(&m, &cfg, &rng, err) != 0) goto done;
         if (adam_state_alloc(&opt, m.num_params, err) != 0) goto done;

@@ -286,13 +286,13 @@ static int run_train(Args *a, Error *err)
         (a->out && check_output_path("--out", a->out, err) != 0) ||
         (a->log && check_output_path("--log", a->log, err) != 0))
         return -1;
+    static const ConfigOptions names = {NULL, NULL, "--d-model", "--heads", "--ffn",
+                                        "--layers", NULL, NULL, "--dropout"};
     ModelConfig cfg = model_config(a);
-    if (model_config_check(&cfg, err) != 0) return -1;
+    if (options_check_config(&cfg, &names, err) != 0) return -1;
     if (data_open(&d, a->data, a->train_sets, a->test_sets, err) != 0) return -1;
 
     if (a->resume) {
-        static const ConfigOptions names = {NULL, NULL, "--d-model", "--heads", "--ffn",
-                                            "--layers", NULL, NULL, "--dropout"};
         if (checkpoint_load(a->resume, &m, &opt, &state, err) != 0 ||
             checkpoint_check_config(a->resume, &m.cfg, &cfg, &names, err) != 0)
             goto done;
