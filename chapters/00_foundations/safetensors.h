@@ -21,12 +21,13 @@
  *
  * The writer builds the header with cJSON and writes, as file_write_atomic
  * writes any file of the project, to a temporary file beside the
- * destination, flushed to the disk (fsync) and then renamed into place, so a crash of the program or of the machine never leaves a
- * half-written file; the temporary file an interrupted write left behind is
- * removed by the next write to the same path. The new file's permissions
- * follow the umask. A symbolic link is followed (the file it names is
- * replaced, the link stays); a path that is not a regular file (a FIFO, a
- * device) is refused, never replaced.
+ * destination, flushed to the disk (fsync) and then renamed into place, so a
+ * crash of the program or of the machine never leaves a half-written file;
+ * the temporary file an interrupted write left behind is removed by the next
+ * write to the same path (a write under way holds a lock on its own, which
+ * keeps it). The new file's permissions follow the umask. A symbolic link is
+ * followed (the file it names is replaced, the link stays); a path that is
+ * not a regular file (a FIFO, a device) is refused, never replaced.
  *
  * This code assumes a little-endian host (x86-64, ARM64).
  */
