@@ -40,7 +40,7 @@ PROGRAMS := $(patsubst chapters/%/main.c,build/%,$(wildcard chapters/[0-9][0-9]_
 TESTS    := $(patsubst tests/%.c,build/%,$(wildcard tests/test_[0-9][0-9]_*.c))
 
 .PHONY: all help deps demo test grade golden golden-check verify plots bench student clean \
-        sanitize fuzz fuzz-build fuzz-deps FORCE
+        sanitize fuzz fuzz-build fuzz-deps FORCE hidden grade-submission grade-all gradescope test-grader
 .DEFAULT_GOAL := all
 .SECONDARY:   # keep the object files make builds along the way
 
@@ -57,6 +57,11 @@ help:
 	@echo "make cuda                build the CUDA kernels and the GPU case runner (needs nvcc)"
 	@echo "make test-cuda           every golden case on the GPU (says so and exits 0 without one)"
 	@echo "make student DEST=dir    export the exercise copy (solutions cut out)"
+	@echo "make hidden HIDDEN=dir [CASES=5]   the teacher's hidden cases (keep the folder private)"
+	@echo "make grade-submission SUBMISSION=dir HIDDEN=dir [RESULTS=file] [JUNIT=file]  the trusted grade of one"
+	@echo "make grade-all SUBMISSIONS=dir HIDDEN=dir OUT=dir   every submission: grades.csv, results.json, JUnit"
+	@echo "make gradescope HIDDEN=dir OUT=autograder.zip       the autograder zip for Gradescope"
+	@echo "make test-grader         the grader against cheating submissions"
 	@echo "make sanitize            the tests of make test, built with ASan and UBSan; fails on any report"
 	@echo "make fuzz [FUZZ_SECONDS=60]  libFuzzer on the readers and every case evaluator (clang)"
 
@@ -110,10 +115,12 @@ grade: all
 # ends a program with status 86, not the sanitizers' default 1: a chapter
 # program that a test expects to refuse a file exits 1, and a report there
 # must not pass for that refusal. (libgomp makes no false reports here, so
-# there are no suppressions.)
+# there are no suppressions.) A test program may run 900 s here, not make
+# test's 60: the sanitized build is many times slower.
 sanitize:
 	$(MAKE) SANITIZE=1 all
-	ASAN_OPTIONS=exitcode=86 UBSAN_OPTIONS=exitcode=86:print_stacktrace=1 tools/run-tests.sh $(TESTS)
+	TEST_TIMEOUT=$${TEST_TIMEOUT:-900} ASAN_OPTIONS=exitcode=86 UBSAN_OPTIONS=exitcode=86:print_stacktrace=1 \
+	    tools/run-tests.sh $(TESTS)
 
 # libFuzzer (clang) on every reader of untrusted files: a separate tree in
 # build/fuzz/ (the library again, instrumented for coverage and the
@@ -185,8 +192,44 @@ student:
 	@test -n "$(DEST)" || { echo "make student: give the destination, e.g. make student DEST=../exercise" >&2; exit 2; }
 	@tools/export-student.sh "$(DEST)"
 
+# The teacher's grade (tools/grader.py; README "Grading a course"): hidden
+# cases drawn with the reference, each submission's solution bodies built and
+# run in a sandbox, their outputs judged outside it.
+hidden: deps $(VENV_OK)
+	@test -n "$(HIDDEN)" || { echo "make hidden: give a new private folder, e.g. make hidden HIDDEN=../hidden" >&2; exit 2; }
+	$(PYTHON) tools/grader.py draw "$(HIDDEN)" $(if $(CASES),--cases $(CASES)) $(if $(SEED),--seed $(SEED))
+
+grade-submission: deps $(VENV_OK)
+	@test -n "$(SUBMISSION)" && test -n "$(HIDDEN)" || { echo "make grade-submission: give SUBMISSION=dir HIDDEN=dir [RESULTS=results.json] [JUNIT=junit.xml]" >&2; exit 2; }
+	$(PYTHON) tools/grader.py grade "$(SUBMISSION)" --hidden "$(HIDDEN)" $(if $(RESULTS),--results "$(RESULTS)") \
+	    $(if $(JUNIT),--junit "$(JUNIT)") $(if $(CHAPTERS),--chapters "$(CHAPTERS)")
+
+grade-all: deps $(VENV_OK)
+	@test -n "$(SUBMISSIONS)" && test -n "$(HIDDEN)" && test -n "$(OUT)" || { echo "make grade-all: give SUBMISSIONS=dir HIDDEN=dir OUT=new-dir" >&2; exit 2; }
+	$(PYTHON) tools/grader.py grade-all "$(SUBMISSIONS)" --hidden "$(HIDDEN)" --out "$(OUT)" \
+	    $(if $(CHAPTERS),--chapters "$(CHAPTERS)")
+
+gradescope:
+	@test -n "$(HIDDEN)" && test -n "$(OUT)" || { echo "make gradescope: give HIDDEN=dir OUT=autograder.zip" >&2; exit 2; }
+	@tools/gradescope/pack.sh "$(HIDDEN)" "$(OUT)"
+
+# The grader against cheating submissions (tests/grader/run.sh); CI runs it.
+test-grader: deps $(VENV_OK)
+	tests/grader/run.sh $(EXERCISE)
+
 clean:
 	rm -rf build
 
 -include $(shell find build/obj build/fuzz/obj -name '*.d' 2>/dev/null)
+# The CUDA side. The exercise copy (make student) leaves cuda/ out: its
+# kernels and their plain C twins are the solutions in another form.
+ifneq ($(wildcard cuda/cuda.mk),)
 include cuda/cuda.mk
+else
+.PHONY: cuda test-cuda
+NO_CUDA_MSG := the CUDA side (cuda/) is not part of the exercise copy
+cuda:
+	@echo "make cuda: $(NO_CUDA_MSG); nothing to build" >&2; exit 1
+test-cuda:
+	@echo "make test-cuda: $(NO_CUDA_MSG); ran no test"
+endif

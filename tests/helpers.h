@@ -159,4 +159,17 @@ void check_malformed_corpus(const char *chapter, CorpusReader read, int min_file
 /* A zeroed buffer of n floats for a test's outputs; free() it. */
 float *test_floats(int64_t n);
 
+/* Every test program's main ends with this: runs the CMUnitTest array `tests`
+ * (cmocka_run_group_tests_name without group fixtures) and returns its
+ * status. Two environment variables pick the tests, for tools/grade.sh and
+ * for running one test by hand:
+ *   TEST_LIST=1       prints the names of the tests, one a line, runs none
+ *   TEST_ONLY=<name>  runs the test of that name alone (exact match); a name
+ *                     the program does not have is an error (exit 2)
+ * Standard output is line-buffered, so when a test crashes or is stopped the
+ * lines of the tests before it are not lost in a buffer. */
+#define run_chapter_tests(group_name, tests) \
+    run_tests_selected((group_name), (tests), sizeof(tests) / sizeof((tests)[0]))
+int run_tests_selected(const char *group_name, const struct CMUnitTest *tests, size_t count);
+
 #endif

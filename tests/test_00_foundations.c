@@ -964,5 +964,5 @@ int main(void)
         cmocka_unit_test(test_case_metadata_keys),
         cmocka_unit_test(test_case_option_table),
     };
-    return cmocka_run_group_tests_name("chapter 00: foundations", tests, NULL, NULL);
+    return run_chapter_tests("chapter 00: foundations", tests);
 }

@@ -948,5 +948,5 @@ int main(void)
         cmocka_unit_test(test_seq_batch),
         cmocka_unit_test(test_read_file_errors),
     };
-    return cmocka_run_group_tests_name("chapter 01: tokenization", tests, NULL, NULL);
+    return run_chapter_tests("chapter 01: tokenization", tests);
 }

@@ -944,5 +944,5 @@ int main(void)
         cmocka_unit_test(test_program_refuses_bad_case),
         cmocka_unit_test(test_malformed_corpus),
     };
-    return cmocka_run_group_tests_name("chapter 03: multi-head attention", tests, NULL, NULL);
+    return run_chapter_tests("chapter 03: multi-head attention", tests);
 }

@@ -521,5 +521,5 @@ int main(void)
         BAD_TEST(18), BAD_TEST(19), BAD_TEST(20), BAD_TEST(21),
         cmocka_unit_test(test_malformed_corpus),
     };
-    return cmocka_run_group_tests_name("chapter 04: layernorm and residual", tests, NULL, NULL);
+    return run_chapter_tests("chapter 04: layernorm and residual", tests);
 }

@@ -1126,6 +1126,6 @@ int main(void)
         BAD_TEST(30), BAD_TEST(31), BAD_TEST(32),
         cmocka_unit_test(test_bad_case_writes_no_file),
     };
-    return cmocka_run_group_tests_name("chapter 05: encoder (embeddings, positions, dropout, "
-                                       "feed-forward, encoder layer, stack)", tests, NULL, NULL);
+    return run_chapter_tests("chapter 05: encoder (embeddings, positions, dropout, "
+                             "feed-forward, encoder layer, stack)", tests);
 }

@@ -805,5 +805,5 @@ int main(void)
         cmocka_unit_test(test_bad_case_writes_no_file),
         cmocka_unit_test(test_malformed_corpus),
     };
-    return cmocka_run_group_tests_name("07_model", tests, NULL, NULL);
+    return run_chapter_tests("07_model", tests);
 }

@@ -1584,6 +1584,6 @@ int main(void)
         cmocka_unit_test(test_malformed_corpus),
     };
     _Static_assert(sizeof BAD / sizeof BAD[0] == 38, "one BAD_TEST per bad case");
-    return cmocka_run_group_tests_name("chapter 08: training (cross-entropy, Adam, clipping, "
-                                       "schedules, data, loss log)", tests, NULL, NULL);
+    return run_chapter_tests("chapter 08: training (cross-entropy, Adam, clipping, "
+                             "schedules, data, loss log)", tests);
 }

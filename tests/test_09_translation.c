@@ -232,5 +232,5 @@ int main(void)
         cmocka_unit_test(test_exact_and_misses),
         cmocka_unit_test(test_malformed_corpus),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return run_chapter_tests("09_translation", tests);
 }

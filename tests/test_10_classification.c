@@ -318,5 +318,5 @@ int main(void)
         cmocka_unit_test(test_merges_as_metadata),
         cmocka_unit_test(test_classifier_trains),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return run_chapter_tests("10_classification", tests);
 }

@@ -441,5 +441,5 @@ int main(void)
         cmocka_unit_test(test_set_model_config_and_file),
         cmocka_unit_test_setup_teardown(test_set_model_trains, fixture_open, fixture_close),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return run_chapter_tests("11_set_anomaly", tests);
 }
