@@ -191,7 +191,10 @@ class Sandbox:
 
     def __init__(self, hide, user="nobody", memory_mb=2048):
         self.root = os.geteuid() == 0
-        self.hide = sorted({str(Path(p).resolve()) for p in hide if Path(p).is_dir()})
+        # A folder inside another is covered with it (and could not be
+        # mounted on once its parent is covered).
+        folders = sorted({Path(p).resolve() for p in hide if Path(p).is_dir()})
+        self.hide = [str(p) for p in folders if not any(q in p.parents for q in folders)]
         self.memory_mb = memory_mb
         self.namespaces = True
         self.warning = ""
@@ -206,7 +209,8 @@ class Sandbox:
             self.uid, self.gid = pw.pw_uid, pw.pw_gid
         else:
             self.uid, self.gid = os.getuid(), os.getgid()
-            self.hide.append(str(Path.home().resolve()))
+            home = Path.home().resolve()
+            self.hide = [p for p in self.hide if home not in Path(p).parents] + [str(home)]
         probe = self.run(["/bin/true"], cwd="/", timeout=30)
         if probe.returncode == 0:
             return
@@ -217,13 +221,24 @@ class Sandbox:
                              f"PID namespaces failed: {why}); run the grader as root")
         self.namespaces = False
         for p in self.hide:
-            st = os.stat(p)
-            if st.st_mode & 0o007 or (st.st_gid == self.gid and st.st_mode & 0o070) or st.st_uid == self.uid:
+            if not self.closed(Path(p)):
                 raise GradeError(f"no namespaces here ({why}), so {p} must be closed to the sandbox "
                                  f"user {user} by its mode: chmod go-rwx {p}")
         self.warning = (f"no namespaces here ({why}): the student's code ran as {user} with the "
                         f"network open and /tmp shared")
         print(f"tools/grader.py: warning: {self.warning}", file=sys.stderr)
+
+    def closed(self, path):
+        """Whether the sandbox user can reach nothing in `path`: it or a
+        folder above it is closed to that user by its mode."""
+        for p in [path, *path.parents]:
+            st = os.stat(p)
+            if st.st_uid == self.uid:
+                continue
+            allowed = st.st_mode & (0o010 if st.st_gid == self.gid else 0o001)
+            if not allowed:
+                return True
+        return False
 
     def owner(self):
         return self.uid, self.gid
