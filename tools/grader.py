@@ -57,7 +57,6 @@ allocator limit instead), 256 processes, no core files. See README.md,
 
 import argparse
 import csv
-import hashlib
 import io
 import json
 import os
@@ -125,10 +124,15 @@ def graded_files(tree):
 
 def read_bodies(submission, rel, expected_count):
     """The solution bodies of submission/rel (a list of byte strings, one per
-    block), or (None, why) when they cannot be used."""
+    block), or (None, why) when they cannot be used. The grader reads as
+    root: a link anywhere on the way (to the teacher's solutions, say) is
+    refused, the file must lie inside the submission."""
     path = submission / rel
-    if path.is_symlink() or not path.is_file():
+    if not path.is_file():
         return None, f"{rel}: missing from the submission"
+    if any(p.is_symlink() for p in [path, *path.parents] if submission in [p, *p.parents]) \
+            or submission.resolve() not in path.resolve().parents:
+        return None, f"{rel}: a link; submit the file itself"
     if path.stat().st_size > MAX_SOURCE_BYTES:
         return None, f"{rel}: larger than {MAX_SOURCE_BYTES >> 20} MB"
     lines = path.read_bytes().replace(b"\r\n", b"\n").split(b"\n")

@@ -17,6 +17,8 @@
 #   sneaky       reads the expected values, the teacher's tree and goldens,
 #                writes into the grader's files, connects to a listener on
 #                127.0.0.1; computes the right answer only if any of it works
+#   symlink      chapters/04_layernorm is a link to the teacher's solutions
+#                (the grader reads submissions as root): 0 on every op of 04
 #   golden_copy  hard-codes the committed goldens of chapter 04: their inputs
 #                and expected outputs, copied out when the inputs match (the
 #                practice make grade gave this 9.6 of 10)
@@ -96,6 +98,12 @@ def golden_copy():
               "    return not_implemented(__func__);"]
     return "\n".join(lines).encode()
 
+# symlink: chapter 04's folder is a link to the teacher's solutions.
+dest = work / "submissions" / "symlink"
+shutil.copytree(root / "chapters", dest / "chapters")
+shutil.rmtree(dest / "chapters" / "04_layernorm")
+(dest / "chapters" / "04_layernorm").symlink_to(root / "chapters" / "04_layernorm")
+
 cheats = {p.stem: p.read_bytes() for p in sorted(here.glob("*.body"))}
 cheats["golden_copy"] = golden_copy()
 cheats["correct"] = solution[0]
@@ -145,11 +153,12 @@ grades = Path(sys.argv[1])
 # (it did not compile, say) would prove nothing about the grader.
 reasons = {"fake_ok": "expected", "exit_early": "no output file", "fork_loop": "timed out",
            "oob_write": "AddressSanitizer", "sneaky": "failed (exit status 1)",
-           "golden_copy": "not implemented: layernorm_forward"}
+           "golden_copy": "not implemented: layernorm_forward",
+           "symlink": "not implemented: layernorm_forward"}
 bad = []
 for student in sorted(p for p in grades.iterdir() if p.is_dir()):
     tests = {t["name"]: t for t in json.load(open(student / "results.json"))["tests"]}
-    if "04_layernorm: your code" in tests:
+    if "04_layernorm: your code" in tests and student.name != "symlink":
         bad.append(f"{student.name}: {tests['04_layernorm: your code']['output']}")
     if student.name in reasons:
         said = tests.get("04_layernorm: layernorm", {}).get("output", "")
@@ -162,7 +171,7 @@ for student in sorted(p for p in grades.iterdir() if p.is_dir()):
             continue
         # layernorm_backward's cases run the student's forward for the saved
         # mean and rstd: a wrong forward costs both ops, never the residual's.
-        cheated = student.name != "correct" and op.startswith("layernorm")
+        cheated = student.name != "correct" and (op.startswith("layernorm") or student.name == "symlink")
         want = 0 if cheated else t["max_score"]
         if abs(t["score"] - want) > 1e-9:
             bad.append(f"{student.name}: {op} scored {t['score']}, expected {want}:\n{t['output']}")
