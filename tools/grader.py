@@ -394,24 +394,16 @@ def split_case(case, in_path, expected_path):
     """Writes what the program reads and what the grader keeps. The "info."
     metadata (condition numbers, the loss PyTorch reported) stays with the
     expected values: the programs never read it."""
-    import torch
-    from safetensors.torch import save_file
+    from reference.common import Case, write_case
     outputs = case.meta["outputs"].split(",")
-    tensors = {}
-    for name, t in case.tensors.items():
-        t = t.detach()
-        if t.dtype == torch.float64 and not case.keep_float64:
-            t = t.to(torch.float32)
-        tensors[name] = t.contiguous()
-    meta = {k: ("true" if v is True else "false" if v is False else repr(v) if isinstance(v, float)
-                else str(v)) for k, v in case.meta.items()}
-    meta["torch_version"] = torch.__version__
     # A round trip (chapter 07's checkpoint: every tensor read is written back
     # unchanged) needs its outputs as inputs; any other case's outputs stay here.
-    hide = set() if set(outputs) == set(tensors) else set(outputs)
-    save_file({k: v for k, v in tensors.items() if k not in hide}, str(in_path),
-              metadata={k: v for k, v in meta.items() if not k.startswith("info.")})
-    save_file({k: tensors[k] for k in outputs}, str(expected_path), metadata=meta)
+    kept = set() if set(outputs) == set(case.tensors) else set(outputs)
+    write_case(in_path, Case(case.name, {k: v for k, v in case.tensors.items() if k not in kept},
+                             {k: v for k, v in case.meta.items() if not k.startswith("info.")},
+                             case.keep_float64))
+    write_case(expected_path, Case(case.name, {k: case.tensors[k] for k in outputs}, case.meta,
+                                   case.keep_float64))
 
 
 def draw(args):
