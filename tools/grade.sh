@@ -38,39 +38,8 @@ one_limit=20
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The verdicts in a test program's output, one a line: "pass NAME" (a RUN
-# line followed by OK), "skip NAME", "fail NAME" (a FAILED line anywhere),
-# "done NAME" (a RUN line followed by any verdict), and "declared N" (its
-# Running line), "run N" (its closing summary), "running NAME" (a RUN line
-# with no verdict after it: the test the program ended in).
-verdicts() {
-    awk '
-        /^\[==========\] Running [0-9]+ test\(s\)\.$/ { if (declared == "") declared = $3; next }
-        /^\[==========\] [0-9]+ test\(s\) run\.$/ { run = $2; next }
-        /^\[ RUN      \] [^ ]+$/ { cur = $4; next }
-        /^\[       OK \] [^ ]+$/ { if ($4 == cur) print "pass", $4; verdict($4); next }
-        /^\[  SKIPPED \] [^ ]+$/ { if ($4 == cur) print "skip", $4; verdict($4); next }
-        /^\[  FAILED  \] [^ ]+$/ { print "fail", $4; verdict($4); next }
-        function verdict(name) { if (name == cur) { print "done", name; cur = "" } }
-        END {
-            if (declared != "") print "declared", declared
-            if (run != "") print "run", run
-            if (cur != "") print "running", cur
-        }' "$1"
-}
-
-# Why a program that did not reach its summary ended, from its exit status:
-# sets status ("exit 0", "killed by SIGABRT, exit 134") and cause.
-ended_by() {
-    local rc=$1 s=$2
-    status="exit $rc" cause="a test ended the program"
-    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-        status="stopped after $s s" cause="a test loops or waits forever"
-    elif [ "$rc" -gt 128 ]; then
-        status="killed by SIG$(kill -l $((rc - 128)) 2>/dev/null || echo $((rc - 128))), exit $rc"
-        cause="a test crashed"
-    fi
-}
+# cmocka_verdicts and cmocka_ended_by
+. "$(dirname "$0")/cmocka-output.sh"
 
 printf '%-22s %16s %14s\n' chapter "passed / total" points
 printf '%-22s %16s %14s\n' ---------------------- ---------------- --------------
@@ -93,7 +62,7 @@ for t in "$@"; do
     # (The braces keep bash's own "Aborted" and "Segmentation fault" notices
     # out of the table.)
     { timeout --kill-after=10 "$limit" "$t" < /dev/null > "$tmp/out" 2>&1; rc=$?; } 2>/dev/null
-    verdicts "$tmp/out" > "$tmp/verdicts"
+    cmocka_verdicts "$tmp/out" > "$tmp/verdicts"
     cp "$tmp/out" "$tmp/all"
     notes=()
     row_note=""
@@ -106,7 +75,7 @@ for t in "$@"; do
     todo_n=$(grep -c . "$tmp/todo")
     if ! grep -q '^run ' "$tmp/verdicts" || [ -n "$running" ] || [ $rc -eq 124 ] ||
        [ $rc -eq 137 ]; then
-        ended_by "$rc" "$limit"
+        cmocka_ended_by "$rc" "$limit"
         declared_n=$(sed -n 's/^declared //p' "$tmp/verdicts")
         done_n=$(grep -c '^done ' "$tmp/verdicts")
         row_note="  ($cause)"
@@ -133,10 +102,10 @@ for t in "$@"; do
             { TEST_ONLY=$test timeout --kill-after=5 "$s" "$t" < /dev/null > "$tmp/one" 2>&1
               one_rc=$?; } 2>/dev/null
             cat "$tmp/one" >> "$tmp/all"
-            verdicts "$tmp/one" | grep -Fx -e "pass $test" -e "skip $test" -e "fail $test" \
+            cmocka_verdicts "$tmp/one" | grep -Fx -e "pass $test" -e "skip $test" -e "fail $test" \
                                         -e "done $test" >> "$tmp/verdicts"
             if ! grep -qFx "done $test" "$tmp/verdicts"; then
-                ended_by "$one_rc" "$s"
+                cmocka_ended_by "$one_rc" "$s"
                 crashed+=("$test ($status)")
             fi
         done < "$tmp/todo"

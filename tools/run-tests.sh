@@ -24,43 +24,17 @@ limit=${TEST_TIMEOUT:-60}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
-# What a test program's output says: "declared N" (its Running line), "run N"
-# (its closing summary), "passed N" and "skipped N" (distinct tests whose
-# RUN line is followed by OK, or SKIPPED), "done N" (those followed by any
-# verdict), "running NAME" (a RUN line with no verdict after it: the test
-# the program ended in).
-summarise() {
-    awk '
-        /^\[==========\] Running [0-9]+ test\(s\)\.$/ { if (declared == "") declared = $3; next }
-        /^\[==========\] [0-9]+ test\(s\) run\.$/ { run = $2; next }
-        /^\[ RUN      \] [^ ]+$/ { cur = $4; next }
-        /^\[       OK \] [^ ]+$/ { name = $4; if (name == cur) ok[name] = 1; verdict(name); next }
-        /^\[  SKIPPED \] [^ ]+$/ { name = $4; if (name == cur) sk[name] = 1; verdict(name); next }
-        /^\[  FAILED  \] [^ ]+$/ { verdict($4); next }
-        function verdict(name) { if (name == cur) { done[name] = 1; cur = "" } }
-        END {
-            n = 0; for (k in done) n++; print "done", n
-            n = 0; for (k in ok) n++; print "passed", n
-            n = 0; for (k in sk) n++; print "skipped", n
-            if (declared != "") print "declared", declared
-            if (run != "") print "run", run
-            if (cur != "") print "running", cur
-        }' "$1"
-}
+# cmocka_verdicts and cmocka_ended_by
+. "$(dirname "$0")/cmocka-output.sh"
 
-# Why a program that did not reach its summary ended, from its exit status:
-# sets status ("exit 0", "killed by SIGABRT, exit 134") and cause.
-ended_by() {
-    local rc=$1
-    status="exit $rc" cause="a test ended the program"
-    if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-        status="stopped after $limit s (TEST_TIMEOUT)" cause="a test loops or waits forever"
-    elif [ "$rc" -gt 128 ]; then
-        status="killed by SIG$(kill -l $((rc - 128)) 2>/dev/null || echo $((rc - 128))), exit $rc"
-        cause="a test crashed"
-    elif [ "$rc" -eq 86 ] && [[ "${ASAN_OPTIONS:-}${UBSAN_OPTIONS:-}" == *exitcode=86* ]]; then
-        cause="a sanitizer report ended the program"
-    fi
+# summarise LOG: "declared N", "run N", "running NAME" as cmocka_verdicts
+# says them, and "done N", "passed N", "skipped N": how many distinct tests.
+summarise() {
+    cmocka_verdicts "$1" | awk '$1 == "done" || $1 == "pass" || $1 == "skip" { n[$1 " " $2] = 1; next }
+                                { print }
+                                END { for (k in n) { split(k, f, " "); c[f[1]]++ }
+                                      print "done", c["done"] + 0; print "passed", c["pass"] + 0
+                                      print "skipped", c["skip"] + 0 }'
 }
 
 failed=()
@@ -78,11 +52,11 @@ for t in "$@"; do
     problem=''
     if [ -z "$declared" ] || [ -z "$run" ] || [ -n "$running" ] || [ "$rc" -eq 124 ] ||
        [ "$rc" -eq 137 ]; then
-        ended_by "$rc"
+        cmocka_ended_by "$rc" "$limit"
         if [ -z "$declared" ]; then
             problem="ended before its tests started ($status): $cause"
         elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-            problem="$status, after $done of $declared tests: $cause"
+            problem="$status (TEST_TIMEOUT), after $done of $declared tests: $cause"
             [ -n "$running" ] && problem+=" (it was running $running)"
         else
             problem="exited after $done of $declared tests ($status): $cause"
