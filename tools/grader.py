@@ -549,6 +549,14 @@ class Grader:
         tree = self.work / f"{chapter}.{flavour}"
         shutil.rmtree(tree, ignore_errors=True)
         shutil.copytree(base, tree, symlinks=True)
+        # The compiled solutions of this chapter go before the student's code
+        # is compiled: its objects, the library that holds them and every
+        # program linked with it. (An `.incbin` in a body would otherwise
+        # embed the teacher's machine code, to be called at run time.)
+        shutil.rmtree(tree / "build" / "obj" / "chapters" / chapter)
+        (tree / "build" / "libtransformer.a").unlink()
+        for program in (tree / "build").glob("[0-9][0-9]_*"):
+            program.unlink()
         for rel, text in sources.items():
             (tree / rel).write_bytes(text)
         uid, gid = self.sandbox.owner()

@@ -17,6 +17,8 @@
 #   sneaky       reads the expected values, the teacher's tree and goldens,
 #                writes into the grader's files, connects to a listener on
 #                127.0.0.1; computes the right answer only if any of it works
+#   incbin       looks at compile time for the compiled solutions in the tree
+#                it is built in (an .incbin would embed their machine code)
 #   symlink      chapters/04_layernorm is a link to the teacher's solutions
 #                (the grader reads submissions as root): 0 on every op of 04
 #   golden_copy  hard-codes the committed goldens of chapter 04: their inputs
@@ -154,7 +156,7 @@ grades = Path(sys.argv[1])
 reasons = {"fake_ok": "expected", "exit_early": "no output file", "fork_loop": "timed out",
            "oob_write": "AddressSanitizer", "sneaky": "failed (exit status 1)",
            "golden_copy": "not implemented: layernorm_forward",
-           "symlink": "not implemented: layernorm_forward"}
+           "symlink": "not implemented: layernorm_forward", "incbin": "failed (exit status 1)"}
 bad = []
 for student in sorted(p for p in grades.iterdir() if p.is_dir()):
     tests = {t["name"]: t for t in json.load(open(student / "results.json"))["tests"]}
