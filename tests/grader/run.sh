@@ -136,8 +136,12 @@ python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' "$w
 if [ -n "$exercise" ]; then
     echo "== the exercise copy, unchanged, every chapter"
     "$py" "$root/tools/grader.py" grade "$exercise" --hidden "$hidden" --results "$work/stubs.json"
-    "$py" -c 'import json, sys; r = json.load(open(sys.argv[1]))
-sys.exit(0 if r["score"] == 0 else f"the exercise copy got {r[\"score\"]}, not 0")' "$work/stubs.json"
+    "$py" - "$work/stubs.json" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+if r["score"] != 0:
+    sys.exit(f"the unchanged exercise copy got {r['score']}, not 0")
+EOF2
 fi
 
 echo "== the cheats, chapter 04 (with the correct one beside them)"
