@@ -385,6 +385,10 @@ class HiddenSet:
             raise GradeError(f"{manifest_path}: not a manifest the grader wrote ({e})")
         return HiddenSet(folder, manifest, cases)
 
+    def functions(self, chapter, op):
+        """The student's functions the op's cases run (from the draw)."""
+        return self.manifest.get("functions", {}).get(chapter, {}).get(op, [])
+
     def counted(self, chapter):
         given = {tuple(c) for c in self.manifest.get("given", {}).get(chapter, [])}
         return [c for c in self.cases.get(chapter, []) if c not in given]
@@ -459,6 +463,11 @@ def draw(args):
         for r in stubs.results:
             if r.passed:
                 manifest["given"].setdefault(r.chapter, []).append((r.op, r.case_id))
+        manifest["functions"], unrun = functions_of_ops(grader, {ch: chapters[ch] for ch in cases})
+        manifest["not_run"] = unrun
+        if unrun:
+            print("draw: no drawn case runs these functions, so they earn nothing here (the "
+                  "practice tests check them): " + ", ".join(f"{c}: {f}" for c, f in unrun), flush=True)
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
         os.rename(tmp, out)
     finally:
@@ -468,6 +477,47 @@ def draw(args):
     print(f"draw: wrote {out}: {n} hidden cases under seed {seed}, {n - given} counted "
           f"({given} pass with the stubs and test given code); keep the folder private")
     return 0
+
+
+def block_functions(source):
+    """The name of the function each solution block is in: the identifier
+    before the "(" of the last line at column 0 above the block that opens a
+    definition."""
+    lines = source.split(b"\n")
+    names = []
+    for begin, _ in solution_blocks(lines):
+        name = "?"
+        for line in reversed(lines[:begin]):
+            hit = re.match(rb"^[A-Za-z_][\w \t\*]*?\b(\w+)\(", line)
+            if hit and not line.startswith((b"typedef", b"return")):
+                name = hit.group(1).decode()
+                break
+        names.append(name)
+    return names
+
+
+def functions_of_ops(grader, chapters):
+    """({chapter: {op: [the student's functions its cases run]}}, [(chapter,
+    function) no op runs]): each function stubbed alone (plain build only),
+    and a case that fails says which stub it ran into ("not implemented: f")."""
+    print("draw: stubbing one function at a time, to name the functions each op runs", flush=True)
+    found, unrun = {}, []
+    for chapter, files in chapters.items():
+        solved = {rel: pristine_bodies((ROOT / rel).read_bytes()) for rel in files}
+        for rel in files:
+            stubs = stub_bodies((ROOT / rel).read_bytes())
+            for i, name in enumerate(block_functions((ROOT / rel).read_bytes())):
+                bodies = dict(solved, **{rel: solved[rel][:i] + [stubs[i]] + solved[rel][i + 1:]})
+                report = grader.grade(bodies, errors={}, chapters=[chapter], flavours=("plain",))
+                ran = False
+                for r in report.results:
+                    hit = re.search(r"not implemented: (\w+)", r.message)
+                    if hit:
+                        found.setdefault(chapter, {}).setdefault(r.op, set()).add(hit.group(1))
+                        ran = True
+                if not ran:
+                    unrun.append((chapter, name))
+    return {ch: {op: sorted(names) for op, names in ops.items()} for ch, ops in found.items()}, unrun
 
 
 def tree_commit():
@@ -619,12 +669,12 @@ class Grader:
                     return f"output '{name}' missing" + heard
                 diff = compare(name, expected[name], actual[name], atol, rtol)
                 if diff:
-                    return diff
+                    return diff + heard
             return None
         finally:
             shutil.rmtree(case_dir, ignore_errors=True)
 
-    def grade(self, bodies, errors, chapters=None):
+    def grade(self, bodies, errors, chapters=None, flavours=("plain", "sanitize")):
         """Report of the submission whose bodies are `bodies` (rel -> list of
         bodies, or absent where `errors` says why)."""
         started = time.time()
@@ -641,7 +691,7 @@ class Grader:
                 mine = bodies.get(rel) or stub_bodies(pristine)
                 sources[rel] = splice(pristine, mine)
             trees, build_error = {}, None
-            for flavour in ("plain", "sanitize"):
+            for flavour in flavours:
                 trees[flavour], why = self.chapter_tree(chapter, flavour, sources)
                 if why and not build_error:
                     build_error = f"chapter {chapter} does not build with your code:\n{why}"
@@ -653,7 +703,7 @@ class Grader:
                 if build_error:
                     message = "the chapter did not build (see its note)"
                 else:
-                    for flavour in ("plain", "sanitize"):
+                    for flavour in flavours:
                         message = self.run_case(trees[flavour], chapter, flavour, cid, index)
                         index += 1
                         if message:
@@ -664,7 +714,7 @@ class Grader:
                     message = (f"{describe_case(self.hidden.folder / chapter / (cid + '.in.safetensors'))}:"
                                f" {message}")
                 report.results.append(CaseResult(chapter, op, cid, message is None, message or ""))
-            for flavour in ("plain", "sanitize"):
+            for flavour in flavours:
                 shutil.rmtree(self.work / f"{chapter}.{flavour}", ignore_errors=True)
         report.seconds = time.time() - started
         return report
@@ -689,7 +739,8 @@ def chown_tree(tree, uid, gid):
 # --------------------------------------------------------------------------
 
 def scores(report, hidden):
-    """{chapter: {"score", "max", "ops": {op: (score, max, passed, counted, [messages])}}}."""
+    """{chapter: {"score", "max", "ops": {op: (score, max, passed, counted, [messages],
+    [the functions it runs])}}}."""
     out = {}
     for chapter in report.notes:
         counted = set(hidden.counted(chapter))
@@ -703,7 +754,8 @@ def scores(report, hidden):
             share = POINTS / len(by_op)
             got = share * sum(r.passed for r in rs) / len(rs)
             ops[op] = (got, share, sum(r.passed for r in rs), len(rs),
-                       [f"{r.case_id}: {r.message}" for r in rs if not r.passed])
+                       [f"{r.case_id}: {r.message}" for r in rs if not r.passed],
+                       hidden.functions(chapter, op))
         out[chapter] = {"score": sum(o[0] for o in ops.values()),
                         "max": POINTS if ops else 0, "ops": ops}
     return out
@@ -715,8 +767,9 @@ def gradescope_json(table, report, extra_output=""):
         for note in report.notes.get(chapter, []):
             tests.append({"name": f"{chapter}: your code", "score": 0, "max_score": 0,
                           "output": note, "visibility": "visible"})
-        for op, (got, share, passed, n, fails) in sorted(ch["ops"].items()):
-            lines = [f"{passed} of {n} hidden cases right."] + fails[:5]
+        for op, (got, share, passed, n, fails, functions) in sorted(ch["ops"].items()):
+            runs = f" Its cases run your {', '.join(functions)}." if functions else ""
+            lines = [f"{passed} of {n} hidden cases right.{runs}"] + fails[:5]
             if len(fails) > 5:
                 lines.append(f"... and {len(fails) - 5} more")
             tests.append({"name": f"{chapter}: {op}", "score": round(got, 4),

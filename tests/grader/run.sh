@@ -4,7 +4,8 @@
 #
 # It draws a small hidden set (2 cases per op, every chapter; the draw itself
 # checks that the solutions score full marks and finds the cases the stubs
-# pass), then grades:
+# pass, and names the functions each op runs: chapter 04's are checked), then
+# grades:
 #   correct      the solution tree's own bodies, every chapter: full marks
 #   EXERCISE_COPY, if given (make student's copy, unchanged): 0 points
 # and, on chapter 04, a submission per cheat below, each of which replaces
@@ -50,6 +51,17 @@ fail() { echo "tests/grader/run.sh: FAIL: $*" >&2; exit 1; }
 
 hidden=$work/hidden
 "$py" "$root/tools/grader.py" draw "$hidden" --cases 2 --seed "${GRADER_TEST_SEED:-20261125}"
+
+# The draw names the functions each op runs, by stubbing them one at a time:
+# chapter 04's, as its code calls them.
+"$py" - "$hidden/manifest.json" <<'EOF'
+import json, sys
+got = json.load(open(sys.argv[1]))["functions"]["04_layernorm"]
+want = {"layernorm": ["layernorm_forward"], "layernorm_backward": ["layernorm_backward", "layernorm_forward"],
+        "residual": ["residual_forward"], "residual_backward": ["residual_backward"]}
+if got != want:
+    sys.exit(f"the draw names {got} as the functions of chapter 04's ops, not {want}")
+EOF
 
 # A listener on loopback that records any connection.
 port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
