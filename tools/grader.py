@@ -11,8 +11,9 @@ This grader is the teacher's:
         HIDDEN: each case split into what the student's program reads
         (op-k.in.safetensors) and what the grader keeps (op-k.expected.safetensors).
         It then grades the solution tree (it must score full marks, or the
-        draw is refused) and the exercise copy's stubs (a case the stubs pass
-        tests given code, and carries no points).
+        draw is refused), the exercise copy's stubs (a case the stubs pass
+        tests given code, and carries no points), and each function stubbed
+        alone (to name the functions each op runs in the feedback).
 
     python3 tools/grader.py grade SUBMISSION --hidden HIDDEN [--results FILE]
             [--junit FILE] [--chapters 00_foundations,...]
@@ -981,7 +982,7 @@ def main(argv=None):
                        help="unprivileged user the student's code runs as, when run as root "
                             "(default nobody)")
         p.add_argument("--case-timeout", type=float, default=10.0, metavar="S",
-                       help="seconds of wall time per case and build (default 10)")
+                       help="seconds of wall time per case (default 10)")
         p.add_argument("--build-timeout", type=float, default=300.0, metavar="S",
                        help="seconds to build one chapter (default 300)")
         p.add_argument("--memory-mb", type=int, default=2048, metavar="MB",
