@@ -425,6 +425,7 @@ def draw(args):
         if c not in chapters:
             raise GradeError(f"--chapters: no graded chapter '{c}' (there are: {', '.join(chapters)})")
     tmp = Path(tempfile.mkdtemp(prefix=".hidden.", dir=out.parent))
+    grader = None
     try:
         os.chmod(tmp, 0o700)
         rng = random.Random(seed)
@@ -473,6 +474,8 @@ def draw(args):
         os.rename(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if grader:
+            grader.close()
     n = sum(len(v) for v in cases.values())
     given = sum(len(v) for v in manifest["given"].values())
     print(f"draw: wrote {out}: {n} hidden cases under seed {seed}, {n - given} counted "
