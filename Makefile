@@ -1,9 +1,9 @@
 # The Transformer in C, chapter by chapter. `make help` lists the targets.
 #
-# Every chapter's sources except its main.c, and the case-file evaluators in
-# cases/, go into one library, build/libtransformer.a; each chapter's main.c
-# becomes build/NN_name (the chapter program) and each tests/test_NN_name.c
-# becomes build/test_NN_name.
+# Every chapter's sources except its main.c, the programs' machinery in
+# runtime/ and the case-file evaluators in cases/ go into one library,
+# build/libtransformer.a; each chapter's main.c becomes build/NN_name (the
+# chapter program) and each tests/test_NN_name.c becomes build/test_NN_name.
 
 CC      := cc
 # The vector instructions of this machine (AVX2 and FMA on most x86-64 CPUs
@@ -19,7 +19,7 @@ ARCH    := $(shell $(CC) -march=native -E -x c /dev/null >/dev/null 2>&1 && echo
 # a copy of its registers in memory.
 CFLAGS  := -std=c11 -O3 -g $(ARCH) -ffp-contract=fast -fno-trapping-math \
            -fno-tree-loop-distribute-patterns -Wall -Wextra -Wno-unused-parameter -fopenmp -D_DEFAULT_SOURCE \
-           $(addprefix -I,$(wildcard chapters/*)) -Icases -Itests
+           $(addprefix -I,$(wildcard chapters/*)) -Iruntime -Icases -Itests
 LDLIBS  := -lcjson -lm
 # make sanitize builds build/ with AddressSanitizer and UndefinedBehavior-
 # Sanitizer (SANITIZE=1): any undefined behaviour stops the program, like a
@@ -34,7 +34,7 @@ PYTHON  := .venv/bin/python
 # A stamp file: the reference's pinned requirements are installed in .venv.
 VENV_OK := .venv/installed
 
-LIB_SRC  := $(filter-out %/main.c,$(wildcard chapters/*/*.c)) $(wildcard cases/*.c)
+LIB_SRC  := $(filter-out %/main.c,$(wildcard chapters/*/*.c)) $(wildcard runtime/*.c) $(wildcard cases/*.c)
 LIB_OBJ  := $(LIB_SRC:%.c=build/obj/%.o)
 PROGRAMS := $(patsubst chapters/%/main.c,build/%,$(wildcard chapters/[0-9][0-9]_*/main.c))
 TESTS    := $(patsubst tests/%.c,build/%,$(wildcard tests/test_[0-9][0-9]_*.c))
@@ -135,7 +135,7 @@ FUZZ_TARGETS := safetensors model_load checkpoint_load digits 00_foundations 01_
                 02_sdpa 03_mha 04_layernorm 05_encoder 06_decoder 07_model 08_training
 FUZZ_CFLAGS  := -std=c11 -O1 -g -fopenmp -D_DEFAULT_SOURCE -Wall -Wextra -Wno-unused-parameter \
                 -Wno-pass-failed \
-                $(SANITIZERS) $(addprefix -I,$(wildcard chapters/*)) -Icases
+                $(SANITIZERS) $(addprefix -I,$(wildcard chapters/*)) -Iruntime -Icases
 
 fuzz-deps: deps
 	@tools/install-deps.sh fuzz

@@ -307,6 +307,10 @@ int run_case_file(const char *prog, const char *in_path, const char *out_path, C
 int case_main(int argc, char **argv, const char *usage, int (*demo)(void), CaseEval eval)
 {
     if (argc == 2 && strcmp(argv[1], "--demo") == 0) return demo() == 0 ? 0 : 1;
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        printf("%s", usage);
+        return 0;
+    }
     const char *in = NULL, *out = NULL;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--case") == 0 && i + 1 < argc) {

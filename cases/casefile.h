@@ -144,9 +144,10 @@ int case_file_run(const char *in_path, const char *out_path, CaseEval eval, Erro
  * Returns the exit status: 0 or 1. */
 int run_case_file(const char *prog, const char *in_path, const char *out_path, CaseEval eval);
 
-/* The common command line: `--demo`, or `--case IN --out OUT`. Anything else
- * prints `usage` and returns 2. A chapter with more options of its own parses
- * them first and calls this for the rest. */
+/* The common command line: `--demo`, `--help` (prints `usage`, returns 0),
+ * or `--case IN --out OUT`. Anything else prints `usage` and returns 2. A
+ * chapter with more options of its own parses them first and calls this
+ * for the rest. */
 int case_main(int argc, char **argv, const char *usage, int (*demo)(void), CaseEval eval);
 
 #endif

@@ -51,10 +51,11 @@ static void param_shape(int i, int64_t D, int64_t F, int64_t shape[2], int *ndim
     }
 }
 
-/* Pointers into a DecoderLayerParams / DecoderLayerGrads, in SUFFIX order. */
-static void param_slots(DecoderLayerParams *p, const float **slot[LAYER_PARAMS])
+/* Pointers into a DecoderLayerParams (parameters or gradients), in SUFFIX
+ * order. */
+static void param_slots(DecoderLayerParams *p, float **slot[LAYER_PARAMS])
 {
-    const float **s[LAYER_PARAMS] = {
+    float **s[LAYER_PARAMS] = {
         &p->self_attn.in_proj_weight, &p->self_attn.in_proj_bias,
         &p->self_attn.out_proj_weight, &p->self_attn.out_proj_bias,
         &p->multihead_attn.in_proj_weight, &p->multihead_attn.in_proj_bias,
@@ -62,19 +63,6 @@ static void param_slots(DecoderLayerParams *p, const float **slot[LAYER_PARAMS])
         &p->linear1_weight, &p->linear1_bias, &p->linear2_weight, &p->linear2_bias,
         &p->norm_weight[0], &p->norm_bias[0], &p->norm_weight[1], &p->norm_bias[1],
         &p->norm_weight[2], &p->norm_bias[2]};
-    memcpy(slot, s, sizeof s);
-}
-
-static void grad_slots(DecoderLayerGrads *g, float **slot[LAYER_PARAMS])
-{
-    float **s[LAYER_PARAMS] = {
-        &g->self_attn.in_proj_weight, &g->self_attn.in_proj_bias,
-        &g->self_attn.out_proj_weight, &g->self_attn.out_proj_bias,
-        &g->multihead_attn.in_proj_weight, &g->multihead_attn.in_proj_bias,
-        &g->multihead_attn.out_proj_weight, &g->multihead_attn.out_proj_bias,
-        &g->linear1_weight, &g->linear1_bias, &g->linear2_weight, &g->linear2_bias,
-        &g->norm_weight[0], &g->norm_bias[0], &g->norm_weight[1], &g->norm_bias[1],
-        &g->norm_weight[2], &g->norm_bias[2]};
     memcpy(slot, s, sizeof s);
 }
 
@@ -114,7 +102,7 @@ typedef struct {
     const Tensor *tgt, *memory, *dout;
     const Tensor *tgt_mask, *tgt_kpm, *mem_kpm;
     DecoderLayerParams params[MAX_LAYERS];
-    const float *norm_weight, *norm_bias;
+    float *norm_weight, *norm_bias;
 } DecoderCase;
 
 static void param_name(char *buf, const DecoderCase *c, int l, int i)
@@ -197,7 +185,7 @@ static int read_case(const TensorFile *in, const CaseArgs *args, DecoderCase *c,
 
     /* Parameters: every one required (bias=False is not supported here). */
     for (int l = 0; l < c->L; l++) {
-        const float **slot[LAYER_PARAMS];
+        float **slot[LAYER_PARAMS];
         param_slots(&c->params[l], slot);
         for (int i = 0; i < LAYER_PARAMS; i++) {
             int64_t shape[2];
@@ -317,8 +305,8 @@ static int eval_decoder(const TensorFile *in, const CaseArgs *args, TensorFile *
     }
     int N = c->N, T = c->T, S = c->S, D = c->D, H = c->H, F = c->F, L = c->L;
     Outputs o = {0};
-    DecoderStack stack = {0};
-    DecoderLayerGrads *grads = NULL;
+    DecoderCache stack = {0};
+    DecoderLayerParams *grads = NULL;
     float *sa_bias = NULL, *ca_bias = NULL;
     int rc = -1;
 
@@ -332,8 +320,9 @@ static int eval_decoder(const TensorFile *in, const CaseArgs *args, TensorFile *
     float *y = output_new(&o, "output", 3, (int64_t[]){N, T, D}, err);
     if (!y) goto done;
     Error alloc_err;
-    if (decoder_stack_alloc(&stack, L, N, T, S, D, H, F, c->norm_first, c->eps, 0.0f,
-                            c->backward, &alloc_err) != 0) {
+    LayerDims dims = {.N = N, .S = S, .T = T, .D = D, .H = H, .F = F,
+                      .norm_first = c->norm_first, .eps = c->eps, .dropout = 0.0f};
+    if (decoder_cache_alloc(&stack, L, &dims, c->backward, &alloc_err) != 0) {
         error_set(err, "%s: %s", case_name(in), alloc_err.msg);
         goto done;
     }
@@ -344,17 +333,17 @@ static int eval_decoder(const TensorFile *in, const CaseArgs *args, TensorFile *
         goto done;
     if (c->mem_kpm && !(ca_bias = make_bias(c->mem_kpm, NULL, N, H, T, S, err, in))) goto done;
 
+    DecoderMasks masks = {sa_bias, c->sa_causal, ca_bias};
+    DecoderParams params = {L, c->params, c->norm_weight, c->norm_bias};
     int fwd;
     if (c->stack)
-        fwd = decoder_stack_forward(y, &stack, c->tgt->data, c->memory->data, c->params,
-                                    c->norm_weight, c->norm_bias, sa_bias, c->sa_causal,
-                                    ca_bias, NULL);
+        fwd = decoder_forward(y, &stack, c->tgt->data, c->memory->data, &params, &masks, NULL);
     else
         fwd = decoder_layer_forward(y, &stack.layers[0], c->tgt->data, c->memory->data,
-                                    &c->params[0], sa_bias, c->sa_causal, ca_bias, NULL);
+                                    &c->params[0], &masks, NULL);
     if (fwd != 0) {
         error_set(err, "%s: %s failed", case_name(in),
-                  c->stack ? "decoder_stack_forward" : "decoder_layer_forward");
+                  c->stack ? "decoder_forward" : "decoder_layer_forward");
         goto done;
     }
     if (c->backward) {
@@ -364,7 +353,7 @@ static int eval_decoder(const TensorFile *in, const CaseArgs *args, TensorFile *
         char name[NAME_LEN], gname[NAME_LEN + 8];
         for (int l = 0; l < L; l++) {
             float **slot[LAYER_PARAMS];
-            grad_slots(&grads[l], slot);
+            param_slots(&grads[l], slot);
             for (int i = 0; i < LAYER_PARAMS; i++) {
                 param_name(name, c, l, i);
                 const Tensor *p = tensorfile_find(in, name);
@@ -377,24 +366,24 @@ static int eval_decoder(const TensorFile *in, const CaseArgs *args, TensorFile *
             (!(dnw = output_new(&o, "grad_norm.weight", 1, (int64_t[]){D}, err)) ||
              !(dnb = output_new(&o, "grad_norm.bias", 1, (int64_t[]){D}, err))))
             goto done;
+        DecoderParams dparams = {L, grads, dnw, dnb};
         int bwd;
         if (c->stack)
-            bwd = decoder_stack_backward(dtgt, dmem, grads, dnw, dnb, c->dout->data,
-                                         c->tgt->data, c->memory->data, c->params,
-                                         c->norm_weight, &stack);
+            bwd = decoder_backward(dtgt, dmem, &dparams, c->dout->data, c->tgt->data,
+                                   c->memory->data, &params, &stack);
         else
             bwd = decoder_layer_backward(dtgt, dmem, &grads[0], c->dout->data, c->tgt->data,
                                          c->memory->data, &c->params[0], &stack.layers[0]);
         if (bwd != 0) {
             error_set(err, "%s: %s failed", case_name(in),
-                      c->stack ? "decoder_stack_backward" : "decoder_layer_backward");
+                      c->stack ? "decoder_backward" : "decoder_layer_backward");
             goto done;
         }
     }
     rc = outputs_move(&o, out, err);
 done:
     if (rc != 0) outputs_free(&o);
-    decoder_stack_free(&stack);
+    decoder_cache_free(&stack);
     free(grads);
     free(sa_bias);
     free(ca_bias);

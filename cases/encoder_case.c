@@ -386,11 +386,11 @@ static int eval_ffn(const TensorFile *in, const CaseArgs *args, TensorFile *out,
              (!bias || (db2 = output_f32(&o, "grad_linear2.bias", 1, b2->shape, err)));
     }
     const uint8_t *m = mask ? mask->data : NULL;
-    const float *pb1 = b1 ? b1->data : NULL, *pb2 = b2 ? b2->data : NULL;
+    float *pb1 = b1 ? b1->data : NULL, *pb2 = b2 ? b2->data : NULL;
     int rc = ok ? 0 : -1;
-    FfnParams params = {w1->data, pb1, w2->data, pb2, (int)D, (int)F};
-    FfnCache cache = {work[0].data, work[1].data, m, p};
-    FfnGrads grads = {dw1, db1, dw2, db2};
+    FfnParams params = {w1->data, pb1, w2->data, pb2};
+    FfnCache cache = {(int)D, (int)F, work[0].data, work[1].data, m, p};
+    FfnParams grads = {dw1, db1, dw2, db2};
     if (rc == 0 && ffn_forward(y, &cache, x->data, &params, (int)(B * T)) != 0)
         rc = layer_failed(&o, in, "ffn_forward", err);
     if (rc == 0 && backward &&
@@ -521,14 +521,14 @@ static int eval_encoder(const TensorFile *in, const CaseArgs *args, TensorFile *
      * adds into them. */
     Outputs o = {0};
     EncoderLayerParams lp[MAX_CASE_LAYERS];
-    EncoderLayerGrads lg[MAX_CASE_LAYERS];
+    EncoderLayerParams lg[MAX_CASE_LAYERS];
     memset(lg, 0, sizeof lg);
     float *y = output_f32(&o, "output", 3, src->shape, err), *dsrc = NULL;
     float *dnorm_w = NULL, *dnorm_b = NULL;
     int ok = y != NULL;
     if (ok && backward) ok = (dsrc = output_f32(&o, "grad_src", 3, src->shape, err)) != NULL;
     for (int k = 0; k < K; k++) {
-        const float *v[LAYER_PARAMS];
+        float *v[LAYER_PARAMS];
         float *g[LAYER_PARAMS] = {0};
         for (int i = 0; i < LAYER_PARAMS; i++) {
             v[i] = params[k][i]->data;
@@ -544,7 +544,7 @@ static int eval_encoder(const TensorFile *in, const CaseArgs *args, TensorFile *
             .linear1_weight = v[4], .linear1_bias = v[5], .linear2_weight = v[6],
             .linear2_bias = v[7], .norm1_weight = v[8], .norm1_bias = v[9],
             .norm2_weight = v[10], .norm2_bias = v[11]};
-        lg[k] = (EncoderLayerGrads){
+        lg[k] = (EncoderLayerParams){
             .self_attn = {.in_proj_weight = g[0], .in_proj_bias = g[1],
                           .out_proj_weight = g[2], .out_proj_bias = g[3]},
             .linear1_weight = g[4], .linear1_bias = g[5], .linear2_weight = g[6],
@@ -572,13 +572,15 @@ static int eval_encoder(const TensorFile *in, const CaseArgs *args, TensorFile *
                                (int)S) != 0)
             rc = error_set(err, "%s: mha_mask_bias failed", case_name(in));
     }
-    if (rc == 0 && encoder_cache_alloc(&cache, (int)K, (int)N, (int)S, (int)D, (int)H, (int)F,
-                                       norm_first, (float)eps, p, backward, &alloc_err) != 0)
+    LayerDims dims = {.N = (int)N, .S = (int)S, .D = (int)D, .H = (int)H, .F = (int)F,
+                      .norm_first = norm_first, .eps = (float)eps, .dropout = p};
+    if (rc == 0 && encoder_cache_alloc(&cache, (int)K, &dims, backward, &alloc_err) != 0)
         rc = error_set(err, "%s: %s", case_name(in), alloc_err.msg);
     EncoderParams ep = {.num_layers = (int)K, .layers = lp,
                         .norm_weight = norm_w ? norm_w->data : NULL,
                         .norm_bias = norm_b ? norm_b->data : NULL};
-    EncoderGrads eg = {.layers = lg, .norm_weight = dnorm_w, .norm_bias = dnorm_b};
+    EncoderParams eg = {.num_layers = (int)K, .layers = lg, .norm_weight = dnorm_w,
+                        .norm_bias = dnorm_b};
     if (rc == 0) {
         if (stack) {
             if (encoder_forward(y, &cache, src->data, &ep, bias, NULL) != 0)

@@ -357,7 +357,8 @@ static int eval_mha(const TensorFile *in, const CaseArgs *args, TensorFile *out,
         if (!weights) goto done;
     }
     Error alloc_err;
-    if (mha_cache_alloc(&cache, N, L, S, E, H, c.Ek, c.Ev, c.backward, &alloc_err) != 0) {
+    if (mha_cache_alloc(&cache, &(MhaDims){N, L, S, E, H, c.Ek, c.Ev}, c.backward,
+                        &alloc_err) != 0) {
         error_set(err, "%s: %s", case_name(in), alloc_err.msg);
         goto done;
     }
@@ -398,7 +399,7 @@ static int eval_mha(const TensorFile *in, const CaseArgs *args, TensorFile *out,
             snprintf(name, sizeof name, "grad_%s", PARAM_NAMES[i]);
             if (!(g[i] = output_like(out, name, in, PARAM_NAMES[i], err))) goto done;
         }
-        MhaGrads grads = {g[0], g[1], g[2], g[3], g[4], g[5], g[6]};
+        MhaParams grads = {g[0], g[1], g[2], g[3], g[4], g[5], g[6]};
         if (mha_backward(dq, dk, dv, &grads, c.dout, c.query, c.key, c.value, &c.params,
                          &cache) != 0) {
             error_set(err, "%s: mha_backward failed", case_name(in));

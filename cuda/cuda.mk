@@ -24,7 +24,7 @@ NVCC_ARCH  ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=
 # Warnings are errors, from nvcc and from the host compiler it drives.
 NVCC_FLAGS := -std=c++17 -O2 -g $(NVCC_ARCH) --Werror all-warnings \
               -Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror \
-              $(addprefix -I,$(wildcard chapters/*)) -Icases -Icuda
+              $(addprefix -I,$(wildcard chapters/*)) -Iruntime -Icases -Icuda
 CUDA_LIBS  := -lcublas -lcjson -lm -lgomp
 
 CUDA_KERNEL_SRC := $(filter-out cuda/run_cases.cu,$(wildcard cuda/*.cu))
@@ -50,27 +50,18 @@ $(CUDA_LIB): $(CUDA_KERNEL_OBJ)
 build/cuda/run_cases: build/cuda/run_cases.o $(CUDA_LIB) build/libtransformer.a
 	$(NVCC) $(NVCC_ARCH) $^ -o $@ $(CUDA_LIBS)
 
-# The chapter 08 program with --device cuda: its main.c as it is, and
-# commands.c compiled again with WITH_CUDA (which opens the GPU through
-# gpu.h). The linker takes commands.o from here, so the library's CPU-only
-# copy is never pulled in.
-build/cuda/commands.o: chapters/08_training/commands.c cuda/gpu.h
+# The task programs with --device cuda: each main.c as it is, and
+# runtime/device.c compiled again with WITH_CUDA (which opens the GPU
+# through gpu.h). The linker takes device.o from here, so the library's
+# CPU-only copy is never pulled in.
+build/cuda/device.o: runtime/device.c cuda/gpu.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DWITH_CUDA -Icuda -MMD -MP -c $< -o $@
 
-build/cuda/08_training: build/obj/chapters/08_training/main.o build/cuda/commands.o \
-                        $(CUDA_LIB) build/libtransformer.a
-	$(NVCC) $(NVCC_ARCH) $^ -o $@ $(CUDA_LIBS)
+CUDA_PROGRAMS := build/cuda/08_training build/cuda/09_translation build/cuda/10_classification
 
-# The chapter 09 program the same way: --train --device cuda trains the
-# Taylor task on the GPU.
-build/cuda/09_translation: build/obj/chapters/09_translation/main.o build/cuda/commands.o \
-                           $(CUDA_LIB) build/libtransformer.a
-	$(NVCC) $(NVCC_ARCH) $^ -o $@ $(CUDA_LIBS)
-
-# And chapter 10's: --train --device cuda trains the IMDb classifier on the GPU.
-build/cuda/10_classification: build/obj/chapters/10_classification/main.o build/cuda/commands.o \
-                               $(CUDA_LIB) build/libtransformer.a
+$(CUDA_PROGRAMS): build/cuda/%: build/obj/chapters/%/main.o build/cuda/device.o \
+                                $(CUDA_LIB) build/libtransformer.a
 	$(NVCC) $(NVCC_ARCH) $^ -o $@ $(CUDA_LIBS)
 
 # The CPU test of hostdev.h: plain C, gcc, cmocka; no CUDA at all. It also
@@ -79,8 +70,7 @@ build/cuda/test_hostdev: cuda/test_hostdev.c cuda/hostdev.h build/libtransformer
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Icuda cuda/test_hostdev.c build/libtransformer.a -o $@ $(LDLIBS) -lcmocka
 
-cuda: deps build/cuda/run_cases build/cuda/test_hostdev build/cuda/08_training \
-      build/cuda/09_translation build/cuda/10_classification
+cuda: deps build/cuda/run_cases build/cuda/test_hostdev $(CUDA_PROGRAMS)
 
 NO_GPU_MSG := make test-cuda: no GPU on this machine; built everything, ran the CPU part only, ran no GPU test
 
@@ -92,9 +82,9 @@ test-cuda: cuda
 	    echo "$(NO_GPU_MSG) (the CUDA runtime finds no usable device)"; \
 	else \
 	    build/cuda/run_cases golden && \
-	    build/cuda/08_training --train --device cuda --target-accuracy 99.5 \
+	    build/cuda/08_training --train --device cuda --min-accuracy 0.995 \
 	        --checkpoint build/cuda/reverse.safetensors && \
-	    build/cuda/08_training --train --device cuda --target-accuracy 99.5 --model seq2seq \
+	    build/cuda/08_training --train --device cuda --min-accuracy 0.995 --model seq2seq \
 	        --heads 2 --epochs 3 --checkpoint build/cuda/reverse_seq2seq.safetensors && \
 	    build/cuda/09_translation --train --device cuda --epochs 1 --warmup 100 \
 	        --target-loss 1.4 && \

@@ -3,8 +3,8 @@
  * GPU (model.cu, train.cu), callable from C.
  *
  * The model keeps chapter 07's layout: one flat array of parameters and one
- * of gradients, in state_dict order, now in device memory, and the layer
- * views of chapters 03-06 (MhaParams, EncoderLayerParams, ...) pointing
+ * of gradients, in state_dict order, now in device memory, and chapter 07's
+ * views (ModelParams, with the layers' EncoderLayerParams, ...) pointing
  * into them. The caches are chapter 07's own structs too (ModelWork and the
  * caches inside it), every float pointer a device pointer. So model.cu reads
  * like model.c and the layer files: the same steps, the same names, with
@@ -36,11 +36,9 @@ typedef struct {
     float *params, *grads;          /* (num_params,) each, device */
     float *pos_table;               /* (L, D) the sinusoidal table (device), or NULL */
     size_t bytes;                   /* the device memory of the three */
-    /* the views of chapters 05 and 06, pointing into params / grads on the device */
-    EncoderLayerParams *enc;        /* (Ke,) host arrays of device views */
-    EncoderLayerGrads *enc_grad;
-    DecoderLayerParams *dec;        /* (Kd,) */
-    DecoderLayerGrads *dec_grad;
+    /* chapter 07's views (model_views), pointing into params / grads on the
+     * device: host structs of device pointers */
+    ModelParams views, grad_views;
 } GpuModel;
 
 /* The activations of one batch shape: chapter 07's ModelWork with device

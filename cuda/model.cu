@@ -8,7 +8,7 @@
  *   gpu_encoder_layer_forward / _backward  encoder_layer_*               05_encoder/encoder_layer.c
  *   gpu_encoder_forward / _backward        encoder_forward / _backward   (the stack)
  *   gpu_decoder_layer_forward / _backward  decoder_layer_*               06_decoder/decoder_layer.c
- *   gpu_decoder_stack_forward / _backward  decoder_stack_*
+ *   gpu_decoder_forward / _backward        decoder_forward / _backward   (the stack)
  *   front_forward, padding_bias, mean_pool the same static functions     07_model/model.c
  *   gpu_model_forward / _backward          model_forward / _backward
  *
@@ -121,7 +121,7 @@ static int gpu_mha_forward(float *out, MhaCache *c, const float *query, const fl
                            int is_causal)
 {
     int N = c->N, L = c->L, S = c->S, E = c->E, H = c->H, Dh = c->Dh;
-    const float *w[3], *b[3];
+    float *w[3], *b[3];
     mha_in_proj_params(params, E, w, b);           /* pointer arithmetic only: fine on device */
     /* 1. the three projections */
     if (cuda_linear_forward(c->q, query, w[0], b[0], N * L, E, E) != 0 ||
@@ -145,16 +145,15 @@ static int gpu_mha_forward(float *out, MhaCache *c, const float *query, const fl
                                E, E);
 }
 
-static int gpu_mha_backward(float *dquery, float *dkey, float *dvalue, const MhaGrads *grads,
+static int gpu_mha_backward(float *dquery, float *dkey, float *dvalue, const MhaParams *grads,
                             const float *dout, const float *query, const float *key,
                             const float *value, const MhaParams *params, MhaCache *c)
 {
     int N = c->N, L = c->L, S = c->S, E = c->E, H = c->H, Dh = c->Dh;
     size_t nl = (size_t)N * L * E, ns = (size_t)N * S * E;
-    const float *w[3], *b[3];
-    float *dw[3], *db[3];
+    float *w[3], *b[3], *dw[3], *db[3];
     mha_in_proj_params(params, E, w, b);
-    mha_in_proj_grads(grads, E, dw, db);
+    mha_in_proj_params(grads, E, dw, db);
     /* 5. the output projection */
     if (zero(c->d_o, nl) != 0 ||
         cuda_linear_backward(c->d_o, grads->out_proj_weight, grads->out_proj_bias, dout, c->o,
@@ -241,7 +240,7 @@ static int gpu_encoder_layer_forward(float *out, EncoderLayerCache *c, const flo
     return 0;
 }
 
-static int gpu_encoder_layer_backward(float *dsrc, const EncoderLayerGrads *g, const float *dout,
+static int gpu_encoder_layer_backward(float *dsrc, const EncoderLayerParams *g, const float *dout,
                                       const float *src, const EncoderLayerParams *p,
                                       EncoderLayerCache *c)
 {
@@ -314,7 +313,7 @@ static int gpu_encoder_forward(float *out, EncoderCache *c, const float *src,
     return copy(out, x, n);
 }
 
-static int gpu_encoder_backward(float *dsrc, const EncoderGrads *g, const float *dout,
+static int gpu_encoder_backward(float *dsrc, const EncoderParams *g, const float *dout,
                                 const float *src, const EncoderParams *p, EncoderCache *c)
 {
     int rows = c->N * c->S, n = rows * c->D, K = c->num_layers;
@@ -358,7 +357,7 @@ static const float *sublayer_input(const DecoderLayerCache *c, int k, const floa
 
 static int gpu_decoder_layer_forward(float *out, DecoderLayerCache *c, const float *tgt,
                                      const float *memory, const DecoderLayerParams *p,
-                                     const float *sa_bias, int sa_causal, const float *ca_bias)
+                                     const DecoderMasks *m)
 {
     int N = c->N, T = c->T, D = c->D, F = c->F, R = N * T, n = N * T * D;
     float pdrop = c->dropout;
@@ -377,10 +376,11 @@ static int gpu_decoder_layer_forward(float *out, DecoderLayerCache *c, const flo
         const float *in = sublayer_input(c, k, tgt);
         int rc;
         if (k == 0)
-            rc = gpu_mha_forward(c->tmp, &c->sa, in, in, in, &p->self_attn, sa_bias, sa_causal);
+            rc = gpu_mha_forward(c->tmp, &c->sa, in, in, in, &p->self_attn, m->sa_bias,
+                                 m->sa_causal);
         else if (k == 1)
             rc = gpu_mha_forward(c->tmp, &c->ca, in, memory, memory, &p->multihead_attn,
-                                 ca_bias, 0);
+                                 m->ca_bias, 0);
         else
             rc = cuda_ffn_forward(c->tmp, c->pre, c->hidden, in, p->linear1_weight,
                                   p->linear1_bias, p->linear2_weight, p->linear2_bias,
@@ -403,7 +403,7 @@ static int gpu_decoder_layer_forward(float *out, DecoderLayerCache *c, const flo
     return 0;
 }
 
-static int gpu_decoder_layer_backward(float *dtgt, float *dmemory, const DecoderLayerGrads *g,
+static int gpu_decoder_layer_backward(float *dtgt, float *dmemory, const DecoderLayerParams *g,
                                       const float *dout, const float *tgt, const float *memory,
                                       const DecoderLayerParams *p, DecoderLayerCache *c)
 {
@@ -448,47 +448,43 @@ static int gpu_decoder_layer_backward(float *dtgt, float *dmemory, const Decoder
     return dtgt ? cuda_add_into(dtgt, c->dx, n) : 0;
 }
 
-static int gpu_decoder_stack_forward(float *out, DecoderStack *s, const float *tgt,
-                                     const float *memory, const DecoderLayerParams *params,
-                                     const float *norm_weight, const float *norm_bias,
-                                     const float *sa_bias, int sa_causal, const float *ca_bias)
+static int gpu_decoder_forward(float *out, DecoderCache *c, const float *tgt,
+                               const float *memory, const DecoderParams *p,
+                               const DecoderMasks *masks)
 {
-    const DecoderLayerCache *c0 = &s->layers[0];
-    int R = c0->N * c0->T, D = c0->D;
+    int R = c->N * c->T, D = c->D;
     size_t nd = (size_t)R * D;
-    if (copy(s->xs, tgt, nd) != 0) return -1;
-    for (int l = 0; l < s->L; l++)
-        if (gpu_decoder_layer_forward(s->xs + (l + 1) * nd, &s->layers[l], s->xs + l * nd, memory,
-                                      &params[l], sa_bias, sa_causal, ca_bias) != 0)
+    if (copy(c->xs, tgt, nd) != 0) return -1;
+    for (int l = 0; l < c->num_layers; l++)
+        if (gpu_decoder_layer_forward(c->xs + (l + 1) * nd, &c->layers[l], c->xs + l * nd, memory,
+                                      &p->layers[l], masks) != 0)
             return -1;
-    const float *last = s->xs + s->L * nd;
-    if (!norm_weight) return copy(out, last, nd);
-    return cuda_layernorm_forward(out, s->final_mean, s->final_rstd, last, norm_weight,
-                                  norm_bias, 1, R, D, c0->eps);
+    const float *last = c->xs + c->num_layers * nd;
+    if (!p->norm_weight) return copy(out, last, nd);
+    return cuda_layernorm_forward(out, c->mean, c->rstd, last, p->norm_weight, p->norm_bias, 1,
+                                  R, D, c->eps);
 }
 
-static int gpu_decoder_stack_backward(float *dtgt, float *dmemory, const DecoderLayerGrads *grads,
-                                      float *dnorm_weight, float *dnorm_bias, const float *dout,
-                                      const float *tgt, const float *memory,
-                                      const DecoderLayerParams *params, const float *norm_weight,
-                                      DecoderStack *s)
+static int gpu_decoder_backward(float *dtgt, float *dmemory, const DecoderParams *g,
+                                const float *dout, const float *tgt, const float *memory,
+                                const DecoderParams *p, DecoderCache *c)
 {
-    const DecoderLayerCache *c0 = &s->layers[0];
-    int R = c0->N * c0->T, D = c0->D;
+    int R = c->N * c->T, D = c->D;
     size_t nd = (size_t)R * D;
-    float *d = s->dbuf[0], *dprev = s->dbuf[1];
-    if (norm_weight) {
+    float *d = c->d_a, *dprev = c->d_b;
+    if (p->norm_weight) {
         if (zero(d, nd) != 0 ||
-            cuda_layernorm_backward(d, dnorm_weight, dnorm_bias, dout, s->xs + s->L * nd,
-                                    norm_weight, s->final_mean, s->final_rstd, 1, R, D) != 0)
+            cuda_layernorm_backward(d, g->norm_weight, g->norm_bias, dout,
+                                    c->xs + c->num_layers * nd, p->norm_weight, c->mean, c->rstd,
+                                    1, R, D) != 0)
             return -1;
     } else if (copy(d, dout, nd) != 0) {
         return -1;
     }
-    for (int l = s->L - 1; l >= 0; l--) {
+    for (int l = c->num_layers - 1; l >= 0; l--) {
         if (zero(dprev, nd) != 0 ||
-            gpu_decoder_layer_backward(dprev, dmemory, &grads[l], d, s->xs + l * nd, memory,
-                                       &params[l], &s->layers[l]) != 0)
+            gpu_decoder_layer_backward(dprev, dmemory, &g->layers[l], d, c->xs + l * nd, memory,
+                                       &p->layers[l], &c->layers[l]) != 0)
             return -1;
         float *t = d;
         d = dprev, dprev = t;
@@ -570,13 +566,6 @@ __global__ void mean_pool_backward_kernel(float *d_memory, const float *d_pooled
     d_memory[idx] = skip ? 0.0f : d_pooled[(size_t)n * D + d] / count[n];
 }
 
-/* The tensor called name in the device array (params or grads), or NULL. */
-static float *dev(const GpuModel *g, const char *name, int grad)
-{
-    const ModelTensor *t = model_tensor(g->host, name);
-    return t ? (grad ? g->grads : g->params) + t->offset : NULL;
-}
-
 typedef struct {
     const float *embed, *pos;
     float *d_embed, *d_pos;
@@ -586,15 +575,16 @@ typedef struct {
 
 static Side side_of(const GpuModel *g, int target)
 {
+    const ModelParams *p = &g->views, *dp = &g->grad_views;
+    int tied = target && g->host->cfg.share_embeddings;   /* the target reads src_embed */
+    int learned = g->host->cfg.learned_pos;
     Side s;
-    int shared = target && g->host->cfg.share_embeddings;
-    const char *embed = target && !shared ? "tgt_embed.weight" : "src_embed.weight";
-    const char *scale = target ? "tgt_scale" : "src_scale";
-    const char *pos = target ? "tgt_pos.weight" : "src_pos.weight";
-    s.embed = dev(g, embed, 0), s.d_embed = dev(g, embed, 1);
-    s.scale = dev(g, scale, 0), s.d_scale = dev(g, scale, 1);
-    s.pos = g->host->cfg.learned_pos ? dev(g, pos, 0) : g->pos_table;
-    s.d_pos = g->host->cfg.learned_pos ? dev(g, pos, 1) : NULL;
+    s.embed = target && !tied ? p->tgt_embed : p->src_embed;
+    s.d_embed = target && !tied ? dp->tgt_embed : dp->src_embed;
+    s.scale = target ? p->tgt_scale : p->src_scale;
+    s.d_scale = target ? dp->tgt_scale : dp->src_scale;
+    s.pos = !learned ? g->pos_table : target ? p->tgt_pos : p->src_pos;
+    s.d_pos = !learned ? NULL : target ? dp->tgt_pos : dp->src_pos;
     return s;
 }
 
@@ -662,13 +652,6 @@ static int padding_bias(const float **out, float *bias, const int64_t *key_ids_d
     return 0;
 }
 
-static EncoderParams encoder_params(const GpuModel *g)
-{
-    EncoderParams p = {g->host->cfg.num_encoder_layers, g->enc,
-                       dev(g, "encoder.norm.weight", 0), dev(g, "encoder.norm.bias", 0)};
-    return p;
-}
-
 /* One mask of n values drawn on the host, then copied to its device buffer. */
 static int draw_mask(GpuWork *gw, uint8_t *mask, size_t n, float p, Rng *rng)
 {
@@ -694,7 +677,7 @@ static int draw_masks(GpuWork *gw, const ModelConfig *c, Rng *rng)
     int drawn = rng != NULL && p > 0.0f;
     w->dropped = drawn;
     for (int k = 0; k < w->enc.num_layers; k++) w->enc.layers[k].masks_drawn = drawn;
-    for (int l = 0; l < w->dec.L; l++) w->dec.layers[l].masks_drawn = drawn;
+    for (int l = 0; l < w->dec.num_layers; l++) w->dec.layers[l].masks_drawn = drawn;
     if (!drawn) return 0;
     if (draw_mask(gw, w->src_drop, nsd, p, rng) != 0) return -1;
     for (int k = 0; k < w->enc.num_layers; k++) {
@@ -707,7 +690,7 @@ static int draw_masks(GpuWork *gw, const ModelConfig *c, Rng *rng)
     }
     if (c->kind != MODEL_SEQ2SEQ) return 0;
     if (draw_mask(gw, w->tgt_drop, ntd, p, rng) != 0) return -1;
-    for (int l = 0; l < w->dec.L; l++) {
+    for (int l = 0; l < w->dec.num_layers; l++) {
         DecoderLayerCache *d = &w->dec.layers[l];
         if (draw_mask(gw, d->mask[0], ntd, p, rng) != 0 ||
             draw_mask(gw, d->mask[1], ntd, p, rng) != 0 ||
@@ -725,9 +708,9 @@ extern "C" int gpu_model_forward(GpuModel *g, GpuWork *gw, const int64_t *src,
 {
     const ModelConfig *c = &g->host->cfg;
     ModelWork *w = &gw->w;
+    const ModelParams *p = &g->views;
     int N = w->N, S = w->S, T = w->T, D = c->d_model, H = c->nhead;
     Side src_side = side_of(g, 0), tgt_side = side_of(g, 1);
-    EncoderParams enc = encoder_params(g);
     const float *enc_bias, *dec_bias = NULL, *cross_bias = NULL;
 
     if (cuda_ok(cudaMemcpy(gw->src_ids, src, (size_t)N * S * sizeof *src,
@@ -743,7 +726,7 @@ extern "C" int gpu_model_forward(GpuModel *g, GpuWork *gw, const int64_t *src,
 
     if (front_forward(g, &src_side, w->src_x, w->src_emb, src_drop, gw->src_ids, N, S) != 0 ||
         padding_bias(&enc_bias, w->enc_bias, gw->src_ids, src, c->pad_id, N, H, S, S) != 0 ||
-        gpu_encoder_forward(w->memory, &w->enc, w->src_x, &enc, enc_bias) != 0)
+        gpu_encoder_forward(w->memory, &w->enc, w->src_x, &p->encoder, enc_bias) != 0)
         return error_set(err, "model forward on the GPU: the encoder failed");
 
     const float *top = w->memory;
@@ -757,16 +740,16 @@ extern "C" int gpu_model_forward(GpuModel *g, GpuWork *gw, const int64_t *src,
         if (front_forward(g, &tgt_side, w->tgt_x, w->tgt_emb, tgt_drop, gw->tgt_ids, N, T) != 0 ||
             padding_bias(&dec_bias, w->dec_bias, gw->tgt_ids, tgt, c->pad_id, N, H, T, T) != 0 ||
             padding_bias(&cross_bias, w->cross_bias, gw->src_ids, src, c->pad_id, N, H, T,
-                         S) != 0 ||
-            gpu_decoder_stack_forward(w->dec_out, &w->dec, w->tgt_x, w->memory, g->dec,
-                                      dev(g, "decoder.norm.weight", 0),
-                                      dev(g, "decoder.norm.bias", 0), dec_bias, 1,
-                                      cross_bias) != 0)
+                         S) != 0)
+            return error_set(err, "model forward on the GPU: the decoder failed");
+        DecoderMasks masks = {dec_bias, 1, cross_bias};
+        if (gpu_decoder_forward(w->dec_out, &w->dec, w->tgt_x, w->memory, &p->decoder,
+                                &masks) != 0)
             return error_set(err, "model forward on the GPU: the decoder failed");
         top = w->dec_out;
     }
-    if (cuda_linear_forward(w->logits, top, dev(g, "generator.weight", 0),
-                            dev(g, "generator.bias", 0), (int)w->rows, D, c->tgt_vocab) != 0)
+    if (cuda_linear_forward(w->logits, top, p->generator_weight, p->generator_bias,
+                            (int)w->rows, D, c->tgt_vocab) != 0)
         return error_set(err, "model forward on the GPU: the generator failed");
     return 0;
 }
@@ -775,15 +758,15 @@ extern "C" int gpu_model_backward(GpuModel *g, GpuWork *gw, const float *dlogits
 {
     const ModelConfig *c = &g->host->cfg;
     ModelWork *w = &gw->w;
+    const ModelParams *p = &g->views, *dp = &g->grad_views;
     int N = w->N, S = w->S, T = w->T, D = c->d_model;
     size_t nsd = (size_t)N * S * D;
     if (!w->backward) return error_set(err, "model backward on the GPU: work without gradients");
     const float *top = c->kind == MODEL_SEQ2SEQ ? w->dec_out
                      : c->kind == MODEL_CLASSIFIER ? w->pooled : w->memory;
     if (zero(w->d_top, (size_t)w->rows * D) != 0 ||
-        cuda_linear_backward(w->d_top, dev(g, "generator.weight", 1), dev(g, "generator.bias", 1),
-                             dlogits, top, dev(g, "generator.weight", 0), (int)w->rows, D,
-                             c->tgt_vocab) != 0)
+        cuda_linear_backward(w->d_top, dp->generator_weight, dp->generator_bias, dlogits, top,
+                             p->generator_weight, (int)w->rows, D, c->tgt_vocab) != 0)
         return error_set(err, "model backward on the GPU: the generator failed");
 
     if (c->kind == MODEL_LABELLER) {
@@ -796,22 +779,17 @@ extern "C" int gpu_model_backward(GpuModel *g, GpuWork *gw, const float *dlogits
     } else {
         Side tgt_side = side_of(g, 1);
         if (zero(w->d_memory, nsd) != 0 || zero(w->d_tgt, (size_t)N * T * D) != 0 ||
-            gpu_decoder_stack_backward(w->d_tgt, w->d_memory, g->dec_grad,
-                                       dev(g, "decoder.norm.weight", 1),
-                                       dev(g, "decoder.norm.bias", 1), w->d_top, w->tgt_x,
-                                       w->memory, g->dec, dev(g, "decoder.norm.weight", 0),
-                                       &w->dec) != 0 ||
+            gpu_decoder_backward(w->d_tgt, w->d_memory, &dp->decoder, w->d_top, w->tgt_x,
+                                 w->memory, &p->decoder, &w->dec) != 0 ||
             front_backward(g, &tgt_side, w->d_tgt, w->tgt_emb, w->dropped ? w->tgt_drop : NULL,
                            gw->tgt_ids, N, T) != 0)
             return error_set(err, "model backward on the GPU: the decoder failed");
     }
 
-    EncoderParams enc = encoder_params(g);
-    EncoderGrads enc_grad = {g->enc_grad, dev(g, "encoder.norm.weight", 1),
-                             dev(g, "encoder.norm.bias", 1)};
     Side src_side = side_of(g, 0);
     if (zero(w->d_src, nsd) != 0 ||
-        gpu_encoder_backward(w->d_src, &enc_grad, w->d_memory, w->src_x, &enc, &w->enc) != 0 ||
+        gpu_encoder_backward(w->d_src, &dp->encoder, w->d_memory, w->src_x, &p->encoder,
+                             &w->enc) != 0 ||
         front_backward(g, &src_side, w->d_src, w->src_emb, w->dropped ? w->src_drop : NULL,
                        gw->src_ids, N, S) != 0)
         return error_set(err, "model backward on the GPU: the encoder failed");
@@ -822,30 +800,12 @@ extern "C" int gpu_model_backward(GpuModel *g, GpuWork *gw, const float *dlogits
 /* The model on the device                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* A layer view (EncoderLayerParams, ...) is a struct of float pointers and
- * nothing else; a pointer at offset o into the host array becomes the
- * pointer at offset o into the device array. */
-template <typename View>
-static View on_device(const View &host, const float *host_base, float *dev_base)
-{
-    static_assert(sizeof(View) % sizeof(float *) == 0, "a view holds float pointers only");
-    View v;
-    for (size_t i = 0; i < sizeof(View) / sizeof(float *); i++) {
-        const float *p;
-        memcpy(&p, (const char *)&host + i * sizeof p, sizeof p);
-        if (p) p = dev_base + (p - host_base);
-        memcpy((char *)&v + i * sizeof p, &p, sizeof p);
-    }
-    return v;
-}
-
 static CudaBlas *shared_blas = NULL;   /* one cuBLAS handle for the process */
 
 extern "C" int gpu_model_create(GpuModel *g, const Model *m, Error *err)
 {
     const ModelConfig *c = &m->cfg;
     size_t bytes = m->num_params * sizeof(float);
-    int Ke = c->num_encoder_layers, Kd = c->num_decoder_layers;
     memset(g, 0, sizeof *g);
     g->host = m;
     if (!shared_blas && !(shared_blas = cuda_blas_create()))
@@ -865,19 +825,8 @@ extern "C" int gpu_model_create(GpuModel *g, const Model *m, Error *err)
                     "cudaMemcpy") != 0)
             goto fail;
     }
-    g->enc = (EncoderLayerParams *)calloc((size_t)Ke, sizeof *g->enc);
-    g->enc_grad = (EncoderLayerGrads *)calloc((size_t)Ke, sizeof *g->enc_grad);
-    g->dec = (DecoderLayerParams *)calloc((size_t)(Kd > 0 ? Kd : 1), sizeof *g->dec);
-    g->dec_grad = (DecoderLayerGrads *)calloc((size_t)(Kd > 0 ? Kd : 1), sizeof *g->dec_grad);
-    if (!g->enc || !g->enc_grad || !g->dec || !g->dec_grad) goto fail;
-    for (int k = 0; k < Ke; k++) {
-        g->enc[k] = on_device(m->enc[k], m->params, g->params);
-        g->enc_grad[k] = on_device(m->enc_grad[k], m->grads, g->grads);
-    }
-    for (int k = 0; k < Kd; k++) {
-        g->dec[k] = on_device(m->dec[k], m->params, g->params);
-        g->dec_grad[k] = on_device(m->dec_grad[k], m->grads, g->grads);
-    }
+    /* The model's table, pointed at the device arrays. */
+    if (model_views(m, &g->views, &g->grad_views, g->params, g->grads, err) != 0) goto fail;
     return 0;
 fail:
     gpu_model_free(g);
@@ -889,7 +838,8 @@ extern "C" void gpu_model_free(GpuModel *g)
     cudaFree(g->params);
     cudaFree(g->grads);
     cudaFree(g->pos_table);
-    free(g->enc), free(g->enc_grad), free(g->dec), free(g->dec_grad);
+    model_views_free(&g->views);
+    model_views_free(&g->grad_views);
     memset(g, 0, sizeof *g);
 }
 
@@ -1021,7 +971,7 @@ static void layout_work(Arena *a, GpuWork *gw, const ModelConfig *c, int N, int 
         w->pool_count = take<float>(a, (size_t)N);
     }
     if (seq2seq) {
-        DecoderStack *s = &w->dec;
+        DecoderCache *s = &w->dec;
         w->tgt_emb = take<float>(a, ntd), w->tgt_x = take<float>(a, ntd);
         gw->tgt_ids = take<int64_t>(a, (size_t)N * T);
         if (c->dropout > 0) w->tgt_drop = take<uint8_t>(a, ntd);
@@ -1030,12 +980,12 @@ static void layout_work(Arena *a, GpuWork *gw, const ModelConfig *c, int N, int 
             w->cross_bias = take<float>(a, (size_t)N * H * T * S);
         }
         w->dec_out = take<float>(a, ntd);
-        for (int l = 0; l < s->L; l++)
+        s->N = N, s->T = T, s->D = D, s->eps = c->eps;
+        for (int l = 0; l < s->num_layers; l++)
             layout_decoder_layer(a, &s->layers[l], c, N, T, S, backward);
-        s->xs = take<float>(a, ntd * (s->L + 1));
-        s->final_mean = take<float>(a, (size_t)N * T);
-        s->final_rstd = take<float>(a, (size_t)N * T);
-        if (backward) s->dbuf[0] = take<float>(a, ntd), s->dbuf[1] = take<float>(a, ntd);
+        s->xs = take<float>(a, ntd * (s->num_layers + 1));
+        s->mean = take<float>(a, (size_t)N * T), s->rstd = take<float>(a, (size_t)N * T);
+        if (backward) s->d_a = take<float>(a, ntd), s->d_b = take<float>(a, ntd);
     }
     if (backward) {
         w->d_top = take<float>(a, (size_t)w->rows * D);
@@ -1059,9 +1009,9 @@ extern "C" int gpu_work_alloc(GpuWork *gw, const GpuModel *g, int N, int S, int 
     w->enc.num_layers = c->num_encoder_layers;
     w->enc.layers = (EncoderLayerCache *)calloc((size_t)w->enc.num_layers,
                                                 sizeof *w->enc.layers);
-    w->dec.L = seq2seq ? c->num_decoder_layers : 0;
-    w->dec.layers = (DecoderLayerCache *)calloc((size_t)(w->dec.L > 0 ? w->dec.L : 1),
-                                                sizeof *w->dec.layers);
+    w->dec.num_layers = seq2seq ? c->num_decoder_layers : 0;
+    w->dec.layers = (DecoderLayerCache *)calloc(
+        (size_t)(w->dec.num_layers > 0 ? w->dec.num_layers : 1), sizeof *w->dec.layers);
     /* the largest mask: an FFN's (N, len, F), a layer's (N, len, D) or the
      * attention weights' (N, H, len, len) */
     size_t len = S > T ? S : T;

@@ -180,24 +180,25 @@ static int loss_on_device(GpuTrainer *t, GpuWork *w, const int64_t *target, floa
                                        &t->scalars[1], 1.0f, (int)rows, V, ignore, smoothing);
 }
 
-static int gpu_step(void *ctx, const AdamConfig *cfg, float lr, float max_norm,
-                    float label_smoothing, const int64_t *src, const int64_t *tgt_in,
-                    const int64_t *target, Rng *dropout_rng, StepResult *res, Error *err)
+static int gpu_step(void *ctx, const StepConfig *c, const Batch *b, Rng *dropout_rng,
+                    StepResult *res, Error *err)
 {
     GpuTrainer *t = (GpuTrainer *)ctx;
+    const AdamConfig *cfg = &c->adam;
+    float max_norm = c->max_norm;
     float scalars[3];
     double norm = NAN;
     memset(res, 0, sizeof *res);
     if (gpu_model_zero_grad(&t->g, err) != 0 ||
-        gpu_model_forward(&t->g, &t->train, src, tgt_in, dropout_rng, err) != 0)
+        gpu_model_forward(&t->g, &t->train, b->src, b->tgt_in, dropout_rng, err) != 0)
         return -1;
-    if (loss_on_device(t, &t->train, target, label_smoothing, 1) != 0)
+    if (loss_on_device(t, &t->train, b->target, c->label_smoothing, 1) != 0)
         return error_set(err, "GPU step: the cross-entropy failed");
     if (gpu_model_backward(&t->g, &t->train, t->dlogits, err) != 0) return -1;
     if (max_norm > 0 && clip_grad_norm(t, max_norm) != 0)
         return error_set(err, "GPU step: clipping the gradients failed");
     t->step++;
-    AdamStep h = hd_adam_hyper(lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay,
+    AdamStep h = hd_adam_hyper(c->lr, cfg->beta1, cfg->beta2, cfg->eps, cfg->weight_decay,
                                cfg->decoupled, t->step);
     if (cuda_adam_step(t->g.params, t->g.grads, t->m, t->v, (long long)t->host->num_params,
                        h) != 0)
@@ -214,10 +215,10 @@ static int gpu_step(void *ctx, const AdamConfig *cfg, float lr, float max_norm,
     return 0;
 }
 
-static int gpu_eval(void *ctx, int N, const int64_t *src, const int64_t *tgt_in,
-                    const int64_t *target, StepResult *res, Error *err)
+static int gpu_eval(void *ctx, const Batch *b, StepResult *res, Error *err)
 {
     GpuTrainer *t = (GpuTrainer *)ctx;
+    int N = b->N;
     float scalars[3];
     GpuWork *w = &t->train;
     if (N > t->N)
@@ -229,8 +230,8 @@ static int gpu_eval(void *ctx, int N, const int64_t *src, const int64_t *tgt_in,
         }
         w = &t->eval;
     }
-    if (gpu_model_forward(&t->g, w, src, tgt_in, NULL, err) != 0) return -1;
-    if (loss_on_device(t, w, target, 0.0f, 0) != 0 ||
+    if (gpu_model_forward(&t->g, w, b->src, b->tgt_in, NULL, err) != 0) return -1;
+    if (loss_on_device(t, w, b->target, 0.0f, 0) != 0 ||
         cuda_ok(cudaMemcpy(scalars, t->scalars, sizeof scalars, cudaMemcpyDeviceToHost),
                 "copying the loss") != 0)
         return error_set(err, "GPU evaluation: the cross-entropy failed");

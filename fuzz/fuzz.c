@@ -5,7 +5,7 @@
  *
  *     safetensors        safetensors_read alone
  *     model_load         model_load (chapter 07): a model file
- *     checkpoint_load    checkpoint_load (chapter 08): model, optimizer, run state
+ *     checkpoint_load    checkpoint_load (runtime/checkpoint.h): model, optimizer, run state
  *     digits             digits_read (chapter 11): the exported digit images
  *     00_foundations ... 08_training
  *                        the chapter's case evaluator (its CaseEval) on the
@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "casefile.h"
+#include "checkpoint.h"
 #include "decoder_case.h"
 #include "digits.h"
 #include "encoder_case.h"

@@ -46,6 +46,11 @@ const float *golden_f32(const TensorFile *file, const char *name)
     return golden_tensor(file, name, DTYPE_F32)->data;
 }
 
+float *golden_param(const TensorFile *file, const char *name)
+{
+    return golden_tensor(file, name, DTYPE_F32)->data;
+}
+
 int64_t golden_meta_int(const TensorFile *file, const char *key)
 {
     long long v;

@@ -40,6 +40,10 @@ int golden_op_is(const TensorFile *file, const char *op);
 /* The data of the F32 tensor `name` of the case, or fails the test. */
 const float *golden_f32(const TensorFile *file, const char *name);
 
+/* The same for a parameter: the layers' parameter structs (MhaParams, ...)
+ * hold float *, one type for parameters and gradients. */
+float *golden_param(const TensorFile *file, const char *name);
+
 /* The non-negative integer metadata `key` of the case, or fails the test. */
 int64_t golden_meta_int(const TensorFile *file, const char *key);
 

@@ -74,7 +74,8 @@ static void run_layer(Run *r, const TensorFile *f, int backward)
     const MhaCase *c = &r->c;
     int N = c->N, L = c->L, S = c->S, E = c->E, H = c->H;
     Error err;
-    if (mha_cache_alloc(&r->cache, N, L, S, E, H, c->Ek, c->Ev, backward, &err) != 0) {
+    if (mha_cache_alloc(&r->cache, &(MhaDims){N, L, S, E, H, c->Ek, c->Ev}, backward,
+                        &err) != 0) {
         print_error("%s\n", err.msg);
         fail();
     }
@@ -93,7 +94,7 @@ static void run_layer(Run *r, const TensorFile *f, int backward)
     r->dv = c->self_attention ? r->dq : test_floats((int64_t)N * S * c->Ev);
     for (int i = 0; i < 7; i++)
         r->g[i] = param_numel(f, i) ? test_floats(param_numel(f, i)) : NULL;
-    MhaGrads grads = {r->g[0], r->g[1], r->g[2], r->g[3], r->g[4], r->g[5], r->g[6]};
+    MhaParams grads = {r->g[0], r->g[1], r->g[2], r->g[3], r->g[4], r->g[5], r->g[6]};
     assert_ok(mha_backward(r->dq, r->dk, r->dv, &grads, c->dout, c->query, c->key,
                            c->value, &c->params, &r->cache));
 }
@@ -445,7 +446,7 @@ static void test_self_attention_grad_is_sum_of_paths(void **state)
     float *path[3] = {test_floats(n), test_floats(n), test_floats(n)};
     float *g[7];
     for (int i = 0; i < 7; i++) g[i] = param_numel(&f, i) ? test_floats(param_numel(&f, i)) : NULL;
-    MhaGrads grads = {g[0], g[1], g[2], g[3], g[4], g[5], g[6]};
+    MhaParams grads = {g[0], g[1], g[2], g[3], g[4], g[5], g[6]};
     assert_ok(mha_backward(path[0], path[1], path[2], &grads, c->dout, c->query, c->key,
                            c->value, &c->params, &r.cache));
     float *sum = test_floats(n);
@@ -478,7 +479,7 @@ static void test_packed_equals_separate(void **state)
     int E = c->E;
     memset(&separate, 0, sizeof separate);
     separate.c = packed.c;
-    const float *w = c->params.in_proj_weight;
+    float *w = c->params.in_proj_weight;
     separate.c.params.in_proj_weight = NULL;
     separate.c.params.q_proj_weight = w;
     separate.c.params.k_proj_weight = w + (size_t)E * E;
@@ -486,7 +487,8 @@ static void test_packed_equals_separate(void **state)
     /* The same forward and backward by hand, with the gradients of the
      * three blocks in three (E, E) slices of one buffer. */
     Error err;
-    assert_ok(mha_cache_alloc(&separate.cache, c->N, c->L, c->S, E, c->H, E, E, 1, &err));
+    assert_ok(mha_cache_alloc(&separate.cache, &(MhaDims){c->N, c->L, c->S, E, c->H, E, E}, 1,
+                              &err));
     separate.out = test_floats((int64_t)c->N * c->L * E);
     assert_ok(mha_forward(separate.out, &separate.cache, c->query, c->key, c->value,
                           &separate.c.params, NULL, 0));
@@ -494,9 +496,9 @@ static void test_packed_equals_separate(void **state)
     float *dq = test_floats((int64_t)c->N * c->L * E), *dk = test_floats((int64_t)c->N * c->S * E);
     float *dv = test_floats((int64_t)c->N * c->S * E), *dw = test_floats((int64_t)3 * E * E);
     float *db = test_floats(3 * E), *dwo = test_floats((int64_t)E * E), *dbo = test_floats(E);
-    MhaGrads grads = {.q_proj_weight = dw, .k_proj_weight = dw + (size_t)E * E,
-                      .v_proj_weight = dw + (size_t)2 * E * E, .in_proj_bias = db,
-                      .out_proj_weight = dwo, .out_proj_bias = dbo};
+    MhaParams grads = {.q_proj_weight = dw, .k_proj_weight = dw + (size_t)E * E,
+                       .v_proj_weight = dw + (size_t)2 * E * E, .in_proj_bias = db,
+                       .out_proj_weight = dwo, .out_proj_bias = dbo};
     assert_ok(mha_backward(dq, dk, dv, &grads, c->dout, c->query, c->key, c->value,
                            &separate.c.params, &separate.cache));
     assert_memory_equal(dq, packed.dq, (size_t)c->N * c->L * E * sizeof(float));
@@ -528,7 +530,7 @@ static void test_backward_accumulates(void **state)
     Run r;
     run_case(&r, &f);
     const MhaCase *c = &r.c;
-    MhaGrads grads = {r.g[0], r.g[1], r.g[2], r.g[3], r.g[4], r.g[5], r.g[6]};
+    MhaParams grads = {r.g[0], r.g[1], r.g[2], r.g[3], r.g[4], r.g[5], r.g[6]};
     assert_ok(mha_backward(r.dq, r.dk, r.dv, &grads, c->dout, c->query, c->key, c->value,
                            &c->params, &r.cache));
     const char *names[10] = {"grad_query", "grad_key", "grad_value", "grad_q_proj_weight",
@@ -560,7 +562,7 @@ static void test_null_input_grads(void **state)
     const MhaCase *c = &r.c;
     float *g[7];
     for (int i = 0; i < 7; i++) g[i] = param_numel(&f, i) ? test_floats(param_numel(&f, i)) : NULL;
-    MhaGrads grads = {g[0], g[1], g[2], g[3], g[4], g[5], g[6]};
+    MhaParams grads = {g[0], g[1], g[2], g[3], g[4], g[5], g[6]};
     assert_null(grads.in_proj_bias);
     assert_null(grads.out_proj_bias);
     assert_ok(mha_backward(NULL, NULL, NULL, &grads, c->dout, c->query, c->key, c->value,
@@ -608,17 +610,17 @@ static void test_cache_checks(void **state)
 {
     MhaCache cache;
     Error err = {{0}};
-    assert_int_equal(mha_cache_alloc(&cache, 2, 3, 3, 10, 4, 10, 10, 0, &err), -1);
+    assert_int_equal(mha_cache_alloc(&cache, &(MhaDims){2, 3, 3, 10, 4, 10, 10}, 0, &err), -1);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "not divisible by num_heads 4"));
-    assert_int_equal(mha_cache_alloc(&cache, 2, 0, 3, 8, 2, 8, 8, 0, &err), -1);
+    assert_int_equal(mha_cache_alloc(&cache, &(MhaDims){2, 0, 3, 8, 2, 8, 8}, 0, &err), -1);
     assert_non_null(strstr(err.msg, "at least 1"));
-    assert_ok(mha_cache_alloc(&cache, 2, 3, 3, 8, 2, 8, 8, 0, &err));
+    assert_ok(mha_cache_alloc(&cache, &(MhaDims){2, 3, 3, 8, 2, 8, 8}, 0, &err));
     assert_null(cache.d_o);
     float w[3 * 8 * 8] = {0}, wo[8 * 8] = {0}, x[2 * 3 * 8] = {0}, out[2 * 3 * 8];
     float gw[3 * 8 * 8], gwo[8 * 8];
     MhaParams p = {.in_proj_weight = w, .out_proj_weight = wo};
-    MhaGrads g = {.in_proj_weight = gw, .out_proj_weight = gwo};
+    MhaParams g = {.in_proj_weight = gw, .out_proj_weight = gwo};
     assert_ok(mha_forward(out, &cache, x, x, x, &p, NULL, 0));
     assert_int_equal(mha_backward(NULL, NULL, NULL, &g, out, x, x, x, &p, &cache), -1);
     mha_cache_free(&cache);

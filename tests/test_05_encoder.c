@@ -191,10 +191,10 @@ static void test_ffn_case(void **state)
     const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
     const Tensor *w1 = golden_tensor(&f, "linear1.weight", DTYPE_F32);
     int B = x->shape[0], T = x->shape[1], D = x->shape[2], F = w1->shape[0];
-    const float *w2 = golden_f32(&f, "linear2.weight");
+    float *w2 = golden_param(&f, "linear2.weight");
     int bias = golden_meta_bool(&f, "bias", 1);
-    const float *b1 = bias ? golden_f32(&f, "linear1.bias") : NULL;
-    const float *b2 = bias ? golden_f32(&f, "linear2.bias") : NULL;
+    float *b1 = bias ? golden_param(&f, "linear1.bias") : NULL;
+    float *b2 = bias ? golden_param(&f, "linear2.bias") : NULL;
     float p = (float)golden_meta_double(&f, "dropout", 0);
     const uint8_t *mask = NULL;
     if (golden_meta_bool(&f, "training", 1) && p > 0)
@@ -202,15 +202,15 @@ static void test_ffn_case(void **state)
 
     int64_t nx = (int64_t)B * T * D, nh = (int64_t)B * T * F;
     float *y = test_floats(nx), *pre = test_floats(nh), *hidden = test_floats(nh);
-    FfnParams params = {w1->data, b1, w2, b2, D, F};
-    FfnCache cache = {pre, hidden, mask, p};
+    FfnParams params = {w1->data, b1, w2, b2};
+    FfnCache cache = {D, F, pre, hidden, mask, p};
     assert_ok(ffn_forward(y, &cache, x->data, &params, B * T));
     assert_close_to_golden(&f, "output", y, nx, atol, rtol);
     if (golden_op_is(&f, "ffn_backward")) {
         float *dx = test_floats(nx), *dw1 = test_floats((int64_t)F * D);
         float *dw2 = test_floats((int64_t)D * F), *db1 = test_floats(F), *db2 = test_floats(D);
         float *scratch = test_floats(nh);
-        FfnGrads grads = {dw1, bias ? db1 : NULL, dw2, bias ? db2 : NULL};
+        FfnParams grads = {dw1, bias ? db1 : NULL, dw2, bias ? db2 : NULL};
         assert_ok(ffn_backward(dx, &grads, scratch, golden_f32(&f, "grad_output"),
                                x->data, &params, &cache, B * T));
         assert_close_to_golden(&f, "grad_input", dx, nx, atol, rtol);
@@ -495,12 +495,12 @@ static void test_ffn_relu_gradient_at_zero(void **state)
 {
     float x[1] = {2}, w1[2] = {0, 1}, b1[2] = {0, 0}, w2[2] = {3, 5}, b2[1] = {1};
     float y[1], pre[2], hidden[2], scratch[2];
-    FfnParams params = {w1, b1, w2, b2, 1, 2};
-    FfnCache cache = {pre, hidden, NULL, 0};
+    FfnParams params = {w1, b1, w2, b2};
+    FfnCache cache = {1, 2, pre, hidden, NULL, 0};
     assert_ok(ffn_forward(y, &cache, x, &params, 1));
     assert_true(pre[0] == 0 && pre[1] == 2 && y[0] == 11);   /* 5 * 2 + 1 */
     float dy[1] = {1}, dx[1] = {0}, dw1[2] = {0}, db1[2] = {0}, dw2[2] = {0}, db2[1] = {0};
-    FfnGrads grads = {dw1, db1, dw2, db2};
+    FfnParams grads = {dw1, db1, dw2, db2};
     assert_ok(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, 1));
     float expected[8] = {5, 0, 10, 0, 5, 0, 2, 1};   /* dx, dw1, dw2, db1, db2 */
     float got[8] = {dx[0], dw1[0], dw1[1], db1[0], db1[1], dw2[0], dw2[1], db2[0]};
@@ -513,14 +513,14 @@ static void test_ffn_backward_accumulates(void **state)
     TensorFile f;
     load_golden(&f, CHAPTER, "ffn_backward_2x5_D8_F32");
     enum { B = 2, T = 5, D = 8, F = 32 };
-    const float *x = golden_f32(&f, "input"), *w1 = golden_f32(&f, "linear1.weight");
-    const float *w2 = golden_f32(&f, "linear2.weight"), *dy = golden_f32(&f, "grad_output");
+    const float *x = golden_f32(&f, "input"), *dy = golden_f32(&f, "grad_output");
+    float *w1 = golden_param(&f, "linear1.weight"), *w2 = golden_param(&f, "linear2.weight");
     float y[B * T * D], pre[B * T * F], hidden[B * T * F], scratch[B * T * F];
     float dx[B * T * D] = {0}, dw1[F * D] = {0}, db1[F] = {0}, dw2[D * F] = {0}, db2[D] = {0};
-    FfnParams params = {w1, golden_f32(&f, "linear1.bias"), w2, golden_f32(&f, "linear2.bias"),
-                        D, F};
-    FfnCache cache = {pre, hidden, NULL, 0};
-    FfnGrads grads = {dw1, db1, dw2, db2};
+    FfnParams params = {w1, golden_param(&f, "linear1.bias"), w2,
+                        golden_param(&f, "linear2.bias")};
+    FfnCache cache = {D, F, pre, hidden, NULL, 0};
+    FfnParams grads = {dw1, db1, dw2, db2};
     assert_ok(ffn_forward(y, &cache, x, &params, B * T));
     for (int rep = 0; rep < 2; rep++)
         assert_ok(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, B * T));
@@ -544,9 +544,9 @@ static void test_ffn_thread_count_independent(void **state)
     TensorFile f;
     load_golden(&f, CHAPTER, "ffn_backward_4x16_D32_F128_p30");
     enum { B = 4, T = 16, D = 32, F = 128, NX = B * T * D, NH = B * T * F };
-    const float *x = golden_f32(&f, "input"), *w1 = golden_f32(&f, "linear1.weight");
-    const float *b1 = golden_f32(&f, "linear1.bias"), *w2 = golden_f32(&f, "linear2.weight");
-    const float *b2 = golden_f32(&f, "linear2.bias"), *dy = golden_f32(&f, "grad_output");
+    const float *x = golden_f32(&f, "input"), *dy = golden_f32(&f, "grad_output");
+    float *w1 = golden_param(&f, "linear1.weight"), *b1 = golden_param(&f, "linear1.bias");
+    float *w2 = golden_param(&f, "linear2.weight"), *b2 = golden_param(&f, "linear2.bias");
     const uint8_t *mask = golden_tensor(&f, "dropout_mask", DTYPE_BOOL)->data;
     float p = (float)golden_meta_double(&f, "dropout", 0);
     float *res[2][4];
@@ -556,9 +556,9 @@ static void test_ffn_thread_count_independent(void **state)
         float *y = test_floats(NX), *pre = test_floats(NH), *hidden = test_floats(NH);
         float *scratch = test_floats(NH), *dx = test_floats(NX), *dw1 = test_floats(F * D);
         float *db1 = test_floats(F), *dw2 = test_floats(D * F), *db2 = test_floats(D);
-        FfnParams params = {w1, b1, w2, b2, D, F};
-        FfnCache cache = {pre, hidden, mask, p};
-        FfnGrads grads = {dw1, db1, dw2, db2};
+        FfnParams params = {w1, b1, w2, b2};
+        FfnCache cache = {D, F, pre, hidden, mask, p};
+        FfnParams grads = {dw1, db1, dw2, db2};
         assert_ok(ffn_forward(y, &cache, x, &params, B * T));
         assert_ok(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, B * T));
         res[run][0] = y, res[run][1] = dx, res[run][2] = dw1, res[run][3] = dw2;
@@ -591,11 +591,11 @@ typedef struct {
     float eps;
     const float *src;
     EncoderLayerParams lp[4];
-    EncoderLayerGrads lg[4];
+    EncoderLayerParams lg[4];                /* their gradients */
     float *grads[4][12];
     float *norm_grads[2];
     EncoderParams ep;
-    EncoderGrads eg;
+    EncoderParams eg;
     float *bias;                      /* (N, H, S, S), or NULL without masks */
 } EncCase;
 
@@ -624,7 +624,7 @@ static void enc_case_load(EncCase *c, const char *name)
     assert_in_range(c->K, 1, 4);
     char buf[64];
     for (int k = 0; k < c->K; k++) {
-        const float *v[12];
+        float *v[12];
         for (int i = 0; i < 12; i++) {
             const Tensor *t = golden_tensor(&c->f, layer_name(buf, sizeof buf, c, k, i, ""),
                                             DTYPE_F32);
@@ -639,7 +639,7 @@ static void enc_case_load(EncCase *c, const char *name)
             .linear1_weight = v[4], .linear1_bias = v[5], .linear2_weight = v[6],
             .linear2_bias = v[7], .norm1_weight = v[8], .norm1_bias = v[9],
             .norm2_weight = v[10], .norm2_bias = v[11]};
-        c->lg[k] = (EncoderLayerGrads){
+        c->lg[k] = (EncoderLayerParams){
             .self_attn = {.in_proj_weight = g[0], .in_proj_bias = g[1],
                           .out_proj_weight = g[2], .out_proj_bias = g[3]},
             .linear1_weight = g[4], .linear1_bias = g[5], .linear2_weight = g[6],
@@ -647,10 +647,10 @@ static void enc_case_load(EncCase *c, const char *name)
             .norm2_weight = g[10], .norm2_bias = g[11]};
     }
     c->ep = (EncoderParams){.num_layers = c->K, .layers = c->lp};
-    c->eg = (EncoderGrads){.layers = c->lg};
+    c->eg = (EncoderParams){.num_layers = c->K, .layers = c->lg};
     if (c->stack && golden_meta_bool(&c->f, "final_norm", 0)) {
-        c->ep.norm_weight = golden_f32(&c->f, "norm.weight");
-        c->ep.norm_bias = golden_f32(&c->f, "norm.bias");
+        c->ep.norm_weight = golden_param(&c->f, "norm.weight");
+        c->ep.norm_bias = golden_param(&c->f, "norm.bias");
         c->eg.norm_weight = c->norm_grads[0] = test_floats(c->D);
         c->eg.norm_bias = c->norm_grads[1] = test_floats(c->D);
     }
@@ -680,8 +680,9 @@ static void enc_case_run(EncCase *c, float *out, float *dsrc)
 {
     EncoderCache cache;
     Error err;
-    if (encoder_cache_alloc(&cache, c->K, c->N, c->S, c->D, c->H, c->F, c->norm_first, c->eps,
-                            0.0f, c->backward, &err) != 0) {
+    LayerDims dims = {.N = c->N, .S = c->S, .D = c->D, .H = c->H, .F = c->F,
+                      .norm_first = c->norm_first, .eps = c->eps};
+    if (encoder_cache_alloc(&cache, c->K, &dims, c->backward, &err) != 0) {
         print_error("%s\n", err.msg);
         fail();
     }
@@ -804,8 +805,9 @@ static void test_encoder_layer_backward_accumulates(void **state)
         enc_case_load(&c, "encoder_layer_backward_pre_3x6_D12_H3_F24_padding");
         EncoderLayerCache cache;
         Error err;
-        assert_ok(encoder_layer_cache_alloc(&cache, c.N, c.S, c.D, c.H, c.F, 1, c.eps,
-                                            0.0f, 1, &err));
+        LayerDims dims = {.N = c.N, .S = c.S, .D = c.D, .H = c.H, .F = c.F, .norm_first = 1,
+                          .eps = c.eps};
+        assert_ok(encoder_layer_cache_alloc(&cache, &dims, 1, &err));
         int64_t n = (int64_t)c.N * c.S * c.D;
         float *out = test_floats(n), *dsrc = test_floats(n);
         assert_ok(encoder_layer_forward(out, &cache, c.src, &c.lp[0], c.bias, NULL));
@@ -840,8 +842,9 @@ static void test_encoder_layer_dropout_training(void **state)
     int64_t n = (int64_t)c.N * c.S * c.D;
     Error err;
     EncoderLayerCache cache;
-    assert_ok(encoder_layer_cache_alloc(&cache, c.N, c.S, c.D, c.H, c.F, 0, c.eps, 0.2f,
-                                        1, &err));
+    LayerDims dims = {.N = c.N, .S = c.S, .D = c.D, .H = c.H, .F = c.F, .eps = c.eps,
+                      .dropout = 0.2f};
+    assert_ok(encoder_layer_cache_alloc(&cache, &dims, 1, &err));
     float *eval = test_floats(n), *a = test_floats(n), *b = test_floats(n);
     Rng rng;
     assert_ok(encoder_layer_forward(eval, &cache, c.src, &c.lp[0], NULL, NULL));

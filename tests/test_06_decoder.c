@@ -56,8 +56,16 @@ typedef struct {
     float *store;                   /* every parameter, one block */
     float *gstore;                  /* every gradient */
     DecoderLayerParams p;
-    DecoderLayerGrads g;
+    DecoderLayerParams g;           /* the gradients, in gstore */
 } TestLayer;
+
+/* The sizes above with these options, in d. */
+static const LayerDims *layer_dims(LayerDims *d, int norm_first, float dropout)
+{
+    *d = (LayerDims){.N = N, .S = S, .T = T, .D = D, .H = H, .F = F, .norm_first = norm_first,
+                     .eps = 1e-5f, .dropout = dropout};
+    return d;
+}
 
 #define NPARAM (2 * (3 * D * D + 3 * D + D * D + D) + F * D + F + D * F + D + 6 * D)
 
@@ -133,14 +141,14 @@ static void check_causal_forward(int norm_first, int use_bias)
     }
     DecoderLayerCache c;
     Error err;
-    assert_ok(decoder_layer_cache_alloc(&c, N, T, S, D, H, F, norm_first, 1e-5f, 0.0f,
-                                        0, &err));
-    assert_ok(decoder_layer_forward(y0, &c, tgt, mem, &l.p, bias, !use_bias, NULL, NULL));
+    LayerDims d;
+    assert_ok(decoder_layer_cache_alloc(&c, layer_dims(&d, norm_first, 0.0f), 0, &err));
+    DecoderMasks masks = {bias, !use_bias, NULL};
+    assert_ok(decoder_layer_forward(y0, &c, tgt, mem, &l.p, &masks, NULL));
     for (int j = T - 1; j >= 1; j--) {
         for (int n = 0; n < N; n++)
             for (int d = 0; d < D; d++) tgt[(n * T + j) * D + d] += 0.5f;
-        assert_ok(decoder_layer_forward(y1, &c, tgt, mem, &l.p, bias, !use_bias, NULL,
-                                        NULL));
+        assert_ok(decoder_layer_forward(y1, &c, tgt, mem, &l.p, &masks, NULL));
         for (int n = 0; n < N; n++) {
             assert_memory_equal(y0 + n * T * D, y1 + n * T * D, (size_t)j * D * sizeof(float));
             /* ... while position j itself does change */
@@ -164,8 +172,7 @@ static void test_causal_gradient_stack(void **state)
 {
     TestLayer l[2];
     test_layer_init(&l[0], 21), test_layer_init(&l[1], 22);
-    DecoderLayerParams p[2] = {l[0].p, l[1].p};
-    DecoderLayerGrads g[2] = {l[0].g, l[1].g};
+    DecoderLayerParams p[2] = {l[0].p, l[1].p}, g[2] = {l[0].g, l[1].g};
     float *tgt = random_floats(N * T * D, 3), *mem = random_floats(N * S * D, 4);
     float *nw = random_floats(D, 5), *nb = random_floats(D, 6);
     float *y = test_floats(N * T * D), *dy = random_floats(N * T * D, 7);
@@ -175,11 +182,14 @@ static void test_causal_gradient_stack(void **state)
     for (int n = 0; n < N; n++)
         for (int t = j; t < T; t++)
             for (int d = 0; d < D; d++) dy[(n * T + t) * D + d] = 0.0f;
-    DecoderStack s;
+    DecoderParams params = {2, p, nw, nb}, grads = {2, g, dnw, dnb};
+    DecoderMasks causal = {NULL, 1, NULL};
+    DecoderCache s;
     Error err;
-    assert_ok(decoder_stack_alloc(&s, 2, N, T, S, D, H, F, 0, 1e-5f, 0.0f, 1, &err));
-    assert_ok(decoder_stack_forward(y, &s, tgt, mem, p, nw, nb, NULL, 1, NULL, NULL));
-    assert_ok(decoder_stack_backward(dtgt, dmem, g, dnw, dnb, dy, tgt, mem, p, nw, &s));
+    LayerDims d;
+    assert_ok(decoder_cache_alloc(&s, 2, layer_dims(&d, 0, 0.0f), 1, &err));
+    assert_ok(decoder_forward(y, &s, tgt, mem, &params, &causal, NULL));
+    assert_ok(decoder_backward(dtgt, dmem, &grads, dy, tgt, mem, &params, &s));
     int nonzero_before = 0;
     for (int n = 0; n < N; n++)
         for (int t = 0; t < T; t++)
@@ -189,7 +199,7 @@ static void test_causal_gradient_stack(void **state)
                 else nonzero_before += v != 0.0f;
             }
     assert_true(nonzero_before > 0);
-    decoder_stack_free(&s);
+    decoder_cache_free(&s);
     free(tgt), free(mem), free(nw), free(nb), free(y), free(dy), free(dtgt), free(dmem);
     free(dnw), free(dnb);
     test_layer_free(&l[0]), test_layer_free(&l[1]);
@@ -215,8 +225,10 @@ static void test_memory_padding(void **state)
     assert_ok(mha_mask_bias(bias, kpm, 1, NULL, 1, 0, N, H, T, S));
     DecoderLayerCache c;
     Error err;
-    assert_ok(decoder_layer_cache_alloc(&c, N, T, S, D, H, F, 1, 1e-5f, 0.0f, 1, &err));
-    assert_ok(decoder_layer_forward(y0, &c, tgt, mem, &l.p, NULL, 1, bias, NULL));
+    LayerDims d;
+    assert_ok(decoder_layer_cache_alloc(&c, layer_dims(&d, 1, 0.0f), 1, &err));
+    DecoderMasks masks = {NULL, 1, bias};
+    assert_ok(decoder_layer_forward(y0, &c, tgt, mem, &l.p, &masks, NULL));
     assert_ok(decoder_layer_backward(NULL, dmem, &l.g, dy, tgt, mem, &l.p, &c));
     for (int i = 0; i < N * S; i++)
         for (int d = 0; d < D; d++) {
@@ -225,7 +237,7 @@ static void test_memory_padding(void **state)
                 mem[i * D + d] += 3.0f;
             }
         }
-    assert_ok(decoder_layer_forward(y1, &c, tgt, mem, &l.p, NULL, 1, bias, NULL));
+    assert_ok(decoder_layer_forward(y1, &c, tgt, mem, &l.p, &masks, NULL));
     assert_memory_equal(y0, y1, N * T * D * sizeof(float));
     decoder_layer_cache_free(&c);
     free(tgt), free(mem), free(y0), free(y1), free(dy), free(dmem), free(bias);
@@ -250,9 +262,10 @@ static float *run_layer(int threads, int norm_first, int twice)
     float *y = res, *dtgt = res + N * T * D, *dmem = dtgt + N * T * D;
     DecoderLayerCache c;
     Error err;
-    assert_ok(decoder_layer_cache_alloc(&c, N, T, S, D, H, F, norm_first, 1e-5f, 0.0f, 1,
-                                        &err));
-    assert_ok(decoder_layer_forward(y, &c, tgt, mem, &l.p, NULL, 1, NULL, NULL));
+    LayerDims d;
+    assert_ok(decoder_layer_cache_alloc(&c, layer_dims(&d, norm_first, 0.0f), 1, &err));
+    DecoderMasks causal = {NULL, 1, NULL};
+    assert_ok(decoder_layer_forward(y, &c, tgt, mem, &l.p, &causal, NULL));
     for (int r = 0; r < 1 + twice; r++)
         assert_ok(decoder_layer_backward(dtgt, dmem, &l.g, dy, tgt, mem, &l.p, &c));
     memcpy(dmem + N * S * D, l.gstore, NPARAM * sizeof(float));
@@ -292,16 +305,18 @@ static void test_stack_of_one_is_the_layer(void **state)
     float *tgt = random_floats(N * T * D, 14), *mem = random_floats(N * S * D, 15);
     float *y0 = test_floats(N * T * D), *y1 = test_floats(N * T * D);
     DecoderLayerCache c;
-    DecoderStack s;
+    DecoderCache s;
+    DecoderParams one = {1, &l.p, NULL, NULL};
+    DecoderMasks causal = {NULL, 1, NULL};
     Error err;
-    assert_ok(decoder_layer_cache_alloc(&c, N, T, S, D, H, F, 0, 1e-5f, 0.0f, 0, &err));
-    assert_ok(decoder_stack_alloc(&s, 1, N, T, S, D, H, F, 0, 1e-5f, 0.0f, 0, &err));
-    assert_ok(decoder_layer_forward(y0, &c, tgt, mem, &l.p, NULL, 1, NULL, NULL));
-    assert_ok(decoder_stack_forward(y1, &s, tgt, mem, &l.p, NULL, NULL, NULL, 1, NULL,
-                                    NULL));
+    LayerDims d;
+    assert_ok(decoder_layer_cache_alloc(&c, layer_dims(&d, 0, 0.0f), 0, &err));
+    assert_ok(decoder_cache_alloc(&s, 1, &d, 0, &err));
+    assert_ok(decoder_layer_forward(y0, &c, tgt, mem, &l.p, &causal, NULL));
+    assert_ok(decoder_forward(y1, &s, tgt, mem, &one, &causal, NULL));
     assert_memory_equal(y0, y1, N * T * D * sizeof(float));
     decoder_layer_cache_free(&c);
-    decoder_stack_free(&s);
+    decoder_cache_free(&s);
     free(tgt), free(mem), free(y0), free(y1);
     test_layer_free(&l);
 }
@@ -317,12 +332,14 @@ static void test_dropout_training(void **state)
           *y2 = test_floats(N * T * D);
     DecoderLayerCache c;
     Error err;
-    assert_ok(decoder_layer_cache_alloc(&c, N, T, S, D, H, F, 0, 1e-5f, 0.3f, 1, &err));
+    LayerDims d;
+    assert_ok(decoder_layer_cache_alloc(&c, layer_dims(&d, 0, 0.3f), 1, &err));
     Rng r1, r2;
     rng_seed(&r1, 5, 0), rng_seed(&r2, 5, 0);
-    assert_ok(decoder_layer_forward(ye, &c, tgt, mem, &l.p, NULL, 1, NULL, NULL));
-    assert_ok(decoder_layer_forward(y1, &c, tgt, mem, &l.p, NULL, 1, NULL, &r1));
-    assert_ok(decoder_layer_forward(y2, &c, tgt, mem, &l.p, NULL, 1, NULL, &r2));
+    DecoderMasks causal = {NULL, 1, NULL};
+    assert_ok(decoder_layer_forward(ye, &c, tgt, mem, &l.p, &causal, NULL));
+    assert_ok(decoder_layer_forward(y1, &c, tgt, mem, &l.p, &causal, &r1));
+    assert_ok(decoder_layer_forward(y2, &c, tgt, mem, &l.p, &causal, &r2));
     assert_memory_equal(y1, y2, N * T * D * sizeof(float));
     assert_memory_not_equal(ye, y1, N * T * D * sizeof(float));
     float *dy = random_floats(N * T * D, 18), *dtgt = test_floats(N * T * D);
@@ -337,12 +354,15 @@ static void test_cache_alloc_checks(void **state)
 {
     DecoderLayerCache c;
     Error err;
-    assert_int_equal(decoder_layer_cache_alloc(&c, 1, 2, 2, 6, 4, 3, 0, 1e-5f, 0.0f, 0, &err), -1);
+    LayerDims d = {.N = 1, .S = 2, .T = 2, .D = 6, .H = 4, .F = 3, .eps = 1e-5f};
+    assert_int_equal(decoder_layer_cache_alloc(&c, &d, 0, &err), -1);
     assert_non_null(strstr(err.msg, "not divisible by nhead 4"));
-    assert_int_equal(decoder_layer_cache_alloc(&c, 1, 2, 2, 8, 4, 3, 0, 1e-5f, 1.0f, 0, &err), -1);
+    d.D = 8, d.dropout = 1.0f;
+    assert_int_equal(decoder_layer_cache_alloc(&c, &d, 0, &err), -1);
     assert_non_null(strstr(err.msg, "dropout"));
-    DecoderStack s;
-    assert_int_equal(decoder_stack_alloc(&s, 0, 1, 2, 2, 8, 2, 3, 0, 1e-5f, 0.0f, 0, &err), -1);
+    DecoderCache s;
+    d.H = 2, d.dropout = 0.0f;
+    assert_int_equal(decoder_cache_alloc(&s, 0, &d, 0, &err), -1);
     assert_non_null(strstr(err.msg, "num_layers 0"));
 }
 

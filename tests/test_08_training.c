@@ -22,17 +22,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "casefile.h"
-#include "commands.h"
+#include "checkpoint.h"
 #include "data.h"
 #include "helpers.h"
 #include "loss.h"
 #include "optim.h"
 #include "rng.h"
 #include "schedule.h"
-#include "train_util.h"
+#include "paths.h"
+#include "progress.h"
 #include "trainer.h"
 #include "training_case.h"
 
@@ -1228,7 +1230,7 @@ static void test_checkpoint_counters_checked(void **state)
     snprintf(ckpt, sizeof ckpt, "%s/run.safetensors", dir);
     tiny_run(&r, 0.0f);
     fresh_start(&r, &m, &opt, &st);
-    assert_ok(checkpoint_save(ckpt, &m, &opt, &st, &err));
+    assert_ok(checkpoint_save(ckpt, &m, &opt, &st, NULL, &err));
     const char *bad[][2] = {{"optimizer.step", "-5"}, {"train.epoch", "4294967295"},
                             {"optimizer.step", " 7"}, {"train.data_rng.inc", "1e3"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -1250,17 +1252,128 @@ static void test_checkpoint_counters_checked(void **state)
     rmdir(dir);
 }
 
+/* Runs a shell command line with its output in build/cmd.out; returns its
+ * exit status and puts the output (at most size - 1 bytes) in out. */
+static int run_program(const char *cmd, char *out, size_t size)
+{
+    char line[2048];
+    snprintf(line, sizeof line, "%s >build/cmd.out 2>&1", cmd);
+    int status = system(line);
+    FILE *f = fopen("build/cmd.out", "r");
+    size_t n = f ? fread(out, 1, size - 1, f) : 0;
+    out[n] = '\0';
+    if (f) fclose(f);
+    /* each line indented: a line of the program's must not pass for cmocka's */
+    print_message("  $ %s\n", cmd);
+    for (char *line = out, *end; *line; line = end) {
+        end = strchr(line, '\n');
+        end = end ? end + 1 : line + strlen(line);
+        print_message("  | %.*s", (int)(end - line), line);
+    }
+    print_message("\n");
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
 /* The command line of issue 14 whose parameter count wrapped a size_t (and
  * crashed in model_init) is refused, with exit status 1, before anything
- * is allocated. */
+ * is allocated; so is a vocabulary whose size overflows an int. */
 static void test_train_refuses_wrapping_sizes(void **state)
 {
     (void)state;
-    char *argv[] = {"08_training", "--train", "--categories", "1", "--seq-len", "1",
-                    "--d-model", "123456789", "--ffn", "1531879606", "--layers", "42",
-                    "--train-size", "64", "--test-size", "16", "--epochs", "1",
-                    "--batch-size", "16"};
-    assert_int_equal(command_train((int)(sizeof argv / sizeof argv[0]), argv), 1);
+    char out[4096];
+    assert_int_equal(run_program("build/08_training --train --categories 1 --seq-len 1 "
+                                 "--d-model 123456789 --ffn 1531879606 --layers 42 "
+                                 "--train-size 64 --test-size 16 --epochs 1 --batch-size 16",
+                                 out, sizeof out), 1);
+    assert_non_null(strstr(out, "parameters"));
+    assert_int_equal(run_program("build/08_training --train --categories 2147483647",
+                                 out, sizeof out), 1);
+    assert_non_null(strstr(out, "--categories"));
+}
+
+/* Every file a training run writes is checked before any work: outputs
+ * that are one file, an output that is an input, a checkpoint another run
+ * holds. Each is one line naming the options, exit 1, nothing written. */
+static void test_run_paths_checked(void **state)
+{
+    (void)state;
+    char out[4096];
+    const char *small = "build/08_training --train --train-size 64 --test-size 16 "
+                        "--epochs 1 --batch-size 16";
+    char cmd[1024];
+    unlink("build/paths.safetensors");
+    snprintf(cmd, sizeof cmd, "%s --checkpoint build/paths.safetensors --out "
+             "build/../build/paths.safetensors", small);
+    assert_int_equal(run_program(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "--checkpoint and --out name the same file"));
+    assert_int_equal(access("build/paths.safetensors", F_OK), -1);
+    snprintf(cmd, sizeof cmd, "%s --log build/paths.csv --out build/paths.csv", small);
+    assert_int_equal(run_program(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "--out and --log name the same file"));
+    /* an output that is the file an input option reads */
+    assert_int_equal(run_program("build/09_translation --train --log ./reference/data/taylor/"
+                                 "seq2seq_series_2terms.txt", out, sizeof out), 1);
+    assert_non_null(strstr(out, "--log ./reference/data/taylor/seq2seq_series_2terms.txt is "
+                                "the file --data reads"));
+    /* --resume may be --checkpoint (the run goes on where it was), not --out */
+    assert_int_equal(run_program("build/09_translation --train --resume build/r.safetensors "
+                                 "--out build/r.safetensors", out, sizeof out), 1);
+    assert_non_null(strstr(out, "--out build/r.safetensors is the file --resume reads"));
+    /* a checkpoint another run holds */
+    PathLock lock;
+    Error err;
+    assert_ok(path_lock(&lock, "--checkpoint", "build/paths.safetensors", &err));
+    snprintf(cmd, sizeof cmd, "%s --checkpoint build/paths.safetensors", small);
+    assert_int_equal(run_program(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "is in use by another run"));
+    path_unlock(&lock);
+    assert_int_equal(access("build/paths.safetensors.lock", F_OK), -1);
+}
+
+/* A run stopped after its last checkpoint but before --out: resuming it
+ * trains nothing and writes --out from the checkpoint; without --out it
+ * says there is nothing to train. */
+static void test_finished_run_writes_out(void **state)
+{
+    (void)state;
+    char out[4096], cmd[1024];
+    const char *small = "build/08_training --train --train-size 64 --test-size 16 "
+                        "--epochs 1 --batch-size 16 --checkpoint build/done.safetensors";
+    unlink("build/done.safetensors");
+    unlink("build/done_out.safetensors");
+    assert_int_equal(run_program(small, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd, "%s --resume build/done.safetensors", small);
+    assert_int_equal(run_program(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "leaves nothing to train"));
+    snprintf(cmd, sizeof cmd, "%s --resume build/done.safetensors --out "
+             "build/done_out.safetensors", small);
+    assert_int_equal(run_program(cmd, out, sizeof out), 0);
+    assert_non_null(strstr(out, "--out is written from it"));
+    Model m;
+    Error err;
+    assert_ok(model_load(&m, "build/done_out.safetensors", &err));
+    model_free(&m);
+    unlink("build/done.safetensors");
+    unlink("build/done_out.safetensors");
+}
+
+/* Every chapter program answers --help with its usage and exit status 0. */
+static void test_every_program_has_help(void **state)
+{
+    (void)state;
+    static const char *const programs[] = {
+        "00_foundations", "01_tokenization", "02_sdpa", "03_mha", "04_layernorm",
+        "05_encoder", "06_decoder", "07_model", "08_training", "09_translation",
+        "10_classification", "11_set_anomaly"};
+    char out[4096], cmd[256];
+    for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
+        snprintf(cmd, sizeof cmd, "build/%s --help", programs[i]);
+        assert_int_equal(run_program(cmd, out, sizeof out), 0);
+        assert_non_null(strstr(out, "usage: "));
+    }
+    assert_int_equal(run_program("build/10_classification --train --help", out, sizeof out), 0);
+    assert_non_null(strstr(out, "--vocab-size N"));
+    assert_non_null(strstr(out, "(default 8192)"));
 }
 
 /* A model the options describe that cannot be built is refused naming the
@@ -1403,7 +1516,7 @@ static void test_checkpoint_refused(void **state)
     snprintf(cut, sizeof cut, "%s/cut.safetensors", dir);
     tiny_run(&r, 0.0f);
     fresh_start(&r, &m, &opt, &st);
-    assert_ok(checkpoint_save(path, &m, &opt, &st, &err));
+    assert_ok(checkpoint_save(path, &m, &opt, &st, NULL, &err));
 
     /* the same file, cut short */
     FILE *f = fopen(path, "rb"), *g = fopen(cut, "wb");
@@ -1568,6 +1681,9 @@ int main(void)
         cmocka_unit_test(test_checkpoint_counters_checked),
         cmocka_unit_test(test_checkpoint_config_must_match),
         cmocka_unit_test(test_train_refuses_wrapping_sizes),
+        cmocka_unit_test(test_run_paths_checked),
+        cmocka_unit_test(test_finished_run_writes_out),
+        cmocka_unit_test(test_every_program_has_help),
         cmocka_unit_test(test_config_errors_name_the_options),
         cmocka_unit_test(test_output_paths_checked),
         cmocka_unit_test(test_checkpoint_refused),

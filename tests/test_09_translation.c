@@ -30,7 +30,7 @@
 static void test_taylor_split(void **state)
 {
     TensorFile f;
-    Task t;
+    Translation t;
     Error err;
     load_golden(&f, CHAPTER, "taylor_split");
     TaskData d = task_defaults();
@@ -86,7 +86,8 @@ static int read_text(const char *text, int max_src, int max_tgt, PairDataset *ds
     write_temp(path, sizeof path, text);
     assert_ok(tokenizer_build(&src, TOKENIZER_TAYLOR_SOURCE, NULL, 0, 0, err));
     assert_ok(tokenizer_build(&tgt, TOKENIZER_TAYLOR_TARGET, NULL, 0, 0, err));
-    int rc = pairs_read(ds, path, &src, &tgt, max_src, max_tgt, skipped, err);
+    PairFormat f = {&src, &tgt, max_src, max_tgt};
+    int rc = pairs_read(ds, path, &f, skipped, err);
     tokenizer_free(&src);
     tokenizer_free(&tgt);
     remove(path);
@@ -153,7 +154,7 @@ static void test_pairs_refusals(void **state)
 static void test_pairs_with_char_tokenizer(void **state)
 {
     char path[64];
-    Task t;
+    Translation t;
     Error err;
     write_temp(path, sizeof path, "ab|xyz\nba|zyx\naab|x\nb|yy\n");
     TaskData d = task_defaults();
@@ -209,7 +210,8 @@ static int read_pairs(const char *path, const char *out_path, Error *err)
     (void)out_path;
     assert_ok(tokenizer_build(&src, TOKENIZER_TAYLOR_SOURCE, NULL, 0, 0, err));
     assert_ok(tokenizer_build(&tgt, TOKENIZER_TAYLOR_TARGET, NULL, 0, 0, err));
-    int rc = pairs_read(&ds, path, &src, &tgt, 20, 83, NULL, err);
+    PairFormat f = {&src, &tgt, 20, 83};
+    int rc = pairs_read(&ds, path, &f, NULL, err);
     if (rc == 0) pairs_free(&ds);
     tokenizer_free(&src);
     tokenizer_free(&tgt);

@@ -378,7 +378,7 @@ static int same_file(int fd, const char *path)
  * the lock when the writer dies: a file that can be locked has no writer
  * left. The temporary file of a write still under way, by this process or
  * another, cannot be locked and is kept. */
-static void remove_stale_temps(const char *target)
+void file_remove_stale_temps(const char *target)
 {
     char dir[4096];
     const char *slash = strrchr(target, '/');
@@ -415,7 +415,7 @@ static void remove_stale_temps(const char *target)
 }
 
 /* Creates target.tmp.XXXXXX (its name left in tmp) and locks it, so that
- * no other write's remove_stale_temps takes it for a stale one. Another
+ * no other write's file_remove_stale_temps takes it for a stale one. Another
  * write may remove it in the moment between mkstemp and flock; then the
  * name no longer leads to this file, and a new one is made. Returns the
  * descriptor, or -1 with errno set. */
@@ -426,7 +426,7 @@ static int create_temp(const char *target, char *tmp, size_t tmp_len)
         int fd = mkstemp(tmp);
         if (fd < 0) return -1;
         /* Where flock is not supported (some network file systems) the write
-         * goes on unlocked: remove_stale_temps cannot lock there either, and
+         * goes on unlocked: file_remove_stale_temps cannot lock there either, and
          * so removes nothing. */
         if (flock(fd, LOCK_EX) != 0 && errno != ENOLCK && errno != EOPNOTSUPP && errno != ENOSYS) {
             int saved = errno;
@@ -465,7 +465,7 @@ int file_write_atomic(const char *path, const FilePart *parts, int n_parts, Erro
     /* Write beside the destination, then rename: readers never see half a
      * file, and a crash leaves the old file whole. The data reaches the disk
      * (fsync) before the rename makes it the file. */
-    remove_stale_temps(target);
+    file_remove_stale_temps(target);
     int fd = create_temp(target, tmp, tmp_len);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {

@@ -69,6 +69,11 @@ typedef struct {
 } FilePart;
 int file_write_atomic(const char *path, const FilePart *parts, int n_parts, Error *err);
 
+/* Removes the temporary files (target.tmp.XXXXXX) that writes to target
+ * killed before their rename left behind; a write still under way keeps
+ * its own (it holds a lock on it). file_write_atomic does this first. */
+void file_remove_stale_temps(const char *target);
+
 /* A text file (plot data, a copied log) written whole or not at all:
  * text_out_open gives a stream `f` that collects the text in memory, and
  * text_out_commit writes it with file_write_atomic and frees it. On an

@@ -361,7 +361,7 @@ static int run_command(const Options *o, Error *err)
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--demo") || !strcmp(argv[1], "--case") ||
-        !strcmp(argv[1], "--out"))
+        !strcmp(argv[1], "--out") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))
         return case_main(argc, argv, USAGE, demo, tokenization_case_eval);
     Options o;
     Error err = {{0}};

@@ -43,7 +43,7 @@ static int run(const MhaParams *p, const float *x, const uint8_t *key_padding_ma
 {
     MhaCache cache;
     Error err;
-    if (mha_cache_alloc(&cache, N, L, L, E, H, E, E, 0, &err) != 0) {
+    if (mha_cache_alloc(&cache, &(MhaDims){N, L, L, E, H, E, E}, 0, &err) != 0) {
         fprintf(stderr, "03_mha: %s\n", err.msg);
         return -1;
     }

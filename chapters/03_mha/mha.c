@@ -109,7 +109,7 @@ int mha_forward(float *out, MhaCache *cache, const float *query, const float *ke
     /* BEGIN SOLUTION */
     MhaCache *c = cache;
     int N = c->N, L = c->L, S = c->S, E = c->E, H = c->H, Dh = c->Dh;
-    const float *w[3], *b[3];
+    float *w[3], *b[3];
     mha_in_proj_params(params, E, w, b);
 
     /* 1. Three linear layers project queries, keys and values to E features:
@@ -141,7 +141,7 @@ int mha_forward(float *out, MhaCache *cache, const float *query, const float *ke
     /* END SOLUTION */
 }
 
-int mha_backward(float *dquery, float *dkey, float *dvalue, const MhaGrads *grads,
+int mha_backward(float *dquery, float *dkey, float *dvalue, const MhaParams *grads,
                  const float *dout, const float *query, const float *key, const float *value,
                  const MhaParams *params, MhaCache *cache)
 {
@@ -150,10 +150,9 @@ int mha_backward(float *dquery, float *dkey, float *dvalue, const MhaGrads *grad
     MhaCache *c = cache;
     int N = c->N, L = c->L, S = c->S, E = c->E, H = c->H, Dh = c->Dh;
     size_t nl = (size_t)N * L * E, ns = (size_t)N * S * E;
-    const float *w[3], *b[3];
-    float *dw[3], *db[3];
+    float *w[3], *b[3], *dw[3], *db[3];
     mha_in_proj_params(params, E, w, b);
-    mha_in_proj_grads(grads, E, dw, db);
+    mha_in_proj_params(grads, E, dw, db);
 
     /* 5. out = o W_o^T + b_o: d_o (N, L, E) = dout W_o, and the gradients of
      *    W_o and b_o. linear_backward adds, so d_o starts at zero. */
@@ -221,9 +220,10 @@ static float *floats(int64_t n)
     return calloc((size_t)n, sizeof(float));
 }
 
-int mha_cache_alloc(MhaCache *c, int N, int L, int S, int E, int H, int Ek, int Ev,
-                    int backward, Error *err)
+int mha_cache_alloc(MhaCache *c, const MhaDims *dims, int backward, Error *err)
 {
+    int N = dims->N, L = dims->L, S = dims->S, E = dims->E, H = dims->H, Ek = dims->Ek,
+        Ev = dims->Ev;
     memset(c, 0, sizeof *c);
     if (N < 1 || L < 1 || S < 1 || E < 1 || H < 1 || Ek < 1 || Ev < 1)
         return error_set(err, "mha: sizes must be at least 1 (N %d, L %d, S %d, E %d, H %d, "
@@ -280,7 +280,7 @@ void mha_cache_free(MhaCache *c)
     }
 }
 
-void mha_in_proj_params(const MhaParams *p, int E, const float *w[3], const float *b[3])
+void mha_in_proj_params(const MhaParams *p, int E, float *w[3], float *b[3])
 {
     for (int i = 0; i < 3; i++) {
         /* Packed: rows i*E .. (i+1)*E - 1 of in_proj_weight (3E, E). */
@@ -289,16 +289,5 @@ void mha_in_proj_params(const MhaParams *p, int E, const float *w[3], const floa
              : i == 1            ? p->k_proj_weight
                                  : p->v_proj_weight;
         b[i] = p->in_proj_bias ? p->in_proj_bias + (size_t)i * E : NULL;
-    }
-}
-
-void mha_in_proj_grads(const MhaGrads *g, int E, float *dw[3], float *db[3])
-{
-    for (int i = 0; i < 3; i++) {
-        dw[i] = g->in_proj_weight ? g->in_proj_weight + (size_t)i * E * E
-              : i == 0            ? g->q_proj_weight
-              : i == 1            ? g->k_proj_weight
-                                  : g->v_proj_weight;
-        db[i] = g->in_proj_bias ? g->in_proj_bias + (size_t)i * E : NULL;
     }
 }

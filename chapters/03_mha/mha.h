@@ -31,7 +31,7 @@
  *   - in_proj_bias (3E,) = [b_q; b_k; b_v], packed in both cases, or NULL
  *   - out_proj.weight (E, E) = W_o, out_proj.bias (E,) = b_o, or NULL
  * bias=False in PyTorch removes both in_proj_bias and out_proj.bias.
- * The gradients (MhaGrads) have the same fields and shapes.
+ * The gradients are an MhaParams too, with the same fields and shapes.
  *
  * Masks. sdpa_forward() sees one additive float bias (N, H, L, S): 0 where a
  * query may attend to a key, -inf where it may not. mha_mask_bias() builds it
@@ -72,28 +72,24 @@
 
 #include "error.h"
 
-/* The layer's parameters; NULL where the layer has none (see above). */
+/* The layer's parameters, or their gradients: one type for both (llm.c's
+ * ParameterTensors), NULL where the layer has none (see above). A backward
+ * reads the parameters from one and ADDS into the other. */
 typedef struct {
-    const float *in_proj_weight;    /* (3E, E) when Ek == Ev == E, else NULL */
-    const float *q_proj_weight;     /* (E, E)  when in_proj_weight is NULL */
-    const float *k_proj_weight;     /* (E, Ek) when in_proj_weight is NULL */
-    const float *v_proj_weight;     /* (E, Ev) when in_proj_weight is NULL */
-    const float *in_proj_bias;      /* (3E,), or NULL (bias=False) */
-    const float *out_proj_weight;   /* (E, E) */
-    const float *out_proj_bias;     /* (E,), or NULL (bias=False) */
+    float *in_proj_weight;          /* (3E, E) when Ek == Ev == E, else NULL */
+    float *q_proj_weight;           /* (E, E)  when in_proj_weight is NULL */
+    float *k_proj_weight;           /* (E, Ek) when in_proj_weight is NULL */
+    float *v_proj_weight;           /* (E, Ev) when in_proj_weight is NULL */
+    float *in_proj_bias;            /* (3E,), or NULL (bias=False) */
+    float *out_proj_weight;         /* (E, E) */
+    float *out_proj_bias;           /* (E,), or NULL (bias=False) */
 } MhaParams;
 
-/* Their gradients: the same fields, each NULL exactly where the parameter is.
- * mha_backward ADDS into them. */
+/* The sizes of one call: N sequences of L queries attending to S keys, E
+ * features, H heads, keys of Ek and values of Ev features. */
 typedef struct {
-    float *in_proj_weight;          /* (3E, E) */
-    float *q_proj_weight;           /* (E, E) */
-    float *k_proj_weight;           /* (E, Ek) */
-    float *v_proj_weight;           /* (E, Ev) */
-    float *in_proj_bias;            /* (3E,) */
-    float *out_proj_weight;         /* (E, E) */
-    float *out_proj_bias;           /* (E,) */
-} MhaGrads;
+    int N, L, S, E, H, Ek, Ev;
+} MhaDims;
 
 /* The sizes of one call, and the buffers the forward fills for the backward
  * (the activations) plus the backward's own scratch space. */
@@ -127,19 +123,16 @@ typedef struct {
 /* Allocates every buffer of the cache for these sizes (the backward scratch
  * only when `backward` is non-zero). E must be a multiple of H; every size at
  * least 1. On failure nothing stays allocated. */
-int mha_cache_alloc(MhaCache *cache, int N, int L, int S, int E, int H, int Ek, int Ev,
-                    int backward, Error *err);
+int mha_cache_alloc(MhaCache *cache, const MhaDims *dims, int backward, Error *err);
 
 /* Frees what mha_cache_alloc allocated; safe on a zeroed or freed cache. */
 void mha_cache_free(MhaCache *cache);
 
-/* The three input projections, whichever way the parameters store them:
- * w[0] (E, E), w[1] (E, Ek), w[2] (E, Ev), and b[0..2] (E,) each, or NULL
- * without in_proj_bias. Packed: the three row blocks of in_proj_weight. */
-void mha_in_proj_params(const MhaParams *p, int E, const float *w[3], const float *b[3]);
-
-/* The same for the gradient buffers. */
-void mha_in_proj_grads(const MhaGrads *g, int E, float *dw[3], float *db[3]);
+/* The three input projections, whichever way p stores them (parameters or
+ * gradients alike): w[0] (E, E), w[1] (E, Ek), w[2] (E, Ev), and b[0..2]
+ * (E,) each, or NULL without in_proj_bias. Packed: the three row blocks of
+ * in_proj_weight. */
+void mha_in_proj_params(const MhaParams *p, int E, float *w[3], float *b[3]);
 
 /* (N, T, H * Dh) -> (N, H, T, Dh): xh[n, h, t, d] = x[n, t, h * Dh + d]. */
 int mha_split_heads(float *xh, const float *x, int N, int T, int H, int Dh);
@@ -178,7 +171,7 @@ int mha_forward(float *out, MhaCache *cache, const float *query, const float *ke
  * The cache must have been allocated with backward = 1; its scratch buffers
  * are overwritten, its activations only read, so calling the backward twice
  * adds the gradients twice. */
-int mha_backward(float *dquery, float *dkey, float *dvalue, const MhaGrads *grads,
+int mha_backward(float *dquery, float *dkey, float *dvalue, const MhaParams *grads,
                  const float *dout, const float *query, const float *key, const float *value,
                  const MhaParams *params, MhaCache *cache);
 

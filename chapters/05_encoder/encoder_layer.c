@@ -23,8 +23,7 @@
 
 /* Given at the end of the file: the glue that keeps the layer's code short. */
 static const uint8_t *drawn(const EncoderLayerCache *c, const uint8_t *mask);
-static FfnParams ffn_params(const EncoderLayerParams *p, const EncoderLayerCache *c);
-static FfnGrads ffn_grads(const EncoderLayerGrads *g);
+static FfnParams ffn_params(const EncoderLayerParams *p);
 static FfnCache ffn_cache(const EncoderLayerCache *c);
 static int norm_forward(const EncoderLayerCache *c, float *out, float *mean, float *rstd,
                         const float *x, const float *weight, const float *bias);
@@ -67,7 +66,7 @@ static int post_norm_forward(float *out, EncoderLayerCache *c, const float *src,
 {
     /* BEGIN SOLUTION */
     int rows = c->N * c->S, n = rows * c->D;
-    FfnParams ffn = ffn_params(p, c);
+    FfnParams ffn = ffn_params(p);
     FfnCache ffn_c = ffn_cache(c);
     if (mha_forward(c->attn_out, &c->attn, src, src, src, &p->self_attn, bias, 0) != 0 ||
         dropout_forward(c->res1, c->attn_out, drawn(c, c->mask1), n, c->dropout) != 0 ||
@@ -90,7 +89,7 @@ static int pre_norm_forward(float *out, EncoderLayerCache *c, const float *src,
 {
     /* BEGIN SOLUTION */
     int rows = c->N * c->S, n = rows * c->D;
-    FfnParams ffn = ffn_params(p, c);
+    FfnParams ffn = ffn_params(p);
     FfnCache ffn_c = ffn_cache(c);
     if (norm_forward(c, c->ln1, c->mean1, c->rstd1, src, p->norm1_weight, p->norm1_bias) != 0 ||
         mha_forward(c->attn_out, &c->attn, c->ln1, c->ln1, c->ln1, &p->self_attn, bias, 0) != 0 ||
@@ -119,15 +118,15 @@ int encoder_layer_forward(float *out, EncoderLayerCache *c, const float *src,
  * backward they call ADDS into its gradients, so a buffer is zeroed before it
  * collects a new one; the three (N, S, D) scratch buffers d_a, d_b, d_c are
  * named below for the gradient each holds at the time. */
-static int post_norm_backward(float *dsrc, const EncoderLayerGrads *g, const float *dout,
+static int post_norm_backward(float *dsrc, const EncoderLayerParams *g, const float *dout,
                               const float *src, const EncoderLayerParams *p,
                               EncoderLayerCache *c)
 {
     /* BEGIN SOLUTION */
     int rows = c->N * c->S, n = rows * c->D;
     size_t bytes = (size_t)n * sizeof(float);
-    FfnParams ffn = ffn_params(p, c);
-    FfnGrads ffn_g = ffn_grads(g);
+    FfnParams ffn = ffn_params(p);
+    FfnParams ffn_g = ffn_params(g);
     FfnCache ffn_c = ffn_cache(c);
 
     /* out = norm2(res2) */
@@ -163,15 +162,15 @@ static int post_norm_backward(float *dsrc, const EncoderLayerGrads *g, const flo
     /* END SOLUTION */
 }
 
-static int pre_norm_backward(float *dsrc, const EncoderLayerGrads *g, const float *dout,
+static int pre_norm_backward(float *dsrc, const EncoderLayerParams *g, const float *dout,
                              const float *src, const EncoderLayerParams *p,
                              EncoderLayerCache *c)
 {
     /* BEGIN SOLUTION */
     int rows = c->N * c->S, n = rows * c->D;
     size_t bytes = (size_t)n * sizeof(float);
-    FfnParams ffn = ffn_params(p, c);
-    FfnGrads ffn_g = ffn_grads(g);
+    FfnParams ffn = ffn_params(p);
+    FfnParams ffn_g = ffn_params(g);
     FfnCache ffn_c = ffn_cache(c);
 
     /* out = res1 + dropout2(ffn(ln2)): res1 gets dout by the skip path. */
@@ -202,7 +201,7 @@ static int pre_norm_backward(float *dsrc, const EncoderLayerGrads *g, const floa
     /* END SOLUTION */
 }
 
-int encoder_layer_backward(float *dsrc, const EncoderLayerGrads *g, const float *dout,
+int encoder_layer_backward(float *dsrc, const EncoderLayerParams *g, const float *dout,
                            const float *src, const EncoderLayerParams *p,
                            EncoderLayerCache *c)
 {
@@ -237,7 +236,7 @@ int encoder_forward(float *out, EncoderCache *c, const float *src, const Encoder
     /* END SOLUTION */
 }
 
-int encoder_backward(float *dsrc, const EncoderGrads *g, const float *dout, const float *src,
+int encoder_backward(float *dsrc, const EncoderParams *g, const float *dout, const float *src,
                      const EncoderParams *p, EncoderCache *c)
 {
     /* BEGIN SOLUTION */
@@ -275,10 +274,11 @@ static float *floats(int64_t n)
     return calloc((size_t)n, sizeof(float));
 }
 
-int encoder_layer_cache_alloc(EncoderLayerCache *c, int N, int S, int D, int H, int F,
-                              int norm_first, float eps, float dropout, int backward,
+int encoder_layer_cache_alloc(EncoderLayerCache *c, const LayerDims *dims, int backward,
                               Error *err)
 {
+    int N = dims->N, S = dims->S, D = dims->D, H = dims->H, F = dims->F;
+    float eps = dims->eps, dropout = dims->dropout;
     memset(c, 0, sizeof *c);
     if (N < 1 || S < 1 || D < 1 || H < 1 || F < 1)
         return error_set(err, "encoder layer: sizes must be at least 1 (N %d, S %d, d_model %d, "
@@ -294,9 +294,10 @@ int encoder_layer_cache_alloc(EncoderLayerCache *c, int N, int S, int D, int H, 
         return error_set(err, "encoder layer: N %d, S %d, d_model %d, dim_feedforward %d need "
                          "buffers larger than this implementation allows (%d floats)", N, S, D,
                          F, INT_MAX);
-    if (mha_cache_alloc(&c->attn, N, S, S, D, H, D, D, backward, err) != 0) return -1;
+    if (mha_cache_alloc(&c->attn, &(MhaDims){N, S, S, D, H, D, D}, backward, err) != 0)
+        return -1;
     c->N = N, c->S = S, c->D = D, c->H = H, c->F = F;
-    c->norm_first = norm_first != 0, c->eps = eps, c->dropout = dropout;
+    c->norm_first = dims->norm_first != 0, c->eps = eps, c->dropout = dropout;
     c->ln1 = floats(nsd);
     c->mean1 = floats((int64_t)N * S);
     c->rstd1 = floats((int64_t)N * S);
@@ -352,20 +353,16 @@ static const uint8_t *drawn(const EncoderLayerCache *c, const uint8_t *mask)
     return c->masks_drawn ? mask : NULL;
 }
 
-static FfnParams ffn_params(const EncoderLayerParams *p, const EncoderLayerCache *c)
+/* The FFN's parameters (or gradients) of a layer's parameters (or gradients). */
+static FfnParams ffn_params(const EncoderLayerParams *p)
 {
-    return (FfnParams){p->linear1_weight, p->linear1_bias, p->linear2_weight, p->linear2_bias,
-                       c->D, c->F};
-}
-
-static FfnGrads ffn_grads(const EncoderLayerGrads *g)
-{
-    return (FfnGrads){g->linear1_weight, g->linear1_bias, g->linear2_weight, g->linear2_bias};
+    return (FfnParams){p->linear1_weight, p->linear1_bias, p->linear2_weight, p->linear2_bias};
 }
 
 static FfnCache ffn_cache(const EncoderLayerCache *c)
 {
-    return (FfnCache){c->ffn_pre, c->ffn_hidden, drawn(c, c->mask_ffn), c->dropout};
+    return (FfnCache){c->D, c->F, c->ffn_pre, c->ffn_hidden, drawn(c, c->mask_ffn),
+                      c->dropout};
 }
 
 /* LayerNorm over the layer's N * S rows of D. */
@@ -383,23 +380,23 @@ static int norm_backward(const EncoderLayerCache *c, float *dx, float *dweight, 
                               c->D);
 }
 
-int encoder_cache_alloc(EncoderCache *c, int num_layers, int N, int S, int D, int H, int F,
-                        int norm_first, float eps, float dropout, int backward, Error *err)
+int encoder_cache_alloc(EncoderCache *c, int num_layers, const LayerDims *dims, int backward,
+                        Error *err)
 {
+    int N = dims->N, S = dims->S, D = dims->D;
     memset(c, 0, sizeof *c);
     if (num_layers < 1)
         return error_set(err, "encoder: num_layers %d must be at least 1", num_layers);
     c->layers = calloc((size_t)num_layers, sizeof *c->layers);
     if (!c->layers) return error_set(err, "encoder: out of memory for %d layers", num_layers);
     for (int k = 0; k < num_layers; k++) {
-        if (encoder_layer_cache_alloc(&c->layers[k], N, S, D, H, F, norm_first, eps, dropout,
-                                      backward, err) != 0) {
+        if (encoder_layer_cache_alloc(&c->layers[k], dims, backward, err) != 0) {
             c->num_layers = k;
             encoder_cache_free(c);
             return -1;
         }
     }
-    c->num_layers = num_layers, c->N = N, c->S = S, c->D = D, c->eps = eps;
+    c->num_layers = num_layers, c->N = N, c->S = S, c->D = D, c->eps = dims->eps;
     int64_t nsd = (int64_t)N * S * D;
     c->xs = floats(nsd * num_layers);
     c->mean = floats((int64_t)N * S);

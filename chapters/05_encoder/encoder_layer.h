@@ -73,24 +73,32 @@
 #include "mha.h"
 #include "rng.h"
 
+/* The layer's parameters, or their gradients: one type for both. */
 typedef struct {
     MhaParams self_attn;              /* packed: in_proj_weight (3D, D), in_proj_bias, out_proj */
-    const float *linear1_weight;      /* (F, D) */
-    const float *linear1_bias;        /* (F,) or NULL */
-    const float *linear2_weight;      /* (D, F) */
-    const float *linear2_bias;        /* (D,) or NULL */
-    const float *norm1_weight;        /* (D,) */
-    const float *norm1_bias;          /* (D,) or NULL */
-    const float *norm2_weight;        /* (D,) */
-    const float *norm2_bias;          /* (D,) or NULL */
+    float *linear1_weight;            /* (F, D) */
+    float *linear1_bias;              /* (F,) or NULL */
+    float *linear2_weight;            /* (D, F) */
+    float *linear2_bias;              /* (D,) or NULL */
+    float *norm1_weight;              /* (D,) */
+    float *norm1_bias;                /* (D,) or NULL */
+    float *norm2_weight;              /* (D,) */
+    float *norm2_bias;                /* (D,) or NULL */
 } EncoderLayerParams;
 
-/* The same fields, NULL exactly where the parameter is NULL; added to. */
+/* The sizes and options a layer (or a stack of layers) is allocated for; the
+ * decoder of chapter 06 takes the same. */
 typedef struct {
-    MhaGrads self_attn;
-    float *linear1_weight, *linear1_bias, *linear2_weight, *linear2_bias;
-    float *norm1_weight, *norm1_bias, *norm2_weight, *norm2_bias;
-} EncoderLayerGrads;
+    int N;                            /* batch */
+    int S;                            /* source length: the encoder's positions, the
+                                         decoder's memory */
+    int T;                            /* target length: the decoder's positions (the
+                                         encoder does not read it) */
+    int D, H, F;                      /* d_model, nhead, dim_feedforward */
+    int norm_first;                   /* 0: post-norm, 1: pre-norm */
+    float eps;                        /* layer_norm_eps, inside the square root */
+    float dropout;                    /* p of every dropout */
+} LayerDims;
 
 /* The sizes and options of one layer and the buffers its forward fills for
  * the backward. The names follow the formulas above; in pre-norm "res1" is h
@@ -121,11 +129,10 @@ typedef struct {
     float *d_hidden;                  /* (N, S, F) */
 } EncoderLayerCache;
 
-/* Allocates the cache for these sizes; D must be a multiple of H, every size
- * at least 1, eps > 0, dropout in [0, 1]. On failure nothing stays
- * allocated and err says why. */
-int encoder_layer_cache_alloc(EncoderLayerCache *c, int N, int S, int D, int H, int F,
-                              int norm_first, float eps, float dropout, int backward,
+/* Allocates the cache for these sizes (dims->T unused); D must be a multiple
+ * of H, every size at least 1, eps > 0, dropout in [0, 1]. On failure
+ * nothing stays allocated and err says why. */
+int encoder_layer_cache_alloc(EncoderLayerCache *c, const LayerDims *dims, int backward,
                               Error *err);
 void encoder_layer_cache_free(EncoderLayerCache *c);
 
@@ -144,7 +151,7 @@ int encoder_layer_forward(float *out, EncoderLayerCache *cache, const float *src
  * ADDS the gradient of the loss with respect to src into dsrc (N, S, D) and
  * into every parameter gradient of `grads`.
  *   dout   (N, S, D) the gradient with respect to out */
-int encoder_layer_backward(float *dsrc, const EncoderLayerGrads *grads, const float *dout,
+int encoder_layer_backward(float *dsrc, const EncoderLayerParams *grads, const float *dout,
                            const float *src, const EncoderLayerParams *params,
                            EncoderLayerCache *cache);
 
@@ -154,18 +161,14 @@ int encoder_layer_backward(float *dsrc, const EncoderLayerGrads *grads, const fl
 
 /*     x_0 = src,  x_k = layer_k(x_{k-1}) for k = 1..K,  out = norm(x_K)
  * with the same masks for every layer, and norm the optional final
- * LayerNorm (norm_weight NULL: none, out = x_K). */
+ * LayerNorm (norm_weight NULL: none, out = x_K). The parameters, or their
+ * gradients: */
 typedef struct {
     int num_layers;                   /* K */
-    const EncoderLayerParams *layers; /* K layers */
-    const float *norm_weight;         /* (D,), or NULL: no final norm */
-    const float *norm_bias;           /* (D,) or NULL */
+    EncoderLayerParams *layers;       /* K layers */
+    float *norm_weight;               /* (D,), or NULL: no final norm */
+    float *norm_bias;                 /* (D,) or NULL */
 } EncoderParams;
-
-typedef struct {
-    const EncoderLayerGrads *layers;  /* K layers */
-    float *norm_weight, *norm_bias;   /* NULL where the parameter is */
-} EncoderGrads;
 
 typedef struct {
     int num_layers, N, S, D;
@@ -178,8 +181,8 @@ typedef struct {
 
 /* Allocates K layer caches with the options of encoder_layer_cache_alloc,
  * plus the stack's own buffers. */
-int encoder_cache_alloc(EncoderCache *c, int num_layers, int N, int S, int D, int H, int F,
-                        int norm_first, float eps, float dropout, int backward, Error *err);
+int encoder_cache_alloc(EncoderCache *c, int num_layers, const LayerDims *dims, int backward,
+                        Error *err);
 void encoder_cache_free(EncoderCache *c);
 
 /* Forward pass of the stack; out (N, S, D), the other arguments as for one
@@ -188,7 +191,7 @@ int encoder_forward(float *out, EncoderCache *cache, const float *src,
                     const EncoderParams *params, const float *bias, Rng *rng);
 
 /* Backward pass of the stack: ADDS into dsrc (N, S, D) and every gradient. */
-int encoder_backward(float *dsrc, const EncoderGrads *grads, const float *dout,
+int encoder_backward(float *dsrc, const EncoderParams *grads, const float *dout,
                      const float *src, const EncoderParams *params, EncoderCache *cache);
 
 #endif

@@ -14,7 +14,7 @@
 int ffn_forward(float *out, FfnCache *c, const float *x, const FfnParams *p, int rows)
 {
     /* BEGIN SOLUTION */
-    int D = p->D, F = p->F;
+    int D = c->D, F = c->F;
     if (linear_forward(c->pre, x, p->w1, p->b1, rows, D, F) != 0) return -1;
     #pragma omp parallel for schedule(static)
     for (int i = 0; i < rows * F; i++) c->hidden[i] = c->pre[i] > 0.0f ? c->pre[i] : 0.0f;
@@ -23,11 +23,11 @@ int ffn_forward(float *out, FfnCache *c, const float *x, const FfnParams *p, int
     /* END SOLUTION */
 }
 
-int ffn_backward(float *dx, const FfnGrads *g, float *dhidden, const float *dout,
+int ffn_backward(float *dx, const FfnParams *g, float *dhidden, const float *dout,
                  const float *x, const FfnParams *p, const FfnCache *c, int rows)
 {
     /* BEGIN SOLUTION */
-    int D = p->D, F = p->F;
+    int D = c->D, F = c->F;
     /* linear2: dhidden = dout W2 (overwritten: linear_backward adds, so zero
      * it first), and the gradients of W2 and b2. */
     memset(dhidden, 0, (size_t)rows * F * sizeof *dhidden);

@@ -43,22 +43,19 @@
 
 #include <stdint.h>
 
-/* The block's parameters, under nn.TransformerEncoderLayer's names. */
+/* The block's parameters under nn.TransformerEncoderLayer's names, or their
+ * gradients (the same type; ADDED to, b1 and b2 NULL without biases). */
 typedef struct {
-    const float *w1;   /* (F, D) linear1.weight */
-    const float *b1;   /* (F,)   linear1.bias, or NULL (bias=False) */
-    const float *w2;   /* (D, F) linear2.weight */
-    const float *b2;   /* (D,)   linear2.bias, or NULL */
-    int D, F;          /* d_model and the hidden width */
+    float *w1;   /* (F, D) linear1.weight */
+    float *b1;   /* (F,)   linear1.bias, or NULL (bias=False) */
+    float *w2;   /* (D, F) linear2.weight */
+    float *b2;   /* (D,)   linear2.bias, or NULL */
 } FfnParams;
 
-/* Their gradients, ADDED to (+=); b1 and b2 NULL when the block has no biases. */
+/* The block's sizes, what the forward keeps for the backward, and the
+ * dropout it applied. */
 typedef struct {
-    float *w1, *b1, *w2, *b2;
-} FfnGrads;
-
-/* What the forward keeps for the backward, and the dropout it applied. */
-typedef struct {
+    int D, F;              /* d_model and the hidden width */
     float *pre;            /* (rows, F) linear1's output */
     float *hidden;         /* (rows, F) linear2's input: dropout(relu(pre)) */
     const uint8_t *mask;   /* (rows, F) the dropout mask, or NULL: no dropout */
@@ -72,7 +69,7 @@ int ffn_forward(float *out, FfnCache *c, const float *x, const FfnParams *p, int
 /* dx (rows, D) += the gradient of x, or dx NULL; g += the parameters'
  * gradients. dout (rows, D) is the gradient of the output, x and c what the
  * forward saw and kept, dhidden (rows, F) scratch the backward overwrites. */
-int ffn_backward(float *dx, const FfnGrads *g, float *dhidden, const float *dout,
+int ffn_backward(float *dx, const FfnParams *g, float *dhidden, const float *dout,
                  const float *x, const FfnParams *p, const FfnCache *c, int rows);
 
 #endif

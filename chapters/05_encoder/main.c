@@ -94,8 +94,9 @@ static int demo_encoder_layer(void)
     for (int norm_first = 0; norm_first < 2; norm_first++) {
         EncoderLayerCache cache;
         Error err;
-        if (encoder_layer_cache_alloc(&cache, N, S, D, H, F, norm_first, 1e-5f, 0.0f, 0,
-                                      &err) != 0) {
+        LayerDims dims = {.N = N, .S = S, .D = D, .H = H, .F = F, .norm_first = norm_first,
+                          .eps = 1e-5f, .dropout = 0.0f};
+        if (encoder_layer_cache_alloc(&cache, &dims, 0, &err) != 0) {
             fprintf(stderr, "05_encoder: %s\n", err.msg);
             return -1;
         }
@@ -144,8 +145,8 @@ static int demo(void)
     float w1[F * D] = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, -1, 0}, b1[F] = {0, 0, 0};
     float w2[D * F] = {1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, b2[D] = {0, 0, 0, 0.5f};
     float pre[F], hidden[F], y[D];
-    FfnParams params = {w1, b1, w2, b2, D, F};
-    FfnCache cache = {pre, hidden, NULL, 0.0f};
+    FfnParams params = {w1, b1, w2, b2};
+    FfnCache cache = {D, F, pre, hidden, NULL, 0.0f};
     if (ffn_forward(y, &cache, x + 1 * D, &params, 1) != 0) return -1;
     printf("\nFeed-forward block on position 1 (D = 4, F = 3, no dropout)\n");
     print_rows("  pre = x W1^T + b1 (the third unit is negative):", pre, 1, F, 1);

@@ -15,22 +15,14 @@
 #include "layernorm.h"
 #include "residual.h"
 
-/* The attention masks of one forward, as decoder_layer_forward takes them. */
-typedef struct {
-    const float *sa_bias;     /* (N, H, T, T) self-attention bias, or NULL */
-    int sa_causal;            /* 1: the causal pattern without a bias */
-    const float *ca_bias;     /* (N, H, T, S) cross-attention bias, or NULL */
-} DecoderMasks;
-
 /* Given at the end of the file: the glue that keeps the layer's code short. */
 static const uint8_t *drawn(const DecoderLayerCache *c, const uint8_t *mask);
-static FfnParams ffn_params(const DecoderLayerParams *p, const DecoderLayerCache *c);
-static FfnGrads ffn_grads(const DecoderLayerGrads *g);
+static FfnParams ffn_params(const DecoderLayerParams *p);
 static FfnCache ffn_cache(const DecoderLayerCache *c);
 static int norm_forward(const DecoderLayerCache *c, int k, float *out, const float *x,
                         const DecoderLayerParams *p);
 static int norm_backward(const DecoderLayerCache *c, int k, float *dx,
-                         const DecoderLayerGrads *g, const float *dout, const float *x,
+                         const DecoderLayerParams *g, const float *dout, const float *x,
                          const DecoderLayerParams *p);
 static int alloc_floats(float **p, size_t n, int *ok);
 
@@ -74,7 +66,7 @@ static int sublayer_forward(DecoderLayerCache *c, int k, const float *x, const f
     } else if (k == 1) {
         rc = mha_forward(c->tmp, &c->ca, x, memory, memory, &p->multihead_attn, m->ca_bias, 0);
     } else {
-        FfnParams ffn = ffn_params(p, c);
+        FfnParams ffn = ffn_params(p);
         FfnCache ffn_c = ffn_cache(c);
         rc = ffn_forward(c->tmp, &ffn_c, x, &ffn, rows);
     }
@@ -126,13 +118,12 @@ static int pre_norm_forward(float *out, DecoderLayerCache *c, const float *tgt,
 
 int decoder_layer_forward(float *out, DecoderLayerCache *c, const float *tgt,
                           const float *memory, const DecoderLayerParams *p,
-                          const float *sa_bias, int sa_causal, const float *ca_bias, Rng *rng)
+                          const DecoderMasks *masks, Rng *rng)
 {
     /* BEGIN SOLUTION */
-    DecoderMasks m = {sa_bias, sa_causal, ca_bias};
     if (draw_masks(c, rng) != 0) return -1;
-    return c->norm_first ? pre_norm_forward(out, c, tgt, memory, p, &m)
-                         : post_norm_forward(out, c, tgt, memory, p, &m);
+    return c->norm_first ? pre_norm_forward(out, c, tgt, memory, p, masks)
+                         : post_norm_forward(out, c, tgt, memory, p, masks);
     /* END SOLUTION */
 }
 
@@ -140,7 +131,7 @@ int decoder_layer_forward(float *out, DecoderLayerCache *c, const float *tgt,
  * of c->tmp, it ADDS the gradient of its input x into dx (and of the memory
  * into dmemory, for k = 1) and of its parameters into g. c->dsub is scratch. */
 static int sublayer_backward(DecoderLayerCache *c, int k, float *dx, float *dmemory,
-                             const DecoderLayerGrads *g, const float *d_out, const float *x,
+                             const DecoderLayerParams *g, const float *d_out, const float *x,
                              const float *memory, const DecoderLayerParams *p)
 {
     /* BEGIN SOLUTION */
@@ -153,8 +144,8 @@ static int sublayer_backward(DecoderLayerCache *c, int k, float *dx, float *dmem
     if (k == 1)         /* the keys and values are the memory: its gradient */
         return mha_backward(dx, dmemory, dmemory, &g->multihead_attn, d_f, x, memory, memory,
                             &p->multihead_attn, &c->ca);
-    FfnParams ffn = ffn_params(p, c);
-    FfnGrads ffn_g = ffn_grads(g);
+    FfnParams ffn = ffn_params(p);
+    FfnParams ffn_g = ffn_params(g);
     FfnCache ffn_c = ffn_cache(c);
     return ffn_backward(dx, &ffn_g, c->dhidden, d_f, x, &ffn, &ffn_c, rows);
     /* END SOLUTION */
@@ -162,7 +153,7 @@ static int sublayer_backward(DecoderLayerCache *c, int k, float *dx, float *dmem
 
 /* Post-norm backward, k = 2, 1, 0: d_x (c->dx) holds dL/dx_{k+1}; through
  * norm_k into d_sum, which reaches x_k both directly and through f_k. */
-static int post_norm_backward(float *dmemory, const DecoderLayerGrads *g, const float *dout,
+static int post_norm_backward(float *dmemory, const DecoderLayerParams *g, const float *dout,
                               const float *tgt, const float *memory,
                               const DecoderLayerParams *p, DecoderLayerCache *c)
 {
@@ -183,7 +174,7 @@ static int post_norm_backward(float *dmemory, const DecoderLayerGrads *g, const 
 
 /* Pre-norm backward, k = 2, 1, 0: d_x (c->dx) holds dL/dx_{k+1}, which
  * reaches x_k directly; f_k gives d_normed, which norm_k adds into d_x. */
-static int pre_norm_backward(float *dmemory, const DecoderLayerGrads *g, const float *dout,
+static int pre_norm_backward(float *dmemory, const DecoderLayerParams *g, const float *dout,
                              const float *memory, const DecoderLayerParams *p,
                              DecoderLayerCache *c)
 {
@@ -201,7 +192,7 @@ static int pre_norm_backward(float *dmemory, const DecoderLayerGrads *g, const f
     /* END SOLUTION */
 }
 
-int decoder_layer_backward(float *dtgt, float *dmemory, const DecoderLayerGrads *g,
+int decoder_layer_backward(float *dtgt, float *dmemory, const DecoderLayerParams *g,
                            const float *dout, const float *tgt, const float *memory,
                            const DecoderLayerParams *p, DecoderLayerCache *c)
 {
@@ -219,98 +210,49 @@ int decoder_layer_backward(float *dtgt, float *dmemory, const DecoderLayerGrads 
 /* The stack                                                                 */
 /* ------------------------------------------------------------------------ */
 
-void decoder_stack_free(DecoderStack *s)
-{
-    for (int l = 0; s->layers && l < s->L; l++) decoder_layer_cache_free(&s->layers[l]);
-    free(s->layers);
-    free(s->xs);
-    free(s->final_mean);
-    free(s->final_rstd);
-    free(s->dbuf[0]);
-    free(s->dbuf[1]);
-    memset(s, 0, sizeof *s);
-}
-
-int decoder_stack_alloc(DecoderStack *s, int L, int N, int T, int S, int D, int H, int F,
-                        int norm_first, float eps, float dropout, int backward, Error *err)
-{
-    memset(s, 0, sizeof *s);
-    if (L < 1) return error_set(err, "decoder stack: num_layers %d must be at least 1", L);
-    s->layers = calloc((size_t)L, sizeof *s->layers);
-    if (!s->layers) return error_set(err, "decoder stack: out of memory");
-    for (int l = 0; l < L; l++) {
-        if (decoder_layer_cache_alloc(&s->layers[l], N, T, S, D, H, F, norm_first, eps,
-                                      dropout, backward, err) != 0) {
-            decoder_stack_free(s);
-            return -1;
-        }
-        s->L = l + 1;
-    }
-    size_t nd = (size_t)N * T * D;
-    int ok = 1;
-    alloc_floats(&s->xs, (size_t)(L + 1) * nd, &ok);
-    alloc_floats(&s->final_mean, (size_t)N * T, &ok);
-    alloc_floats(&s->final_rstd, (size_t)N * T, &ok);
-    if (backward) {
-        alloc_floats(&s->dbuf[0], nd, &ok);
-        alloc_floats(&s->dbuf[1], nd, &ok);
-    }
-    if (!ok) {
-        decoder_stack_free(s);
-        return error_set(err, "decoder stack: out of memory");
-    }
-    return 0;
-}
-
-int decoder_stack_forward(float *out, DecoderStack *s, const float *tgt, const float *memory,
-                          const DecoderLayerParams *params, const float *norm_weight,
-                          const float *norm_bias, const float *sa_bias, int sa_causal,
-                          const float *ca_bias, Rng *rng)
+int decoder_forward(float *out, DecoderCache *c, const float *tgt, const float *memory,
+                    const DecoderParams *p, const DecoderMasks *masks, Rng *rng)
 {
     /* BEGIN SOLUTION */
-    const DecoderLayerCache *c0 = &s->layers[0];
-    int R = c0->N * c0->T, D = c0->D;
+    int R = c->N * c->T, D = c->D;
     size_t nd = (size_t)R * D;
-    memcpy(s->xs, tgt, nd * sizeof *tgt);
+    memcpy(c->xs, tgt, nd * sizeof *tgt);
     /* Every layer reads the previous layer's output and the same memory. */
-    for (int l = 0; l < s->L; l++)
-        if (decoder_layer_forward(s->xs + (l + 1) * nd, &s->layers[l], s->xs + l * nd, memory,
-                                  &params[l], sa_bias, sa_causal, ca_bias, rng) != 0)
+    for (int l = 0; l < c->num_layers; l++)
+        if (decoder_layer_forward(c->xs + (l + 1) * nd, &c->layers[l], c->xs + l * nd, memory,
+                                  &p->layers[l], masks, rng) != 0)
             return -1;
-    const float *last = s->xs + s->L * nd;
-    if (!norm_weight) {
+    const float *last = c->xs + c->num_layers * nd;
+    if (!p->norm_weight) {
         memcpy(out, last, nd * sizeof *out);
         return 0;
     }
-    return layernorm_forward(out, s->final_mean, s->final_rstd, last, norm_weight, norm_bias,
-                             1, R, D, c0->eps);
+    return layernorm_forward(out, c->mean, c->rstd, last, p->norm_weight, p->norm_bias, 1, R, D,
+                             c->eps);
     /* END SOLUTION */
 }
 
-int decoder_stack_backward(float *dtgt, float *dmemory, const DecoderLayerGrads *grads,
-                           float *dnorm_weight, float *dnorm_bias, const float *dout,
-                           const float *tgt, const float *memory,
-                           const DecoderLayerParams *params, const float *norm_weight,
-                           DecoderStack *s)
+int decoder_backward(float *dtgt, float *dmemory, const DecoderParams *g, const float *dout,
+                     const float *tgt, const float *memory, const DecoderParams *p,
+                     DecoderCache *c)
 {
     /* BEGIN SOLUTION */
-    const DecoderLayerCache *c0 = &s->layers[0];
-    int R = c0->N * c0->T, D = c0->D;
+    int R = c->N * c->T, D = c->D;
     size_t nd = (size_t)R * D;
-    float *d = s->dbuf[0], *dprev = s->dbuf[1];
-    if (norm_weight) {
+    float *d = c->d_a, *dprev = c->d_b;
+    if (p->norm_weight) {
         memset(d, 0, nd * sizeof *d);
-        if (layernorm_backward(d, dnorm_weight, dnorm_bias, dout, s->xs + s->L * nd,
-                               norm_weight, s->final_mean, s->final_rstd, 1, R, D) != 0)
+        if (layernorm_backward(d, g->norm_weight, g->norm_bias, dout, c->xs + c->num_layers * nd,
+                               p->norm_weight, c->mean, c->rstd, 1, R, D) != 0)
             return -1;
     } else {
         memcpy(d, dout, nd * sizeof *d);
     }
     /* Back through the layers; each adds its share into dmemory. */
-    for (int l = s->L - 1; l >= 0; l--) {
+    for (int l = c->num_layers - 1; l >= 0; l--) {
         memset(dprev, 0, nd * sizeof *dprev);
-        if (decoder_layer_backward(dprev, dmemory, &grads[l], d, s->xs + l * nd, memory,
-                                   &params[l], &s->layers[l]) != 0)
+        if (decoder_layer_backward(dprev, dmemory, &g->layers[l], d, c->xs + l * nd, memory,
+                                   &p->layers[l], &c->layers[l]) != 0)
             return -1;
         float *t = d;
         d = dprev, dprev = t;
@@ -330,20 +272,15 @@ static const uint8_t *drawn(const DecoderLayerCache *c, const uint8_t *mask)
     return c->masks_drawn ? mask : NULL;
 }
 
-static FfnParams ffn_params(const DecoderLayerParams *p, const DecoderLayerCache *c)
+/* The FFN's parameters (or gradients) of a layer's parameters (or gradients). */
+static FfnParams ffn_params(const DecoderLayerParams *p)
 {
-    return (FfnParams){p->linear1_weight, p->linear1_bias, p->linear2_weight, p->linear2_bias,
-                       c->D, c->F};
-}
-
-static FfnGrads ffn_grads(const DecoderLayerGrads *g)
-{
-    return (FfnGrads){g->linear1_weight, g->linear1_bias, g->linear2_weight, g->linear2_bias};
+    return (FfnParams){p->linear1_weight, p->linear1_bias, p->linear2_weight, p->linear2_bias};
 }
 
 static FfnCache ffn_cache(const DecoderLayerCache *c)
 {
-    return (FfnCache){c->pre, c->hidden, drawn(c, c->ffn_mask), c->dropout};
+    return (FfnCache){c->D, c->F, c->pre, c->hidden, drawn(c, c->ffn_mask), c->dropout};
 }
 
 /* norm_k (norm1, norm2, norm3) over the layer's N * T rows of D. */
@@ -355,7 +292,7 @@ static int norm_forward(const DecoderLayerCache *c, int k, float *out, const flo
 }
 
 static int norm_backward(const DecoderLayerCache *c, int k, float *dx,
-                         const DecoderLayerGrads *g, const float *dout, const float *x,
+                         const DecoderLayerParams *g, const float *dout, const float *x,
                          const DecoderLayerParams *p)
 {
     return layernorm_backward(dx, g->norm_weight[k], g->norm_bias[k], dout, x, p->norm_weight[k],
@@ -397,10 +334,11 @@ static int alloc_floats(float **p, size_t n, int *ok)
     return *ok;
 }
 
-int decoder_layer_cache_alloc(DecoderLayerCache *c, int N, int T, int S, int D, int H, int F,
-                              int norm_first, float eps, float dropout, int backward,
+int decoder_layer_cache_alloc(DecoderLayerCache *c, const LayerDims *dims, int backward,
                               Error *err)
 {
+    int N = dims->N, T = dims->T, S = dims->S, D = dims->D, H = dims->H, F = dims->F;
+    float dropout = dims->dropout;
     memset(c, 0, sizeof *c);
     if (N < 1 || T < 1 || S < 1 || D < 1 || H < 1 || F < 1)
         return error_set(err, "decoder layer: every size must be at least 1 (N %d, T %d, S %d, "
@@ -410,11 +348,11 @@ int decoder_layer_cache_alloc(DecoderLayerCache *c, int N, int T, int S, int D, 
     if (!(dropout >= 0.0f && dropout < 1.0f))
         return error_set(err, "decoder layer: dropout %g must lie in [0, 1)", (double)dropout);
     c->N = N, c->T = T, c->S = S, c->D = D, c->H = H, c->F = F;
-    c->norm_first = norm_first != 0;
-    c->eps = eps;
+    c->norm_first = dims->norm_first != 0;
+    c->eps = dims->eps;
     c->dropout = dropout;
-    if (mha_cache_alloc(&c->sa, N, T, T, D, H, D, D, backward, err) != 0) return -1;
-    if (mha_cache_alloc(&c->ca, N, T, S, D, H, D, D, backward, err) != 0) {
+    if (mha_cache_alloc(&c->sa, &(MhaDims){N, T, T, D, H, D, D}, backward, err) != 0) return -1;
+    if (mha_cache_alloc(&c->ca, &(MhaDims){N, T, S, D, H, D, D}, backward, err) != 0) {
         mha_cache_free(&c->sa);
         return -1;
     }
@@ -443,6 +381,55 @@ int decoder_layer_cache_alloc(DecoderLayerCache *c, int N, int T, int S, int D, 
         decoder_layer_cache_free(c);
         return error_set(err, "decoder layer: out of memory for the activations (N %d, T %d, "
                          "D %d, F %d)", N, T, D, F);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Given: the stack's cache                                                  */
+/* ------------------------------------------------------------------------ */
+
+void decoder_cache_free(DecoderCache *c)
+{
+    for (int l = 0; c->layers && l < c->num_layers; l++) decoder_layer_cache_free(&c->layers[l]);
+    free(c->layers);
+    free(c->xs);
+    free(c->mean);
+    free(c->rstd);
+    free(c->d_a);
+    free(c->d_b);
+    memset(c, 0, sizeof *c);
+}
+
+int decoder_cache_alloc(DecoderCache *c, int num_layers, const LayerDims *dims, int backward,
+                        Error *err)
+{
+    memset(c, 0, sizeof *c);
+    if (num_layers < 1)
+        return error_set(err, "decoder: num_layers %d must be at least 1", num_layers);
+    c->layers = calloc((size_t)num_layers, sizeof *c->layers);
+    if (!c->layers) return error_set(err, "decoder: out of memory for %d layers", num_layers);
+    for (int l = 0; l < num_layers; l++) {
+        if (decoder_layer_cache_alloc(&c->layers[l], dims, backward, err) != 0) {
+            decoder_cache_free(c);
+            return -1;
+        }
+        c->num_layers = l + 1;
+    }
+    c->N = dims->N, c->T = dims->T, c->D = dims->D, c->eps = dims->eps;
+    size_t nd = (size_t)dims->N * dims->T * dims->D, nt = (size_t)dims->N * dims->T;
+    int ok = 1;
+    alloc_floats(&c->xs, (size_t)(num_layers + 1) * nd, &ok);
+    alloc_floats(&c->mean, nt, &ok);
+    alloc_floats(&c->rstd, nt, &ok);
+    if (backward) {
+        alloc_floats(&c->d_a, nd, &ok);
+        alloc_floats(&c->d_b, nd, &ok);
+    }
+    if (!ok) {
+        decoder_cache_free(c);
+        return error_set(err, "decoder: out of memory for %d layers of N %d, T %d, d_model %d",
+                         num_layers, dims->N, dims->T, dims->D);
     }
     return 0;
 }

@@ -6,7 +6,8 @@
  * nn.TransformerDecoder(layer, num_layers, norm=...).
  *
  * Letters: N batch, T target length (the decoder's own positions), S source
- * length (the encoder's positions), D d_model, H nhead, F dim_feedforward.
+ * length (the encoder's positions), D d_model, H nhead, F dim_feedforward,
+ * K num_layers.
  *
  * Three sub-layers, each wrapped in a residual connection and a LayerNorm:
  *
@@ -26,18 +27,18 @@
  * fourth (PyTorch's dropout), and both attentions drop attention weights
  * (chapter 02), all with the same p, as PyTorch's layer does.
  *
- * Masks are the additive biases of chapter 03 (mha_mask_bias): sa_bias
- * (N, H, T, T) from tgt_mask and tgt_key_padding_mask, ca_bias (N, H, T, S)
- * from memory_key_padding_mask; NULL for none. sa_causal = 1 masks the
- * future without a bias (query i sees keys j <= i), as is_causal does in
- * chapter 03.
+ * Masks (DecoderMasks) are the additive biases of chapter 03
+ * (mha_mask_bias): sa_bias (N, H, T, T) from tgt_mask and
+ * tgt_key_padding_mask, ca_bias (N, H, T, S) from memory_key_padding_mask;
+ * NULL for none. sa_causal = 1 masks the future without a bias (query i sees
+ * keys j <= i), as is_causal does in chapter 03.
  *
  * Parameters (DecoderLayerParams) under the layer's state_dict names:
  *   self_attn.*        MhaParams, packed in_proj_weight (3D, D) etc.
  *   multihead_attn.*   MhaParams
  *   linear1.weight (F, D), linear1.bias (F,), linear2.weight (D, F),
  *   linear2.bias (D,); norm1/2/3.weight and .bias (D,) each.
- * The gradients (DecoderLayerGrads) mirror them; every backward ADDS (+=).
+ * The gradients are a DecoderLayerParams too; every backward ADDS (+=).
  *
  * The backward returns the gradient of the target (dtgt) and of the memory
  * (dmemory): the memory enters only as the keys and values of the
@@ -45,9 +46,10 @@
  * to its key and value inputs. In a full Transformer that gradient is where
  * the encoder's backward starts.
  *
- * The stack (DecoderStack) runs L layers one after the other, every layer
- * reading the same memory, then an optional final LayerNorm ("norm.*"). The
- * memory's gradient is the sum over the layers.
+ * The stack runs K layers one after the other, every layer reading the same
+ * memory, then an optional final LayerNorm ("norm.*"): DecoderParams,
+ * DecoderCache, decoder_forward and decoder_backward, built as chapter 05's
+ * encoder stack is. The memory's gradient is the sum over the layers.
  *
  * Results do not depend on the number of OpenMP threads (the chapters below
  * guarantee it for every piece).
@@ -58,23 +60,25 @@
 
 #include <stdint.h>
 
+#include "encoder_layer.h"   /* LayerDims */
 #include "error.h"
 #include "mha.h"
 #include "rng.h"
 
+/* The layer's parameters, or their gradients: one type for both. */
 typedef struct {
     MhaParams self_attn, multihead_attn;
-    const float *linear1_weight, *linear1_bias;   /* (F, D), (F,) */
-    const float *linear2_weight, *linear2_bias;   /* (D, F), (D,) */
-    const float *norm_weight[3], *norm_bias[3];   /* norm1..3: (D,) each */
+    float *linear1_weight, *linear1_bias;         /* (F, D), (F,) */
+    float *linear2_weight, *linear2_bias;         /* (D, F), (D,) */
+    float *norm_weight[3], *norm_bias[3];         /* norm1..3: (D,) each */
 } DecoderLayerParams;
 
+/* The attention masks of one forward (chapter 03's additive biases). */
 typedef struct {
-    MhaGrads self_attn, multihead_attn;
-    float *linear1_weight, *linear1_bias;
-    float *linear2_weight, *linear2_bias;
-    float *norm_weight[3], *norm_bias[3];
-} DecoderLayerGrads;
+    const float *sa_bias;           /* (N, H, T, T) self-attention bias, or NULL */
+    int sa_causal;                  /* 1: the causal pattern, without a bias */
+    const float *ca_bias;           /* (N, H, T, S) cross-attention bias, or NULL */
+} DecoderMasks;
 
 /* Sizes, options and the activations one forward saves for the backward. */
 typedef struct {
@@ -101,10 +105,10 @@ typedef struct {
 } DecoderLayerCache;
 
 /* Allocates the cache for these sizes (backward scratch when `backward`, the
- * dropout masks when dropout > 0). D must be a multiple of H, every size at
- * least 1, dropout in [0, 1). On failure nothing stays allocated. */
-int decoder_layer_cache_alloc(DecoderLayerCache *c, int N, int T, int S, int D, int H, int F,
-                              int norm_first, float eps, float dropout, int backward,
+ * dropout masks when dropout > 0): dims->T positions attending to themselves
+ * and to dims->S positions of memory. D must be a multiple of H, every size
+ * at least 1, dropout in [0, 1). On failure nothing stays allocated. */
+int decoder_layer_cache_alloc(DecoderLayerCache *c, const LayerDims *dims, int backward,
                               Error *err);
 void decoder_layer_cache_free(DecoderLayerCache *c);
 
@@ -114,12 +118,12 @@ void decoder_layer_cache_free(DecoderLayerCache *c);
  * out must not alias tgt. */
 int decoder_layer_forward(float *out, DecoderLayerCache *c, const float *tgt,
                           const float *memory, const DecoderLayerParams *p,
-                          const float *sa_bias, int sa_causal, const float *ca_bias, Rng *rng);
+                          const DecoderMasks *masks, Rng *rng);
 
 /* Backward after decoder_layer_forward on the same cache and inputs. ADDS
  * into dtgt (N, T, D), dmemory (N, S, D) (either may be NULL) and every
- * gradient of g. dout (N, T, D) is the gradient of the output. */
-int decoder_layer_backward(float *dtgt, float *dmemory, const DecoderLayerGrads *g,
+ * gradient of grads. dout (N, T, D) is the gradient of the output. */
+int decoder_layer_backward(float *dtgt, float *dmemory, const DecoderLayerParams *grads,
                            const float *dout, const float *tgt, const float *memory,
                            const DecoderLayerParams *p, DecoderLayerCache *c);
 
@@ -127,34 +131,42 @@ int decoder_layer_backward(float *dtgt, float *dmemory, const DecoderLayerGrads 
 /* The stack: nn.TransformerDecoder                                          */
 /* ------------------------------------------------------------------------ */
 
+/*     x_0 = tgt,  x_k = layer_k(x_{k-1}, memory) for k = 1..K,  out = norm(x_K)
+ * with the same masks for every layer, and norm the optional final
+ * LayerNorm (norm_weight NULL: none, out = x_K). The parameters, or their
+ * gradients: */
 typedef struct {
-    int L;                          /* num_layers */
-    DecoderLayerCache *layers;      /* (L,) */
-    float *xs;                      /* (L + 1, N, T, D): the input of every layer, then the
+    int num_layers;                 /* K */
+    DecoderLayerParams *layers;     /* K layers */
+    float *norm_weight;             /* (D,), or NULL: no final norm */
+    float *norm_bias;               /* (D,) or NULL */
+} DecoderParams;
+
+typedef struct {
+    int num_layers, N, T, D;
+    float eps;                      /* the final norm's eps */
+    DecoderLayerCache *layers;      /* K caches */
+    float *xs;                      /* (K + 1, N, T, D): the input of every layer, then the
                                        last layer's output */
-    float *final_mean, *final_rstd; /* (N, T) the final norm's statistics */
-    float *dbuf[2];                 /* (N, T, D) backward scratch */
-} DecoderStack;
+    float *mean, *rstd;             /* (N, T) the final norm's statistics */
+    float *d_a, *d_b;               /* (N, T, D) backward scratch, or NULL */
+} DecoderCache;
 
-/* One cache per layer, all with the same sizes and options. */
-int decoder_stack_alloc(DecoderStack *s, int L, int N, int T, int S, int D, int H, int F,
-                        int norm_first, float eps, float dropout, int backward, Error *err);
-void decoder_stack_free(DecoderStack *s);
+/* K layer caches with the options of decoder_layer_cache_alloc, plus the
+ * stack's own buffers. */
+int decoder_cache_alloc(DecoderCache *c, int num_layers, const LayerDims *dims, int backward,
+                        Error *err);
+void decoder_cache_free(DecoderCache *c);
 
-/* out = norm(layer_{L-1}(... layer_0(tgt, memory) ..., memory)), where norm is
- * LayerNorm(norm_weight, norm_bias) with eps of the layers, or nothing when
- * norm_weight is NULL. params: (L,) one per layer. */
-int decoder_stack_forward(float *out, DecoderStack *s, const float *tgt, const float *memory,
-                          const DecoderLayerParams *params, const float *norm_weight,
-                          const float *norm_bias, const float *sa_bias, int sa_causal,
-                          const float *ca_bias, Rng *rng);
+/* Forward pass of the stack: out (N, T, D), the other arguments as for one
+ * layer. */
+int decoder_forward(float *out, DecoderCache *cache, const float *tgt, const float *memory,
+                    const DecoderParams *params, const DecoderMasks *masks, Rng *rng);
 
-/* The backward of the stack: ADDS into dtgt, dmemory (summed over the
- * layers), grads (L,) and dnorm_weight, dnorm_bias (when there is a norm). */
-int decoder_stack_backward(float *dtgt, float *dmemory, const DecoderLayerGrads *grads,
-                           float *dnorm_weight, float *dnorm_bias, const float *dout,
-                           const float *tgt, const float *memory,
-                           const DecoderLayerParams *params, const float *norm_weight,
-                           DecoderStack *s);
+/* Backward pass of the stack: ADDS into dtgt, dmemory (summed over the
+ * layers; either may be NULL) and every gradient of grads. */
+int decoder_backward(float *dtgt, float *dmemory, const DecoderParams *grads, const float *dout,
+                     const float *tgt, const float *memory, const DecoderParams *params,
+                     DecoderCache *cache);
 
 #endif

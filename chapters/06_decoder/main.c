@@ -70,7 +70,8 @@ static int demo(void)
 
     DecoderLayerCache c;
     Error err;
-    if (decoder_layer_cache_alloc(&c, N, T, S, D, H, F, 0, 1e-5f, 0.0f, 0, &err) != 0) {
+    LayerDims dims = {.N = N, .S = S, .T = T, .D = D, .H = H, .F = F, .eps = 1e-5f};
+    if (decoder_layer_cache_alloc(&c, &dims, 0, &err) != 0) {
         fprintf(stderr, "06_decoder: %s\n", err.msg);
         return -1;
     }
@@ -80,7 +81,8 @@ static int demo(void)
            "  output (N, T, D) = (%d, %d, %d)   one vector per target position\n"
            "  self-attention weights (N, H, T, T), cross-attention weights (N, H, T, S)\n\n",
            D, H, F, N, T, D, N, S, D, N, T, D);
-    int rc = decoder_layer_forward(out, &c, tgt, memory, &p, NULL, 1, NULL, NULL);
+    DecoderMasks causal = {NULL, 1, NULL};   /* the future masked, without a bias */
+    int rc = decoder_layer_forward(out, &c, tgt, memory, &p, &causal, NULL);
     float att_row[T];
     if (rc == 0) {
         printf("Causal self-attention, head 0: row i has weights only for keys j <= i\n");
@@ -92,7 +94,7 @@ static int demo(void)
         }
         /* Change the last target token and run again. */
         for (int d = 0; d < D; d++) tgt[(T - 1) * D + d] += 1.0f;
-        rc = decoder_layer_forward(out2, &c, tgt, memory, &p, NULL, 1, NULL, NULL);
+        rc = decoder_layer_forward(out2, &c, tgt, memory, &p, &causal, NULL);
     }
     if (rc == 0) {
         printf("\nAdd 1 to every feature of target position %d and run the layer again:\n", T - 1);

@@ -30,7 +30,6 @@ static int check_decode(const Model *m, const int64_t *src, int N, int S,
                         const DecodeOptions *d, int beam, Error *err);
 static inline int argmax_first(const float *x, int n);
 static inline double log_sum_exp(const float *x, int n);
-static const float *param(const Model *m, const char *name);
 
 int decode_cache_init(DecodeCache *c, Model *m, const int64_t *src, int N, int S, int M,
                       Error *err)
@@ -77,8 +76,8 @@ int decode_cache_init(DecodeCache *c, Model *m, const int64_t *src, int N, int S
     /* Each layer's cross-attention keys and values, once: memory W_k^T + b_k
      * and memory W_v^T + b_v, heads split, (N, H, S, Dh). */
     for (int l = 0; rc == 0 && l < K; l++) {
-        const float *wt[3], *b[3];
-        mha_in_proj_params(&m->dec[l].multihead_attn, D, wt, b);
+        float *wt[3], *b[3];
+        mha_in_proj_params(&m->views.decoder.layers[l].multihead_attn, D, wt, b);
         size_t at = (size_t)l * N * S * D;
         if (linear_forward(kv, w.memory, wt[1], b[1], N * S, D, D) != 0 ||
             mha_split_heads(c->cross_k + at, kv, N, S, H, Dh) != 0 ||
@@ -119,7 +118,7 @@ static int attention_step(DecodeCache *c, const MhaParams *p, float *out, const 
                           int cross)
 {
     const int N = c->N, D = c->D, H = c->H, Dh = c->Dh, t = c->t;
-    const float *w[3], *b[3];
+    float *w[3], *b[3];
     mha_in_proj_params(p, D, w, b);
     if (linear_forward(c->q, x, w[0], b[0], N, D, D) != 0) return -1;
     if (cross) {
@@ -149,13 +148,14 @@ int decode_cache_step(DecodeCache *c, Model *m, const int64_t *tokens, float *lo
     if (c->t >= c->M) return -1;
     /* BEGIN SOLUTION */
     const ModelConfig *cfg = &m->cfg;
+    const ModelParams *mp = &m->views;
     const int N = c->N, D = c->D, t = c->t;
     const float eps = cfg->eps;
     /* The front end at position t: embed(token) * scale + pos[t]. */
-    const float *embed = param(m, cfg->share_embeddings ? "src_embed.weight" : "tgt_embed.weight");
-    const float *pos = cfg->learned_pos ? param(m, "tgt_pos.weight") : m->pos_table;
+    const float *embed = cfg->share_embeddings ? mp->src_embed : mp->tgt_embed;
+    const float *pos = cfg->learned_pos ? mp->tgt_pos : m->pos_table;
     float scale = cfg->scale_embedding == 1 ? sqrtf((float)D)
-                : cfg->scale_embedding == 2 ? param(m, "tgt_scale")[0] : 1.0f;
+                : cfg->scale_embedding == 2 ? mp->tgt_scale[0] : 1.0f;
     for (int n = 0; n < N; n++) {
         if (tokens[n] < 0 || tokens[n] >= cfg->tgt_vocab) return -1;
         const float *e = embed + tokens[n] * D, *p = pos + (size_t)t * D;
@@ -165,10 +165,9 @@ int decode_cache_step(DecodeCache *c, Model *m, const int64_t *tokens, float *lo
     /* The layers, one position each: nn.TransformerDecoderLayer's three
      * sub-layers, post-norm x = norm(x + f(x)) or pre-norm x = x + f(norm(x)). */
     for (int l = 0; l < c->layers; l++) {
-        const DecoderLayerParams *p = &m->dec[l];
-        FfnParams ffn = {p->linear1_weight, p->linear1_bias, p->linear2_weight, p->linear2_bias,
-                         D, c->F};
-        FfnCache ffn_c = {c->pre, c->hidden, NULL, 0.0f};
+        const DecoderLayerParams *p = &mp->decoder.layers[l];
+        FfnParams ffn = {p->linear1_weight, p->linear1_bias, p->linear2_weight, p->linear2_bias};
+        FfnCache ffn_c = {D, c->F, c->pre, c->hidden, NULL, 0.0f};
         for (int k = 0; k < 3; k++) {
             const float *in = c->x;
             if (cfg->norm_first) {
@@ -190,13 +189,13 @@ int decode_cache_step(DecodeCache *c, Model *m, const int64_t *tokens, float *lo
     }
     const float *top = c->x;
     if (cfg->final_norm) {
-        if (layernorm_forward(c->y, NULL, NULL, c->x, param(m, "decoder.norm.weight"),
-                              param(m, "decoder.norm.bias"), 1, N, D, eps) != 0)
+        if (layernorm_forward(c->y, NULL, NULL, c->x, mp->decoder.norm_weight,
+                              mp->decoder.norm_bias, 1, N, D, eps) != 0)
             return -1;
         top = c->y;
     }
-    if (linear_forward(logits, top, param(m, "generator.weight"), param(m, "generator.bias"), N,
-                       D, cfg->tgt_vocab) != 0)
+    if (linear_forward(logits, top, mp->generator_weight, mp->generator_bias, N, D,
+                       cfg->tgt_vocab) != 0)
         return -1;
     c->t++;
     return 0;
@@ -544,13 +543,6 @@ static inline double log_sum_exp(const float *x, int n)
 /* ------------------------------------------------------------------------ */
 /* The key/value cache                                                       */
 /* ------------------------------------------------------------------------ */
-
-/* The parameter called name (chapter 07's state_dict names), or NULL. */
-static const float *param(const Model *m, const char *name)
-{
-    const ModelTensor *t = model_tensor(m, name);
-    return t ? m->params + t->offset : NULL;
-}
 
 void decode_cache_free(DecodeCache *c)
 {

@@ -51,15 +51,21 @@
  *     encoder.layers.<k>.<chapter 05 names>, encoder.norm.weight/.bias (final_norm)
  *     decoder.layers.<k>.<chapter 06 names>, decoder.norm.weight/.bias (final_norm)
  *     generator.weight (Vt, D)  generator.bias (Vt,)
- * All of them live in one array, params, in that order, and their gradients
- * in grads with the same layout, so the optimizer and gradient clipping of
- * chapter 08 see one flat vector. share_embeddings (seq2seq with Vs == Vt)
- * makes the target side read src_embed.weight, as weight tying does; its
- * gradient then collects both uses.
+ * One table in model.c describes them: each layer kind's tensors, with
+ * their names, shapes in the letters above, and initialisation. From it come
+ * the layout (one array, params, in that order, and their gradients in
+ * grads with the same layout, so the optimizer and gradient clipping of
+ * chapter 08 see one flat vector), the checkpoint names, and the views: a
+ * ModelParams of pointers into params and another, of the same type, into
+ * grads, which the forward and backward use. share_embeddings (seq2seq with
+ * Vs == Vt) makes the target side read src_embed.weight, as weight tying
+ * does; its gradient then collects both uses.
  *
  * A checkpoint is a safetensors file of these tensors with the config in the
- * metadata (model.kind, model.d_model, ...; see model_to_file), so a model
- * saved here loads into PyTorch with load_state_dict and back.
+ * metadata (model.kind, model.d_model, ...), so a model saved here loads into
+ * PyTorch with load_state_dict and back; runtime/model_file.h reads and
+ * writes them, runtime/model_config.h checks a config, runtime/model_work.h
+ * allocates the work buffers of a batch shape.
  *
  * Read next: model.c; decode.h turns a seq2seq model into a translator.
  * The int functions return 0, or -1 on failure.
@@ -74,7 +80,6 @@
 #include "encoder_layer.h"
 #include "error.h"
 #include "rng.h"
-#include "safetensors.h"
 
 typedef enum { MODEL_SEQ2SEQ, MODEL_LABELLER, MODEL_CLASSIFIER, MODEL_SET } ModelKind;
 
@@ -98,12 +103,41 @@ typedef struct {
     float dropout;                  /* p of every dropout (front ends and layers) */
 } ModelConfig;
 
+/* The model's parameters by role, or their gradients: one type for both
+ * (llm.c's ParameterTensors), pointing into one flat array. NULL where the
+ * config has no such tensor. */
+typedef struct {
+    float *src_embed;               /* (Vs, D) src_embed.weight; NULL for a set model */
+    float *tgt_embed;               /* (Vt, D) seq2seq, unless shared */
+    float *input_net_weight;        /* (D, I) a set model's front end */
+    float *input_net_bias;          /* (D,) */
+    float *src_scale, *tgt_scale;   /* (1,) each: scale_embedding 2 */
+    float *src_pos, *tgt_pos;       /* (L, D) each: learned positions */
+    EncoderParams encoder;          /* Ke layers, the final norm (final_norm) */
+    DecoderParams decoder;          /* Kd layers (seq2seq), the final norm */
+    float *generator_weight;        /* (Vt, D) */
+    float *generator_bias;          /* (Vt,) */
+} ModelParams;
+
+/* How a tensor starts: PyTorch's default for its module. */
+typedef enum {
+    INIT_EMBEDDING,                 /* N(0, 1), the padding row 0 (nn.Embedding) */
+    INIT_NORMAL,                    /* N(0, 1) (a learned position table) */
+    INIT_LINEAR,                    /* uniform(+-1/sqrt(fan_in)) (nn.Linear) */
+    INIT_XAVIER,                    /* uniform(+-sqrt(6 / (rows + cols))) (in_proj_weight) */
+    INIT_ONES,                      /* a LayerNorm's weight */
+    INIT_ZEROS,                     /* a LayerNorm's bias, the attention's biases */
+    INIT_SQRT_D                     /* sqrt(D): a learned embedding scale */
+} ModelInit;
+
 /* One named tensor of the model: where it sits in params / grads. */
 typedef struct {
     char name[64];                  /* its state_dict name */
     int ndim;                       /* 1 or 2 */
     int64_t shape[2];
     size_t offset, numel;           /* in floats */
+    ModelInit init;
+    int64_t fan_in;                 /* INIT_LINEAR: the layer's in_features */
 } ModelTensor;
 
 #define MODEL_MAX_TENSORS 512
@@ -113,60 +147,38 @@ typedef struct {
     size_t num_params;
     float *params;                  /* (num_params,) every parameter, flat */
     float *grads;                   /* (num_params,) their gradients, same layout */
+    ModelParams views;              /* the parameters by role: pointers into params */
+    ModelParams grad_views;         /* the same pointers into grads */
     int n_tensors;
-    ModelTensor tensors[MODEL_MAX_TENSORS];
+    ModelTensor tensors[MODEL_MAX_TENSORS];   /* the table, in state_dict order */
     float *pos_table;               /* (L, D) the sinusoidal table (not a parameter), or NULL */
-    /* Views into params and grads in the layers' own structs. */
-    EncoderLayerParams *enc;        /* (Ke,) */
-    EncoderLayerGrads *enc_grad;
-    DecoderLayerParams *dec;        /* (Kd,) */
-    DecoderLayerGrads *dec_grad;
 } Model;
-
-/* The largest models and sequences the checks below allow: 2^30 parameters
- * (4 GiB of float32) and 65,536 positions. */
-#define MODEL_MAX_PARAMS (1 << 30)
-#define MODEL_MAX_LEN (1 << 16)
-
-/* "seq2seq", "labeller", "classifier" or "set" (the metadata "model.kind"). */
-const char *model_kind_name(ModelKind kind);
-
-/* Checks a config: sizes >= 1, D divisible by H, the kind's layer counts,
- * eps > 0, dropout in [0, 1), pad_id inside the source vocabulary (and the
- * target's, for seq2seq; a labeller's or classifier's tgt_vocab counts
- * classes) or -1, shared embeddings only with equal vocabularies, a set
- * model with input_dim >= 1, Vs 0, Vt 1, no padding, no learned positions or
- * scale (and input_dim 0 for every other kind), max_len
- * and the parameter count within the limits above (computed without any
- * size wrapping, before anything is allocated). err names the field. */
-int model_config_check(const ModelConfig *cfg, Error *err);
 
 /* Allocates a model and initialises it as PyTorch initialises the reference
  * (uniform(+-1/sqrt(in)) for linear layers, Xavier-uniform for the packed
  * attention projections with zero biases, N(0, 1) for embeddings, ones and
  * zeros for LayerNorm, sqrt(D) for learned scales), drawing from rng. The
  * padding row of an embedding starts at 0, as nn.Embedding(padding_idx)
- * does, and receives no gradient. */
+ * does, and receives no gradient. The config must pass model_config_check. */
 int model_init(Model *m, const ModelConfig *cfg, Rng *rng, Error *err);
+/* The same allocation with every parameter 0 (a checkpoint fills them). */
+int model_alloc(Model *m, const ModelConfig *cfg, Error *err);
 void model_free(Model *m);
 
-/* The tensor called name, or NULL. */
+/* Points views and grad_views at the tensors of m's layout inside params and
+ * grads, two arrays of m->num_params floats anywhere (the GPU's too; the
+ * model's own views are these for m->params and m->grads). Allocates the
+ * views' layer arrays: model_views_free frees them. */
+int model_views(const Model *m, ModelParams *views, ModelParams *grad_views, float *params,
+                float *grads, Error *err);
+void model_views_free(ModelParams *views);
+
+/* The tensor called name, or NULL: for files and tests (the forward and
+ * backward use the views). */
 const ModelTensor *model_tensor(const Model *m, const char *name);
 
 /* Sets every gradient to 0; call before each backward (backwards add). */
 void model_zero_grad(Model *m);
-
-/* Adds every parameter (under its state_dict name) and the config (under
- * "model.<field>" metadata keys) to f. */
-int model_to_file(const Model *m, TensorFile *f, Error *err);
-/* Builds a model from f: the config from its metadata, every parameter from
- * its tensors, each checked for presence, dtype and shape; with strict,
- * a tensor the model does not have is an error too (tensors whose names
- * start with "optimizer." are always allowed). */
-int model_load_file(Model *m, const TensorFile *f, int strict, Error *err);
-/* model_to_file / model_load_file on a path; the save is atomic. */
-int model_save(const Model *m, const char *path, Error *err);
-int model_load(Model *m, const char *path, Error *err);
 
 /* ------------------------------------------------------------------------ */
 /* Forward and backward                                                      */
@@ -192,7 +204,7 @@ typedef struct {
     /* stacks */
     EncoderCache enc;
     float *memory;                  /* (N, S, D) the encoder's output */
-    DecoderStack dec;
+    DecoderCache dec;
     float *dec_out;                 /* (N, T, D) the decoder's output */
     float *pooled;                  /* (N, D) classifier: the mean of memory */
     /* the ids of the last forward (pointers to the caller's arrays) */
@@ -206,21 +218,6 @@ typedef struct {
     float *d_memory;                /* (N, S, D) */
     float *d_src, *d_tgt;           /* (N, S, D), (N, T, D) the stacks' input gradients */
 } ModelWork;
-
-/* Allocates the work for batches of N sequences of source length S (and
- * target length T for seq2seq, else 0); backward != 0 adds the backward's
- * buffers. S and T must not exceed max_len. */
-int model_work_alloc(ModelWork *w, const Model *m, int N, int S, int T, int backward,
-                     Error *err);
-void model_work_free(ModelWork *w);
-
-/* Makes w serve batches of N sequences of a shorter source length S (and
- * target length T) inside the same buffers: 1 <= S <= the allocated S, and
- * likewise T for seq2seq (0 otherwise). Every cache's sizes follow; the
- * buffers keep their place, each now used for fewer positions. A batch of
- * short sequences then costs what its longest sequence needs, not what the
- * longest sequence of the dataset needs. */
-int model_work_reshape(ModelWork *w, const Model *m, int S, int T, Error *err);
 
 /* Forward pass: w->logits from src (N, S) and, for seq2seq, tgt (N, T),
  * both id arrays that must stay alive until the backward. rng: training
@@ -243,5 +240,11 @@ int model_check_ids(const int64_t *ids, int64_t n, int vocab, const char *where,
 typedef enum { ATTN_ENCODER, ATTN_DECODER_SELF, ATTN_DECODER_CROSS } ModelAttention;
 const float *model_attention(const ModelWork *w, const Model *m, ModelAttention which,
                              int layer, int n, int head);
+
+/* The machinery around the model (runtime/): the config's checks, the work
+ * buffers of a batch shape, checkpoints. */
+#include "model_config.h"
+#include "model_work.h"
+#include "model_file.h"
 
 #endif

@@ -12,9 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checkpoint.h"
 #include "loss.h"
 #include "schedule.h"
-#include "train_util.h"
+#include "progress.h"
 #include "safetensors.h"
 #include "threads.h"
 
@@ -22,235 +23,54 @@
 static int logit_width(const Model *m, int S);
 static int64_t ignore_index(const Model *m);
 
-int train_step(Model *m, StepWork *s, AdamState *opt, const AdamConfig *cfg, float lr,
-               float max_norm, float label_smoothing, const int64_t *src,
-               const int64_t *tgt_in, const int64_t *target, Rng *dropout_rng,
-               StepResult *res, Error *err)
+int train_step(Model *m, StepWork *s, AdamState *opt, const StepConfig *c, const Batch *b,
+               Rng *dropout_rng, StepResult *res, Error *err)
 {
     /* BEGIN SOLUTION */
     float loss;
     memset(res, 0, sizeof *res);
     model_zero_grad(m);
-    if (model_forward(m, &s->work, src, tgt_in, dropout_rng) != 0)
+    if (model_forward(m, &s->work, b->src, b->tgt_in, dropout_rng) != 0)
         return error_set(err, "model_forward failed");
-    if (cross_entropy(&loss, s->dlogits, s->work.logits, target, s->rows,
-                      logit_width(m, s->work.S), ignore_index(m), label_smoothing, &res->count,
-                      &res->correct, err) != 0)
+    if (cross_entropy(&loss, s->dlogits, s->work.logits, b->target, s->rows,
+                      logit_width(m, s->work.S), ignore_index(m), c->label_smoothing,
+                      &res->count, &res->correct, err) != 0)
         return -1;
     if (model_backward(m, &s->work, s->dlogits) != 0)
         return error_set(err, "model_backward failed");
     res->loss = loss;
-    res->grad_norm = max_norm > 0 ? clip_grad_norm(m->grads, m->num_params, max_norm) : NAN;
-    if (adam_step(m->params, m->grads, opt, cfg, lr) != 0)
+    res->grad_norm = c->max_norm > 0 ? clip_grad_norm(m->grads, m->num_params, c->max_norm) : NAN;
+    if (adam_step(m->params, m->grads, opt, &c->adam, c->lr) != 0)
         return error_set(err, "adam_step failed");
     return 0;
     /* END SOLUTION */
 }
 
-int step_on(StepDevice *d, Model *m, StepWork *s, AdamState *opt, const AdamConfig *cfg,
-            float lr, float max_norm, float label_smoothing, const int64_t *src,
-            const int64_t *tgt_in, const int64_t *target, Rng *dropout_rng, StepResult *res,
-            Error *err)
+int step_on(StepDevice *d, Model *m, StepWork *s, AdamState *opt, const StepConfig *c,
+            const Batch *b, Rng *dropout_rng, StepResult *res, Error *err)
 {
     if (!d) {
         threads_adapt();   /* as many threads as the machine has free cores (chapter 00) */
-        return train_step(m, s, opt, cfg, lr, max_norm, label_smoothing, src, tgt_in, target,
-                          dropout_rng, res, err);
+        return train_step(m, s, opt, c, b, dropout_rng, res, err);
     }
-    if (d->step(d->ctx, cfg, lr, max_norm, label_smoothing, src, tgt_in, target, dropout_rng, res,
-                err) != 0)
-        return -1;
+    if (d->step(d->ctx, c, b, dropout_rng, res, err) != 0) return -1;
     opt->step++;
     return 0;
 }
 
-int eval_batch(Model *m, StepWork *s, const int64_t *src, const int64_t *tgt_in,
-               const int64_t *target, StepResult *res, Error *err)
+int eval_batch(Model *m, StepWork *s, const Batch *b, StepResult *res, Error *err)
 {
     float loss;
     int64_t count, correct;
     threads_adapt();
-    if (model_forward(m, &s->work, src, tgt_in, NULL) != 0)
+    if (model_forward(m, &s->work, b->src, b->tgt_in, NULL) != 0)
         return error_set(err, "model_forward failed");
-    if (cross_entropy(&loss, NULL, s->work.logits, target, s->rows, logit_width(m, s->work.S),
+    if (cross_entropy(&loss, NULL, s->work.logits, b->target, s->rows, logit_width(m, s->work.S),
                       ignore_index(m), 0.0f, &count, &correct, err) != 0)
         return -1;
     if (count > 0) res->loss += (double)loss * count;
     res->count += count;
     res->correct += correct;
-    return 0;
-}
-
-/* ------------------------------------------------------------------------ */
-/* Checkpoints                                                               */
-/* ------------------------------------------------------------------------ */
-
-/* Metadata keys and tensor names a checkpoint adds to the model's own. */
-#define OPT_M "optimizer.exp_avg"
-#define OPT_V "optimizer.exp_avg_sq"
-
-static int set_meta_u64(TensorFile *f, const char *key, uint64_t value, Error *err)
-{
-    char text[32];
-    snprintf(text, sizeof text, "%" PRIu64, value);
-    return tensorfile_set_meta(f, key, text, err);
-}
-
-/* A counter of the metadata: decimal digits only (strtoull would take "-5"
- * as 2^64 - 5) and at most max. */
-static int get_meta_u64(const TensorFile *f, const char *key, uint64_t max, uint64_t *value,
-                        Error *err)
-{
-    const char *text = tensorfile_meta(f, key);
-    char *end;
-    if (!text) return error_set(err, "%s: not a checkpoint: no metadata '%s'", f->path, key);
-    errno = 0;
-    *value = strtoull(text, &end, 10);
-    if (text[0] < '0' || text[0] > '9' || *end || errno || *value > max)
-        return error_set(err, "%s: metadata '%s' is not a whole number in 0..%llu",
-                         f->path, key, (unsigned long long)max);
-    return 0;
-}
-
-/* checkpoint_save, with the key, value pairs of meta (NULL-terminated, or
- * NULL) added to the metadata. */
-static int checkpoint_write(const char *path, const Model *m, const AdamState *opt,
-                            const TrainState *state, const char *const *meta, Error *err)
-{
-    TensorFile f = {0};
-    int64_t n = (int64_t)m->num_params;
-    int rc = -1;
-    if (model_to_file(m, &f, err) != 0) goto done;
-    for (int i = 0; meta && meta[i]; i += 2)
-        if (tensorfile_set_meta(&f, meta[i], meta[i + 1], err) != 0) goto done;
-    if (tensorfile_add_f32(&f, OPT_M, opt->m, 1, &n, err) != 0) goto done;
-    if (tensorfile_add_f32(&f, OPT_V, opt->v, 1, &n, err) != 0) goto done;
-    if (set_meta_u64(&f, "optimizer.step", (uint64_t)opt->step, err) != 0 ||
-        set_meta_u64(&f, "train.epoch", (uint64_t)state->epoch, err) != 0 ||
-        set_meta_u64(&f, "train.data_rng.state", state->data_rng.state, err) != 0 ||
-        set_meta_u64(&f, "train.data_rng.inc", state->data_rng.inc, err) != 0 ||
-        set_meta_u64(&f, "train.dropout_rng.state", state->dropout_rng.state, err) != 0 ||
-        set_meta_u64(&f, "train.dropout_rng.inc", state->dropout_rng.inc, err) != 0)
-        goto done;
-    rc = safetensors_write(path, &f, err);
-done:
-    tensorfile_free(&f);
-    return rc;
-}
-
-int checkpoint_save(const char *path, const Model *m, const AdamState *opt,
-                    const TrainState *state, Error *err)
-{
-    return checkpoint_write(path, m, opt, state, NULL, err);
-}
-
-/* Copies the float32 tensor `name` of n values into dst. */
-static int read_flat(const TensorFile *f, const char *name, float *dst, size_t n, Error *err)
-{
-    const Tensor *t;
-    if (tensorfile_get(f, name, DTYPE_F32, 1, &t, err) != 0) return -1;
-    if ((size_t)t->shape[0] != n)
-        return error_set(err, "%s: %s has %" PRId64 " values, the model has %zu parameters",
-                         f->path, name, t->shape[0], n);
-    memcpy(dst, t->data, n * sizeof *dst);
-    return 0;
-}
-
-int checkpoint_load(const char *path, Model *m, AdamState *opt, TrainState *state, Error *err)
-{
-    TensorFile f = {0};
-    uint64_t step = 0, epoch = 0;
-    memset(opt, 0, sizeof *opt);
-    if (safetensors_read(path, &f, err) != 0) return -1;
-    if (model_load_file(m, &f, 1, err) != 0) goto fail_file;
-    if (adam_state_alloc(opt, m->num_params, err) != 0) goto fail_model;
-    if (read_flat(&f, OPT_M, opt->m, m->num_params, err) != 0 ||
-        read_flat(&f, OPT_V, opt->v, m->num_params, err) != 0 ||
-        get_meta_u64(&f, "optimizer.step", INT64_MAX, &step, err) != 0 ||
-        get_meta_u64(&f, "train.epoch", INT32_MAX, &epoch, err) != 0 ||
-        get_meta_u64(&f, "train.data_rng.state", UINT64_MAX, &state->data_rng.state, err) != 0 ||
-        get_meta_u64(&f, "train.data_rng.inc", UINT64_MAX, &state->data_rng.inc, err) != 0 ||
-        get_meta_u64(&f, "train.dropout_rng.state", UINT64_MAX, &state->dropout_rng.state,
-                     err) != 0 ||
-        get_meta_u64(&f, "train.dropout_rng.inc", UINT64_MAX, &state->dropout_rng.inc,
-                     err) != 0)
-        goto fail_opt;
-    opt->step = (int64_t)step;
-    state->epoch = (int64_t)epoch;
-    tensorfile_free(&f);
-    return 0;
-fail_opt:
-    adam_state_free(opt);
-fail_model:
-    model_free(m);
-fail_file:
-    tensorfile_free(&f);
-    return -1;
-}
-
-int options_check_config(const ModelConfig *wanted, const ConfigOptions *options, Error *err)
-{
-    if (model_config_check(wanted, err) == 0) return 0;
-    const struct {
-        const char *option;
-        int value;
-    } sizes[] = {
-        {options->d_model, wanted->d_model},
-        {options->nhead, wanted->nhead},
-        {options->ffn, wanted->dim_feedforward},
-        {options->layers, wanted->num_encoder_layers},
-    };
-    char msg[ERROR_MSG_MAX], set[160] = "";
-    snprintf(msg, sizeof msg, "%s", err->msg);
-    size_t n = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        if (!sizes[i].option || n >= sizeof set) continue;
-        int k = snprintf(set + n, sizeof set - n, "%s%s %d", n ? ", " : "", sizes[i].option,
-                         sizes[i].value);
-        if (k > 0) n += (size_t)k;
-    }
-    return error_set(err, "%s (the options: %s)", msg, set);
-}
-
-int checkpoint_check_config(const char *path, const ModelConfig *saved,
-                            const ModelConfig *wanted, const ConfigOptions *options,
-                            Error *err)
-{
-    if (saved->kind != wanted->kind)
-        return error_set(err, "--resume: %s holds a %s model, the options ask for a %s one "
-                         "(%s; resume with the options of the run that wrote it)", path,
-                         model_kind_name(saved->kind), model_kind_name(wanted->kind),
-                         options->kind ? options->kind : "model.kind");
-    const ConfigOptions *o = options;
-    const struct {
-        const char *field, *option;
-        double saved, wanted;
-    } fields[] = {
-        {"src_vocab", o->vocab, saved->src_vocab, wanted->src_vocab},
-        {"input_dim", NULL, saved->input_dim, wanted->input_dim},
-        {"tgt_vocab", o->vocab, saved->tgt_vocab, wanted->tgt_vocab},
-        {"d_model", o->d_model, saved->d_model, wanted->d_model},
-        {"nhead", o->nhead, saved->nhead, wanted->nhead},
-        {"dim_feedforward", o->ffn, saved->dim_feedforward, wanted->dim_feedforward},
-        {"num_encoder_layers", o->layers, saved->num_encoder_layers, wanted->num_encoder_layers},
-        {"num_decoder_layers", o->layers, saved->num_decoder_layers, wanted->num_decoder_layers},
-        {"max_len", o->max_len, saved->max_len, wanted->max_len},
-        {"learned_pos", NULL, saved->learned_pos, wanted->learned_pos},
-        {"scale_embedding", NULL, saved->scale_embedding, wanted->scale_embedding},
-        {"share_embeddings", NULL, saved->share_embeddings, wanted->share_embeddings},
-        {"final_norm", NULL, saved->final_norm, wanted->final_norm},
-        {"norm_first", o->norm_first, saved->norm_first, wanted->norm_first},
-        {"pad_id", NULL, saved->pad_id, wanted->pad_id},
-        {"eps", NULL, saved->eps, wanted->eps},
-        {"dropout", o->dropout, saved->dropout, wanted->dropout},
-    };
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        if (fields[i].saved == fields[i].wanted) continue;
-        return error_set(err, "--resume: %s holds a model with %s %g, the options ask for %g "
-                         "(%s; resume with the options of the run that wrote it)", path,
-                         fields[i].field, fields[i].saved, fields[i].wanted,
-                         fields[i].option ? fields[i].option : "no option sets it");
-    }
     return 0;
 }
 
@@ -306,13 +126,6 @@ Examples examples_of_task(const SeqDataset *ds, ModelKind kind)
     e.fill = seq2seq ? fill_task : fill_task_labeller;
     return e;
 }
-
-/* The buffers of one batch. */
-typedef struct {
-    int N, S, T;                /* T: decoder length (seq2seq), else 0 */
-    int64_t *src, *tgt_in, *target;
-    float *features;            /* (N, S, input_dim) for a set model, else NULL */
-} Batch;
 
 static int batch_alloc(Batch *b, const Examples *ex, int N, Error *err)
 {
@@ -496,8 +309,8 @@ int evaluate(Model *m, StepDevice *device, const Examples *ds, int batch_size,
             int S2, T2;
             if (batch_fill(&b, &s, ds, idx + k * batch_size, err) != 0 ||
                 (!device && m->cfg.pad_id >= 0 && trim_batch(&b, &s, m, &S2, &T2, err) != 0) ||
-                (device ? device->eval(device->ctx, N, b.src, b.tgt_in, b.target, res, err)
-                        : eval_batch(m, &s, b.src, b.tgt_in, b.target, res, err)) != 0) {
+                (device ? device->eval(device->ctx, &b, res, err)
+                        : eval_batch(m, &s, &b, res, err)) != 0) {
                 step_work_free(&s);
                 batch_free(&b);
                 goto done;
@@ -575,8 +388,10 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
             int S = b.S, T = b.T;
             if (batch_fill(&b, &s, train, idx, err) != 0) goto done;
             if (trim && trim_batch(&b, &s, m, &S, &T, err) != 0) goto done;
-            if (step_on(o->device, m, &s, opt, &o->adam, (float)lr, o->max_norm,
-                        o->label_smoothing, b.src, b.tgt_in, b.target,
+            StepConfig step = {o->adam, (float)lr, o->max_norm, o->label_smoothing};
+            Batch trimmed = b;
+            trimmed.S = S, trimmed.T = T;
+            if (step_on(o->device, m, &s, opt, &step, &trimmed,
                         m->cfg.dropout > 0 ? &state->dropout_rng : NULL, &r, err) != 0)
                 goto done;
             /* A loss that is no longer a number poisons every weight at the
@@ -623,7 +438,7 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
         state->epoch = epoch + 1;
         if (o->device && o->device->sync(o->device->ctx, m, opt, err) != 0) goto done;
         if (o->checkpoint &&
-            checkpoint_write(o->checkpoint, m, opt, state, o->checkpoint_meta, err) != 0)
+            checkpoint_save(o->checkpoint, m, opt, state, o->checkpoint_meta, err) != 0)
             goto done;
         if (o->stop_after > 0 && state->epoch >= o->stop_after) break;
     }

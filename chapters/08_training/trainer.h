@@ -17,11 +17,8 @@
  *     clip_grad_norm_(model.parameters(), max_norm); opt.step(); sched.step()
  * does, so the two can be compared step by step (the parity case).
  *
- * A checkpoint is one safetensors file: the model's tensors under their
- * state_dict names (so PyTorch loads it; chapter 07), the optimizer's two
- * moment arrays, and in the metadata the model config, the optimizer step,
- * the epoch and both random streams. Resuming from it reproduces the run
- * that did not stop, bit for bit.
+ * The loop writes a checkpoint after every epoch (runtime/checkpoint.h):
+ * resuming from it reproduces the run that did not stop, bit for bit.
  */
 #ifndef TRAINER_H
 #define TRAINER_H
@@ -53,22 +50,34 @@ typedef struct {
 int step_work_alloc(StepWork *s, const Model *m, int N, int S, int T, int backward, Error *err);
 void step_work_free(StepWork *s);
 
-/* One optimizer step on one batch.
- *   src (N, S) ids; tgt_in (N, T) decoder input (seq2seq, else NULL);
- *   target: the ids to predict, (N, T) seq2seq, (N, S) labeller, (N,)
- *   classifier; positions equal to the model's pad_id are ignored.
- *   lr: this step's learning rate; max_norm > 0 clips the gradient norm;
- *   dropout_rng: training mode (NULL: dropout off). */
-int train_step(Model *m, StepWork *s, AdamState *opt, const AdamConfig *cfg, float lr,
-               float max_norm, float label_smoothing, const int64_t *src,
-               const int64_t *tgt_in, const int64_t *target, Rng *dropout_rng,
-               StepResult *res, Error *err);
+/* One batch: src (N, S) ids; tgt_in (N, T) the decoder's input (seq2seq,
+ * else NULL and T 0); target, the ids to predict: (N, T) seq2seq, (N, S)
+ * labeller, (N,) classifier and set model; positions equal to the model's
+ * pad_id are ignored. A set model reads features (N, S, input_dim) instead
+ * of src (else NULL). */
+typedef struct {
+    int N, S, T;
+    int64_t *src, *tgt_in, *target;
+    float *features;
+} Batch;
+
+/* How one step changes the weights. */
+typedef struct {
+    AdamConfig adam;
+    float lr;               /* this step's learning rate */
+    float max_norm;         /* > 0: clip the gradient norm to it */
+    float label_smoothing;
+} StepConfig;
+
+/* One optimizer step on one batch. dropout_rng: training mode (NULL:
+ * dropout off). */
+int train_step(Model *m, StepWork *s, AdamState *opt, const StepConfig *c, const Batch *b,
+               Rng *dropout_rng, StepResult *res, Error *err);
 
 /* Loss and token accuracy of one batch in evaluation mode (no dropout, no
  * gradients); the counts ADD into res so batches can be summed (res->loss
  * accumulates loss * count). */
-int eval_batch(Model *m, StepWork *s, const int64_t *src, const int64_t *tgt_in,
-               const int64_t *target, StepResult *res, Error *err);
+int eval_batch(Model *m, StepWork *s, const Batch *b, StepResult *res, Error *err);
 
 /* A device the steps can run on instead of this CPU: the CUDA build's GPU
  * (cuda/gpu.h, gpu_step_device_open). It holds its own copy of the
@@ -80,11 +89,9 @@ typedef struct StepDevice {
     const char *name;       /* for messages: "cuda" */
     size_t bytes;           /* the device memory it holds (make bench prints it) */
     void *ctx;
-    int (*step)(void *ctx, const AdamConfig *cfg, float lr, float max_norm,
-                float label_smoothing, const int64_t *src, const int64_t *tgt_in,
-                const int64_t *target, Rng *dropout_rng, StepResult *res, Error *err);
-    int (*eval)(void *ctx, int N, const int64_t *src, const int64_t *tgt_in,
-                const int64_t *target, StepResult *res, Error *err);
+    int (*step)(void *ctx, const StepConfig *c, const Batch *b, Rng *dropout_rng,
+                StepResult *res, Error *err);
+    int (*eval)(void *ctx, const Batch *b, StepResult *res, Error *err);
     int (*sync)(void *ctx, Model *m, AdamState *opt, Error *err);
     void (*close)(void *ctx);
 } StepDevice;
@@ -92,10 +99,8 @@ typedef struct StepDevice {
 /* One optimizer step on device d, or with train_step on this CPU (d NULL,
  * s the CPU work). A device keeps its own step count; opt->step is counted
  * here too, so the schedule and the logs read the same on both. */
-int step_on(StepDevice *d, Model *m, StepWork *s, AdamState *opt, const AdamConfig *cfg,
-            float lr, float max_norm, float label_smoothing, const int64_t *src,
-            const int64_t *tgt_in, const int64_t *target, Rng *dropout_rng, StepResult *res,
-            Error *err);
+int step_on(StepDevice *d, Model *m, StepWork *s, AdamState *opt, const StepConfig *c,
+            const Batch *b, Rng *dropout_rng, StepResult *res, Error *err);
 
 /* What opens a StepDevice for model m and optimizer state opt (copying both
  * to the device), for training batches of N sequences of S source (and T
@@ -109,36 +114,6 @@ typedef struct {
     Rng data_rng;           /* shuffling */
     Rng dropout_rng;        /* dropout masks */
 } TrainState;
-
-/* Writes model + optimizer + state to path, atomically (temp file + rename:
- * an interrupted save leaves the previous checkpoint intact). */
-int checkpoint_save(const char *path, const Model *m, const AdamState *opt,
-                    const TrainState *state, Error *err);
-/* Reads a checkpoint written by checkpoint_save into a model (allocated
- * here), an optimizer state (allocated here) and the run state. */
-int checkpoint_load(const char *path, Model *m, AdamState *opt, TrainState *state,
-                    Error *err);
-
-/* The options that set the fields of a model config, named in the messages
- * of checkpoint_check_config ("--d-model"); NULL: no option sets the field. */
-typedef struct {
-    const char *kind, *vocab, *d_model, *nhead, *ffn, *layers, *max_len, *norm_first,
-        *dropout;
-} ConfigOptions;
-
-/* model_config_check on the model that options describe; its error adds the
- * options that set the sizes and their values ("--d-model 4, --heads 1,
- * --ffn 2000000000, --layers 1"). A training command calls it before any
- * data is read or made. */
-int options_check_config(const ModelConfig *wanted, const ConfigOptions *options, Error *err);
-
-/* A resumed run goes on with the model of its checkpoint, so the options must
- * describe that model: the first field of `saved` (from the checkpoint at
- * path) that differs from `wanted` (from the options) is an error naming the
- * checkpoint, the field, both values and the option. */
-int checkpoint_check_config(const char *path, const ModelConfig *saved,
-                            const ModelConfig *wanted, const ConfigOptions *options,
-                            Error *err);
 
 /* ------------------------------------------------------------------------ */
 /* The training loop                                                         */

@@ -109,28 +109,27 @@ static int read_pair(void *ctx, const uint8_t *src, size_t src_len, const uint8_
     return 0;
 }
 
-int pairs_read(PairDataset *ds, const char *path, const Tokenizer *src_tok,
-               const Tokenizer *tgt_tok, int max_src, int max_tgt, int64_t *skipped, Error *err)
+int pairs_parse(PairDataset *ds, const char *name, const Text *text, const PairFormat *f,
+                int64_t *skipped, Error *err)
 {
-    Text text = {0};
-    ReadCtx c = {path, src_tok, tgt_tok, max_src, max_tgt, NULL, 0, 0, {NULL, NULL}, {0, 0}};
+    ReadCtx c = {name, f->src_tok, f->tgt_tok, f->max_src, f->max_tgt, NULL, 0, 0, {NULL, NULL},
+                 {0, 0}};
     int rc = -1;
     memset(ds, 0, sizeof *ds);
-    if (max_src < 1 || max_tgt < 1 || max_src > 1 << 20 || max_tgt > 1 << 20)
-        return error_set(err, "%s: the token limits %d and %d must lie in 1..%d", path, max_src,
-                         max_tgt, 1 << 20);
-    if (text_read_file(path, &text, err) != 0) return -1;
+    if (f->max_src < 1 || f->max_tgt < 1 || f->max_src > 1 << 20 || f->max_tgt > 1 << 20)
+        return error_set(err, "%s: the token limits %d and %d must lie in 1..%d", name,
+                         f->max_src, f->max_tgt, 1 << 20);
     /* Two passes: count the pairs that stay, then fill exactly that many rows. */
-    if (for_each_pair(path, &text, read_pair, &c, err) != 0) goto done;
+    if (for_each_pair(name, text, read_pair, &c, err) != 0) goto done;
     if (c.kept == 0) {
         error_set(err, "%s: none of its %" PRId64 " pairs has at most %d source and %d target "
-                  "tokens", path, c.skipped, max_src, max_tgt);
+                  "tokens", name, c.skipped, f->max_src, f->max_tgt);
         goto done;
     }
-    if (alloc_pairs(ds, c.kept, max_src + 2, max_tgt + 1, err) != 0) goto done;
+    if (alloc_pairs(ds, c.kept, f->max_src + 2, f->max_tgt + 1, err) != 0) goto done;
     c.ds = ds;
     c.kept = c.skipped = 0;
-    if (for_each_pair(path, &text, read_pair, &c, err) != 0) {
+    if (for_each_pair(name, text, read_pair, &c, err) != 0) {
         pairs_free(ds);
         goto done;
     }
@@ -139,6 +138,16 @@ int pairs_read(PairDataset *ds, const char *path, const Tokenizer *src_tok,
 done:
     free(c.ids[0]);
     free(c.ids[1]);
+    return rc;
+}
+
+int pairs_read(PairDataset *ds, const char *path, const PairFormat *f, int64_t *skipped,
+               Error *err)
+{
+    Text text = {0};
+    memset(ds, 0, sizeof *ds);
+    if (text_read_file(path, &text, err) != 0) return -1;
+    int rc = pairs_parse(ds, path, &text, f, skipped, err);
     text_free(&text);
     return rc;
 }
@@ -227,12 +236,9 @@ static int append_side(void *ctx, const uint8_t *src, size_t src_len, const uint
     return text_append(c->out, c->sep, strlen(c->sep), err);
 }
 
-int pairs_read_side(const char *path, int side, const char *sep, Text *out, Error *err)
+int pairs_side(const char *name, const Text *text, int side, const char *sep, Text *out,
+               Error *err)
 {
-    Text text = {0};
     SideCtx c = {side, sep, out};
-    if (text_read_file(path, &text, err) != 0) return -1;
-    int rc = for_each_pair(path, &text, append_side, &c, err);
-    text_free(&text);
-    return rc;
+    return for_each_pair(name, text, append_side, &c, err);
 }

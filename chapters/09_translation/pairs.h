@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "text.h"
 #include "tokenizer.h"
 #include "trainer.h"
 
@@ -46,13 +47,23 @@ typedef struct {
     int64_t *line;          /* (n,) the line of the file each pair came from (1-based) */
 } PairDataset;
 
-/* Reads every line of path (a last line without a newline counts; an empty
- * line is an error, as is a line with no '|' or more than one), tokenizes
- * and frames each side, and keeps the pairs within the limits. *skipped
- * (may be NULL) receives the number left out. Errors name the file and the
- * line. */
-int pairs_read(PairDataset *ds, const char *path, const Tokenizer *src_tok,
-               const Tokenizer *tgt_tok, int max_src, int max_tgt, int64_t *skipped, Error *err);
+/* How the lines become rows: each side's tokenizer and token limit. */
+typedef struct {
+    const Tokenizer *src_tok, *tgt_tok;
+    int max_src, max_tgt;
+} PairFormat;
+
+/* Parses every line of text (a last line without a newline counts; an
+ * empty line is an error, as is a line with no '|' or more than one),
+ * tokenizes and frames each side, and keeps the pairs within the limits.
+ * *skipped (may be NULL) receives the number left out. Errors name the
+ * file (name) and the line. */
+int pairs_parse(PairDataset *ds, const char *name, const Text *text, const PairFormat *f,
+                int64_t *skipped, Error *err);
+
+/* pairs_parse on the file at path. */
+int pairs_read(PairDataset *ds, const char *path, const PairFormat *f, int64_t *skipped,
+               Error *err);
 
 /* The pairs [first, first + count) of all, copied. */
 int pairs_slice(const PairDataset *all, int64_t first, int64_t count, PairDataset *part,
@@ -65,10 +76,11 @@ void pairs_free(PairDataset *ds);
  * tgt_vocab ids; ds must outlive them. */
 Examples pairs_examples(const PairDataset *ds, int src_vocab, int tgt_vocab);
 
-/* The text of one side of a file of pairs, each line's side followed by
- * sep: the corpus a char, word or bpe tokenizer learns from (sep "\n" keeps
- * words apart; a character tokenizer takes "" so that it learns no
- * newline). side 0 is the source, 1 the target. */
-int pairs_read_side(const char *path, int side, const char *sep, Text *out, Error *err);
+/* The text of one side of the pairs in text (the file name), each line's
+ * side followed by sep: the corpus a char, word or bpe tokenizer learns
+ * from (sep "\n" keeps words apart; a character tokenizer takes "" so that
+ * it learns no newline). side 0 is the source, 1 the target. */
+int pairs_side(const char *name, const Text *text, int side, const char *sep, Text *out,
+               Error *err);
 
 #endif

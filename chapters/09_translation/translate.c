@@ -4,8 +4,12 @@
 #include "translate.h"
 
 #include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "threads.h"   /* time_now() */
 
 TaskData task_defaults(void)
 {
@@ -20,7 +24,7 @@ TaskData task_defaults(void)
     return d;
 }
 
-static int build_side(Tokenizer *tk, const TaskData *d, int side, Error *err)
+static int build_side(Tokenizer *tk, const TaskData *d, const Text *text, int side, Error *err)
 {
     TokenizerKind kind;
     Text corpus = {0};
@@ -30,22 +34,27 @@ static int build_side(Tokenizer *tk, const TaskData *d, int side, Error *err)
     if (strncmp(d->tokenizer, "taylor", 6) == 0 ||
         tokenizer_kind_parse(d->tokenizer, &kind, err) != 0)
         return error_set(err, "--tokenizer: '%s' is not taylor, char, word or bpe", d->tokenizer);
-    if (pairs_read_side(d->data, side, kind == TOKENIZER_CHAR ? "" : "\n", &corpus, err) != 0)
+    if (pairs_side(d->data, text, side, kind == TOKENIZER_CHAR ? "" : "\n", &corpus, err) != 0)
         return -1;
     int rc = tokenizer_build(tk, kind, &corpus, d->vocab_size, 1, err);
     text_free(&corpus);
     return rc;
 }
 
-int task_load(Task *t, const TaskData *d, Error *err)
+int task_load(Translation *t, const TaskData *d, Error *err)
 {
     PairDataset all = {0};
+    Text text = {0};
     memset(t, 0, sizeof *t);
     if (d->train_size < 1 || d->val_size < 1)
         return error_set(err, "--train-size and --val-size need at least 1 pair each");
-    if (build_side(&t->src_tok, d, 0, err) != 0 || build_side(&t->tgt_tok, d, 1, err) != 0 ||
-        pairs_read(&all, d->data, &t->src_tok, &t->tgt_tok, d->max_src, d->max_tgt,
-                   &t->skipped, err) != 0)
+    /* The file is read once (a pipe works): the tokenizers learn from it and
+     * the pairs come from it. */
+    if (text_read_file(d->data, &text, err) != 0) return -1;
+    PairFormat f = {&t->src_tok, &t->tgt_tok, d->max_src, d->max_tgt};
+    if (build_side(&t->src_tok, d, &text, 0, err) != 0 ||
+        build_side(&t->tgt_tok, d, &text, 1, err) != 0 ||
+        pairs_parse(&all, d->data, &text, &f, &t->skipped, err) != 0)
         goto fail;
     int64_t rest = all.n - d->train_size - d->val_size;
     if (rest < 1) {
@@ -59,14 +68,16 @@ int task_load(Task *t, const TaskData *d, Error *err)
         pairs_slice(&all, d->train_size + d->val_size, rest, &t->test, err) != 0)
         goto fail;
     pairs_free(&all);
+    text_free(&text);
     return 0;
 fail:
     pairs_free(&all);
+    text_free(&text);
     task_free(t);
     return -1;
 }
 
-void task_free(Task *t)
+void task_free(Translation *t)
 {
     tokenizer_free(&t->src_tok);
     tokenizer_free(&t->tgt_tok);
@@ -140,4 +151,43 @@ MissKind miss_kind(const int64_t *out, int max_new, const int64_t *tgt, const Vo
         return MISS_OTHER;
     }
     return MISS_TOO_LONG;      /* no <eos> within max_new tokens */
+}
+
+int translation_check_model(const Translation *t, const Model *m, const char *path, Error *err)
+{
+    int vs = tokenizer_vocab(&t->src_tok)->size, vt = tokenizer_vocab(&t->tgt_tok)->size;
+    if (m->cfg.kind != MODEL_SEQ2SEQ || m->cfg.src_vocab != vs || m->cfg.tgt_vocab != vt)
+        return error_set(err, "%s: not a seq2seq model with vocabularies of %d and %d ids (the "
+                         "task's tokenizers)", path, vs, vt);
+    return 0;
+}
+
+int report_exact(Model *m, const Translation *t, const PairDataset *ds, const char *name,
+                 const DecodeOptions *dec, int table, double *exact, Error *err)
+{
+    DecodeOptions d = *dec;
+    int64_t right, miss[MISS_KINDS] = {0};
+    int64_t *out = malloc((size_t)ds->n * d.max_new * sizeof *out);
+    if (!out) return error_set(err, "out of memory for %" PRId64 " translations", ds->n);
+    double started = time_now();
+    if (exact_match(m, ds, &d, &right, out, err) != 0) {
+        free(out);
+        return -1;
+    }
+    *exact = (double)right / ds->n;
+    printf("%s: exact match %.4f (%" PRId64 " of %" PRId64 "), %s, %.1f s\n", name, *exact,
+           right, ds->n, d.beam_width > 1 ? "beam search" : "greedy", time_now() - started);
+    if (table && right < ds->n) {
+        for (int64_t e = 0; e < ds->n; e++) {
+            const int64_t *o = out + e * d.max_new, *tgt = ds->tgt + e * (ds->T + 1);
+            if (!is_exact(o, d.max_new, tgt))
+                miss[miss_kind(o, d.max_new, tgt, tokenizer_vocab(&t->tgt_tok))]++;
+        }
+        printf("  where the %" PRId64 " wrong ones first depart from the target:\n",
+               ds->n - right);
+        for (int k = 0; k < MISS_KINDS; k++)
+            if (miss[k]) printf("    %-28s %4" PRId64 "\n", MISS_NAMES[k], miss[k]);
+    }
+    free(out);
+    return 0;
 }

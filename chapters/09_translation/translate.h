@@ -37,13 +37,13 @@ typedef struct {
     Tokenizer src_tok, tgt_tok;
     PairDataset train, val, test;
     int64_t skipped;            /* pairs over the limits */
-} Task;
+} Translation;
 
 /* Builds the tokenizers (taylor: the two closed Taylor vocabularies; char,
  * word, bpe: learned from each side of the whole file), reads the pairs and
  * splits them. */
-int task_load(Task *t, const TaskData *d, Error *err);
-void task_free(Task *t);
+int task_load(Translation *t, const TaskData *d, Error *err);
+void task_free(Translation *t);
 
 /* The decoding options of a task: <sos> and <eos> of chapter 01, at most T
  * tokens (a target and its <eos>), beam_width 1: greedy. */
@@ -71,5 +71,13 @@ extern const char *const MISS_NAMES[MISS_KINDS];
 
 /* The kind of miss of a wrong row (vocab: the target side's). */
 MissKind miss_kind(const int64_t *out, int max_new, const int64_t *tgt, const Vocab *vocab);
+
+/* Fails unless m (read from path) is a seq2seq model over t's vocabularies. */
+int translation_check_model(const Translation *t, const Model *m, const char *path, Error *err);
+
+/* Exact match on ds decoded with d (task_decoding: greedy, or beam search),
+ * printed under name; with `table`, also the kinds of miss. */
+int report_exact(Model *m, const Translation *t, const PairDataset *ds, const char *name,
+                 const DecodeOptions *d, int table, double *exact, Error *err);
 
 #endif

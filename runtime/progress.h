@@ -1,5 +1,5 @@
 /*
- * train_util.h - what a training run shows and keeps besides the model: a
+ * progress.h - what a training run shows and keeps besides the model: a
  * clock, the progress line, and the loss log.
  *
  * The progress line, on a terminal, redrawn in place with '\r' (at most
@@ -24,10 +24,10 @@
  * that crashed after its last checkpoint, and the resumed run writes those
  * steps again.
  *
- * Read next: trainer.h, which uses all of chapter 08.
+ * The training loop of chapter 08 (trainer.h) draws the line and writes the log.
  */
-#ifndef TRAIN_UTIL_H
-#define TRAIN_UTIL_H
+#ifndef PROGRESS_H
+#define PROGRESS_H
 
 #include <stdint.h>
 #include <stdio.h>
@@ -90,43 +90,5 @@ int csv_log_row(CsvLog *log, int64_t step, int64_t epoch, double lr, double trai
 
 /* Closes the file; a write error that surfaces only now is reported. */
 int csv_log_close(CsvLog *log, Error *err);
-
-/* ------------------------------------------------------------------------ */
-/* Command-line options (the programs of chapters 08 and 09)                 */
-/* ------------------------------------------------------------------------ */
-
-typedef enum { OPT_INT, OPT_DOUBLE, OPT_STRING, OPT_FLAG } OptType;
-
-/* One option of a table: "--epochs" and where its value goes. */
-typedef struct {
-    const char *name;       /* "--epochs" */
-    OptType type;
-    void *value;            /* int *, double *, const char **, int * */
-    const char *help;
-} Option;
-
-/* Reads argv[first..argc) against the table of n options: an unknown
- * option, a missing value or a value of the wrong type is an error naming
- * the option. */
-int parse_options(const Option *opts, int n, int argc, char **argv, int first, Error *err);
-
-/* One line per option: its name, "N" or "S" for its value, its help. */
-void print_options(FILE *out, const Option *opts, int n);
-
-/* The options of a task program's `PROGRAM --train [options]` or `PROGRAM
- * --eval MODEL [options]` (chapters 09-11; argv[1] says which): reads them
- * against opts, whose --help flag sets *help. Returns -1 to go on with the
- * command; otherwise the exit status, after printing the help (0) or what is
- * wrong with the command line (2). */
-int task_command_options(const char *program, int argc, char **argv, const Option *opts, int n,
-                         const int *help);
-
-/* mkdir -p dir. */
-int make_dir(const char *dir, Error *err);
-
-/* Checks, before any work, that a file can be written at path: its folder
- * exists and is writable, and path, if it exists, is a regular file (or a
- * link to one). The message names the option (e.g. "--checkpoint"). */
-int check_output_path(const char *option, const char *path, Error *err);
 
 #endif

@@ -1,0 +1,24 @@
+/*
+ * imdb_commands.h - the chapter 10 program's commands besides training and
+ * evaluation (task.h has those). argv holds the arguments after the
+ * command.
+ *
+ *     --classify MODEL TEXT   the class of one text
+ *     --demo                  the shipped model on a few reviews
+ */
+#ifndef IMDB_COMMANDS_H
+#define IMDB_COMMANDS_H
+
+#include "error.h"
+#include "model.h"
+#include "review.h"
+
+#define SHIPPED_MODEL "models/imdb.safetensors"
+
+/* The test accuracy by class and by length: where the errors are. */
+int imdb_report_parts(Model *m, const ReviewRows *r, Error *err);
+
+int classify_command(int argc, char **argv, Error *err);
+int imdb_demo_command(int argc, char **argv, Error *err);
+
+#endif

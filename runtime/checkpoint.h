@@ -1,0 +1,47 @@
+/*
+ * checkpoint.h - a training run saved to go on later: one safetensors file
+ * with the model's tensors under their state_dict names (so PyTorch loads
+ * it; chapter 07), the optimizer's two moment arrays, and in the metadata
+ * the model config, the optimizer step, the epoch and both random streams.
+ * Resuming from it reproduces the run that did not stop, bit for bit.
+ */
+#ifndef CHECKPOINT_H
+#define CHECKPOINT_H
+
+#include "error.h"
+#include "model.h"
+#include "optim.h"
+#include "trainer.h"
+
+/* Writes model + optimizer + state to path, atomically (temp file + rename:
+ * an interrupted save leaves the previous checkpoint intact), with the key,
+ * value pairs of meta (NULL-terminated, or NULL) added to the metadata. */
+int checkpoint_save(const char *path, const Model *m, const AdamState *opt,
+                    const TrainState *state, const char *const *meta, Error *err);
+/* Reads a checkpoint written by checkpoint_save into a model (allocated
+ * here), an optimizer state (allocated here) and the run state. */
+int checkpoint_load(const char *path, Model *m, AdamState *opt, TrainState *state,
+                    Error *err);
+
+/* The options that set the fields of a model config, named in the messages
+ * of checkpoint_check_config ("--d-model"); NULL: no option sets the field. */
+typedef struct {
+    const char *kind, *vocab, *d_model, *nhead, *ffn, *layers, *max_len, *norm_first,
+        *dropout;
+} ConfigOptions;
+
+/* model_config_check on the model that options describe; its error adds the
+ * options that set the sizes and their values ("--d-model 4, --heads 1,
+ * --ffn 2000000000, --layers 1"). A training command calls it before any
+ * data is read or made. */
+int options_check_config(const ModelConfig *wanted, const ConfigOptions *options, Error *err);
+
+/* A resumed run goes on with the model of its checkpoint, so the options must
+ * describe that model: the first field of `saved` (from the checkpoint at
+ * path) that differs from `wanted` (from the options) is an error naming the
+ * checkpoint, the field, both values and the option. */
+int checkpoint_check_config(const char *path, const ModelConfig *saved,
+                            const ModelConfig *wanted, const ConfigOptions *options,
+                            Error *err);
+
+#endif
