@@ -55,7 +55,8 @@ int model_to_file(const Model *m, TensorFile *f, Error *err)
             return -1;
     }
     if (tensorfile_set_meta(f, "model.kind", model_kind_name(c.kind), err) != 0) return -1;
-    if (c.kind == MODEL_SET) {   /* the other kinds have no input_dim: their files stay as they were */
+    /* Only a set model has input_dim: the other kinds' files stay as they were. */
+    if (c.kind == MODEL_SET) {
         snprintf(text, sizeof text, "%d", c.input_dim);
         if (tensorfile_set_meta(f, "model.input_dim", text, err) != 0) return -1;
     }
@@ -76,7 +77,8 @@ static int config_from_file(const TensorFile *f, ModelConfig *c, Error *err)
     const char *kind = tensorfile_meta(f, "model.kind");
     memset(c, 0, sizeof *c);
     if (!kind)
-        return error_set(err, "%s: not a model checkpoint: no metadata 'model.kind'", file_label(f));
+        return error_set(err, "%s: not a model checkpoint: no metadata 'model.kind'",
+                         file_label(f));
     if (strcmp(kind, "seq2seq") == 0) c->kind = MODEL_SEQ2SEQ;
     else if (strcmp(kind, "labeller") == 0) c->kind = MODEL_LABELLER;
     else if (strcmp(kind, "classifier") == 0) c->kind = MODEL_CLASSIFIER;

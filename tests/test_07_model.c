@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <stdio.h>
@@ -303,6 +304,12 @@ static void test_config_check(void **state)
     expect_config_refused(c, "this project allows at most");
     c = LABELLER, c.max_len = 16777215;
     expect_config_refused(c, "max_len 16777215 is above 65536");
+    /* two vocabularies whose int sum overflows (--vocab-size 2147483647,
+     * which UBSan caught): counted without wrapping, refused by size */
+    c = CLASSIFIER, c.src_vocab = INT_MAX, c.tgt_vocab = 2;
+    expect_config_refused(c, "this project allows at most");
+    c = SEQ2SEQ, c.src_vocab = c.tgt_vocab = INT_MAX;
+    expect_config_refused(c, "this project allows at most");
 }
 
 /* A sequence longer than the position table is refused by

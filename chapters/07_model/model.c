@@ -670,16 +670,16 @@ int model_check_ids(const int64_t *ids, int64_t n, int vocab, const char *where,
 
 static Side side_of(const Model *m, int target)
 {
-    const ModelParams *p = &m->views, *g = &m->grad_views;
+    const ModelParams *v = &m->views, *dv = &m->grad_views;
     int tied = target && m->cfg.share_embeddings;   /* the target reads src_embed */
     int learned = m->cfg.learned_pos;
     Side s;
-    s.embed = target && !tied ? p->tgt_embed : p->src_embed;
-    s.d_embed = target && !tied ? g->tgt_embed : g->src_embed;
-    s.scale = target ? p->tgt_scale : p->src_scale;
-    s.d_scale = target ? g->tgt_scale : g->src_scale;
-    s.pos = !learned ? m->pos_table : target ? p->tgt_pos : p->src_pos;
-    s.d_pos = !learned ? NULL : target ? g->tgt_pos : g->src_pos;
+    s.embed = target && !tied ? v->tgt_embed : v->src_embed;
+    s.d_embed = target && !tied ? dv->tgt_embed : dv->src_embed;
+    s.scale = target ? v->tgt_scale : v->src_scale;
+    s.d_scale = target ? dv->tgt_scale : dv->src_scale;
+    s.pos = !learned ? m->pos_table : target ? v->tgt_pos : v->src_pos;
+    s.d_pos = !learned ? NULL : target ? dv->tgt_pos : dv->src_pos;
     return s;
 }
 
