@@ -396,10 +396,10 @@ int training_case_parity(const TensorFile *in, TensorFile *out, StepDeviceOpen o
         const int64_t *t_in = tgt_in ? (const int64_t *)tgt_in->data + (size_t)k * N * T : NULL;
         const int64_t *y = (const int64_t *)target->data + (size_t)k * N * out_len;
         StepConfig step = {o.adam, (float)train_lr(&o, &m, k, 0, 1), o.max_norm,
-                           o.label_smoothing};
+                           o.label_smoothing, NULL};
         /* (the step only reads the batch) */
         Batch b = {N, S, T, (int64_t *)x, (int64_t *)t_in, (int64_t *)y, NULL};
-        if (step_on(open ? &device : NULL, &m, &s, &opt, &step, &b, NULL, &r, &inner) != 0) {
+        if (step_on(open ? &device : NULL, &m, &s, &opt, &step, &b, &r, &inner) != 0) {
             call_failed(in, open ? "the device's step" : "train_step", &inner, err);
             goto done;
         }

@@ -1325,11 +1325,12 @@ static void check_training_vs_cpu(Report *rep, Rng *rng)
             const int64_t *x = src + (int64_t)k * N * S;
             const int64_t *t_in = seq2seq ? tgt + (int64_t)k * N * T : NULL;
             const int64_t *y = target + (int64_t)k * N * out_len;
-            StepConfig step = {adam, 1e-3f, 1.0f, 0.1f};
+            StepConfig step = {adam, 1e-3f, 1.0f, 0.1f, &drop_cpu};
             Batch b = {N, S, T, (int64_t *)x, (int64_t *)t_in, (int64_t *)y, NULL};
-            fail |= train_step(&cpu, &work, &opt_cpu, &step, &b, &drop_cpu, &r, &err) != 0;
+            fail |= train_step(&cpu, &work, &opt_cpu, &step, &b, &r, &err) != 0;
             losses_cpu[k] = (float)r.loss;
-            fail |= !fail && dev.step(dev.ctx, &step, &b, &drop_gpu, &r, &err) != 0;
+            step.dropout_rng = &drop_gpu;
+            fail |= !fail && dev.step(dev.ctx, &step, &b, &r, &err) != 0;
             losses_gpu[k] = (float)r.loss;
         }
         fail |= !fail && dev.sync(dev.ctx, &gpu, &opt_gpu, &err) != 0;

@@ -180,8 +180,8 @@ static int loss_on_device(GpuTrainer *t, GpuWork *w, const int64_t *target, floa
                                        &t->scalars[1], 1.0f, (int)rows, V, ignore, smoothing);
 }
 
-static int gpu_step(void *ctx, const StepConfig *c, const Batch *b, Rng *dropout_rng,
-                    StepResult *res, Error *err)
+static int gpu_step(void *ctx, const StepConfig *c, const Batch *b, StepResult *res,
+                    Error *err)
 {
     GpuTrainer *t = (GpuTrainer *)ctx;
     const AdamConfig *cfg = &c->adam;
@@ -190,7 +190,7 @@ static int gpu_step(void *ctx, const StepConfig *c, const Batch *b, Rng *dropout
     double norm = NAN;
     memset(res, 0, sizeof *res);
     if (gpu_model_zero_grad(&t->g, err) != 0 ||
-        gpu_model_forward(&t->g, &t->train, b->src, b->tgt_in, dropout_rng, err) != 0)
+        gpu_model_forward(&t->g, &t->train, b->src, b->tgt_in, c->dropout_rng, err) != 0)
         return -1;
     if (loss_on_device(t, &t->train, b->target, c->label_smoothing, 1) != 0)
         return error_set(err, "GPU step: the cross-entropy failed");

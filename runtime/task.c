@@ -488,7 +488,7 @@ static int run_bench(const char *path, const BenchOptions *b, Error *err)
     if (adam_state_alloc(&opt, m.num_params, err) != 0) goto done;
     if (device_open(b->device, &device, &m, &opt, b->N, b->S, b->T, err) != 0) goto done;
     if (!device.ctx && step_work_alloc(&s, &m, b->N, b->S, b->T, 1, err) != 0) goto done;
-    StepConfig step = {adam_default_config(0), 1e-3f, 0.0f, 0.0f};
+    StepConfig step = {adam_default_config(0), 1e-3f, 0.0f, 0.0f, NULL};
     step.lr = step.adam.lr;
     Batch batch = {b->N, b->S, b->T, src, tgt_in, target, NULL};
     for (int k = -1; k < b->repeats; k++) {
@@ -496,8 +496,7 @@ static int run_bench(const char *path, const BenchOptions *b, Error *err)
         double started = time_now();
         for (int i = 0; i < count; i++) {
             StepResult res;
-            if (step_on(device.ctx ? &device : NULL, &m, &s, &opt, &step, &batch, NULL, &res,
-                        err) != 0)
+            if (step_on(device.ctx ? &device : NULL, &m, &s, &opt, &step, &batch, &res, err) != 0)
                 goto done;
         }
         if (k >= 0) runs[k] = (time_now() - started) / b->steps * 1e3;

@@ -24,13 +24,13 @@ static int logit_width(const Model *m, int S);
 static int64_t ignore_index(const Model *m);
 
 int train_step(Model *m, StepWork *s, AdamState *opt, const StepConfig *c, const Batch *b,
-               Rng *dropout_rng, StepResult *res, Error *err)
+               StepResult *res, Error *err)
 {
     /* BEGIN SOLUTION */
     float loss;
     memset(res, 0, sizeof *res);
     model_zero_grad(m);
-    if (model_forward(m, &s->work, b->src, b->tgt_in, dropout_rng) != 0)
+    if (model_forward(m, &s->work, b->src, b->tgt_in, c->dropout_rng) != 0)
         return error_set(err, "model_forward failed");
     if (cross_entropy(&loss, s->dlogits, s->work.logits, b->target, s->rows,
                       logit_width(m, s->work.S), ignore_index(m), c->label_smoothing,
@@ -47,13 +47,13 @@ int train_step(Model *m, StepWork *s, AdamState *opt, const StepConfig *c, const
 }
 
 int step_on(StepDevice *d, Model *m, StepWork *s, AdamState *opt, const StepConfig *c,
-            const Batch *b, Rng *dropout_rng, StepResult *res, Error *err)
+            const Batch *b, StepResult *res, Error *err)
 {
     if (!d) {
         threads_adapt();   /* as many threads as the machine has free cores (chapter 00) */
-        return train_step(m, s, opt, c, b, dropout_rng, res, err);
+        return train_step(m, s, opt, c, b, res, err);
     }
-    if (d->step(d->ctx, c, b, dropout_rng, res, err) != 0) return -1;
+    if (d->step(d->ctx, c, b, res, err) != 0) return -1;
     opt->step++;
     return 0;
 }
@@ -388,12 +388,11 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
             int S = b.S, T = b.T;
             if (batch_fill(&b, &s, train, idx, err) != 0) goto done;
             if (trim && trim_batch(&b, &s, m, &S, &T, err) != 0) goto done;
-            StepConfig step = {o->adam, (float)lr, o->max_norm, o->label_smoothing};
+            StepConfig step = {o->adam, (float)lr, o->max_norm, o->label_smoothing,
+                               m->cfg.dropout > 0 ? &state->dropout_rng : NULL};
             Batch trimmed = b;
             trimmed.S = S, trimmed.T = T;
-            if (step_on(o->device, m, &s, opt, &step, &trimmed,
-                        m->cfg.dropout > 0 ? &state->dropout_rng : NULL, &r, err) != 0)
-                goto done;
+            if (step_on(o->device, m, &s, opt, &step, &trimmed, &r, err) != 0) goto done;
             /* A loss that is no longer a number poisons every weight at the
              * next step: stop, and keep the last checkpoint as it is. */
             if (r.count > 0 && !isfinite(r.loss)) {

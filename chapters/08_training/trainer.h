@@ -67,12 +67,12 @@ typedef struct {
     float lr;               /* this step's learning rate */
     float max_norm;         /* > 0: clip the gradient norm to it */
     float label_smoothing;
+    Rng *dropout_rng;       /* training mode: dropout masks drawn from it (NULL: no dropout) */
 } StepConfig;
 
-/* One optimizer step on one batch. dropout_rng: training mode (NULL:
- * dropout off). */
+/* One optimizer step on one batch. */
 int train_step(Model *m, StepWork *s, AdamState *opt, const StepConfig *c, const Batch *b,
-               Rng *dropout_rng, StepResult *res, Error *err);
+               StepResult *res, Error *err);
 
 /* Loss and token accuracy of one batch in evaluation mode (no dropout, no
  * gradients); the counts ADD into res so batches can be summed (res->loss
@@ -89,8 +89,7 @@ typedef struct StepDevice {
     const char *name;       /* for messages: "cuda" */
     size_t bytes;           /* the device memory it holds (make bench prints it) */
     void *ctx;
-    int (*step)(void *ctx, const StepConfig *c, const Batch *b, Rng *dropout_rng,
-                StepResult *res, Error *err);
+    int (*step)(void *ctx, const StepConfig *c, const Batch *b, StepResult *res, Error *err);
     int (*eval)(void *ctx, const Batch *b, StepResult *res, Error *err);
     int (*sync)(void *ctx, Model *m, AdamState *opt, Error *err);
     void (*close)(void *ctx);
@@ -100,7 +99,7 @@ typedef struct StepDevice {
  * s the CPU work). A device keeps its own step count; opt->step is counted
  * here too, so the schedule and the logs read the same on both. */
 int step_on(StepDevice *d, Model *m, StepWork *s, AdamState *opt, const StepConfig *c,
-            const Batch *b, Rng *dropout_rng, StepResult *res, Error *err);
+            const Batch *b, StepResult *res, Error *err);
 
 /* What opens a StepDevice for model m and optimizer state opt (copying both
  * to the device), for training batches of N sequences of S source (and T
