@@ -225,10 +225,13 @@ static int product_share(const Product *p, int me, int threads)
     return failed;
 }
 
-static int blocked_product(float *C, const float *A, size_t a_row, size_t a_k, const float *B,
-                           size_t b_k, size_t b_col, int M, int N, int K, int accumulate)
+/* p: the operands, their strides, the sizes and accumulate; the rest of
+ * p is filled here. */
+static int blocked_product(Product p)
 {
-    if (K == 0 && !accumulate) {                             /* an empty sum: zeros */
+    float *C = p.C;
+    int M = p.M, N = p.N, K = p.K;
+    if (K == 0 && !p.accumulate) {                             /* an empty sum: zeros */
         for (int i = 0; i < M; i++) memset(C + (size_t)i * N, 0, (size_t)N * sizeof *C);
         return 0;
     }
@@ -240,11 +243,9 @@ static int blocked_product(float *C, const float *A, size_t a_row, size_t a_k, c
                                                                          : 1;
     int max_kc = K < K_BLOCK ? K : K_BLOCK;
     int max_panels = ((N < N_BLOCK ? N : N_BLOCK) + TILE_COLS - 1) / TILE_COLS;
-    Product p = {.C = C, .A = A, .B = B, .a_row = a_row, .a_k = a_k, .b_k = b_k, .b_col = b_col,
-                 .M = M, .N = N, .K = K, .accumulate = accumulate,
-                 .pack_a = a_k != 1 && N >= PACK_A_MIN_COLS,
-                 .b_floats = (size_t)max_panels * max_kc * TILE_COLS,
-                 .a_floats = (size_t)TILE_ROWS * max_kc};
+    p.pack_a = p.a_k != 1 && N >= PACK_A_MIN_COLS;
+    p.b_floats = (size_t)max_panels * max_kc * TILE_COLS;
+    p.a_floats = (size_t)TILE_ROWS * max_kc;
     /* The packing buffer: on the stack for a small product (attention makes
      * thousands per step, one per head, and a malloc each would cost more
      * than packing), from the heap for a large one. */
@@ -265,17 +266,23 @@ static int blocked_product(float *C, const float *A, size_t a_row, size_t a_k, c
 
 int matmul_nn(float *C, const float *A, const float *B, int M, int N, int K, int accumulate)
 {
-    return blocked_product(C, A, (size_t)K, 1, B, (size_t)N, 1, M, N, K, accumulate);
+    return blocked_product((Product){.C = C, .A = A, .a_row = (size_t)K, .a_k = 1, .B = B,
+                                     .b_k = (size_t)N, .b_col = 1, .M = M, .N = N, .K = K,
+                                     .accumulate = accumulate});
 }
 
 int matmul_tn(float *C, const float *A, const float *B, int M, int N, int K, int accumulate)
 {
-    return blocked_product(C, A, 1, (size_t)M, B, (size_t)N, 1, M, N, K, accumulate);
+    return blocked_product((Product){.C = C, .A = A, .a_row = 1, .a_k = (size_t)M, .B = B,
+                                     .b_k = (size_t)N, .b_col = 1, .M = M, .N = N, .K = K,
+                                     .accumulate = accumulate});
 }
 
 int matmul_nt(float *C, const float *A, const float *B, int M, int N, int K, int accumulate)
 {
-    return blocked_product(C, A, (size_t)K, 1, B, 1, (size_t)K, M, N, K, accumulate);
+    return blocked_product((Product){.C = C, .A = A, .a_row = (size_t)K, .a_k = 1, .B = B,
+                                     .b_k = 1, .b_col = (size_t)K, .M = M, .N = N, .K = K,
+                                     .accumulate = accumulate});
 }
 
 int linear_forward(float *out, const float *x, const float *weight, const float *bias,

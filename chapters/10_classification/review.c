@@ -152,11 +152,11 @@ void review_rows_free(ReviewRows *rows)
 }
 
 /* Frames the ids of one text in L ids; *length the tokens kept. */
-static int frame(const Bpe *bpe, const uint8_t *text, size_t len, int L, int64_t *scratch,
-                 int64_t *row, int *length, int64_t *tokens, Error *err)
+static int frame(const Bpe *bpe, const Text *text, int L, int64_t *scratch, int64_t *row,
+                 int *length, int64_t *tokens, Error *err)
 {
     int64_t n;
-    if (bpe_encode(bpe, text, len, scratch, &n, err) != 0) return -1;
+    if (bpe_encode(bpe, text->data, text->len, scratch, &n, err) != 0) return -1;
     if (n == 0) return error_set(err, "no token (the text is empty)");
     *tokens = n;
     if (n > L) n = L;
@@ -185,8 +185,8 @@ int review_rows(ReviewRows *rows, const ReviewSet *rs, const Bpe *bpe, int L, Er
     for (int64_t i = 0; rc == 0 && i < rs->n; i++) {
         int64_t tokens = 0;
         rows->label[i] = rs->label[i];
-        if (frame(bpe, rs->text[i].data, rs->text[i].len, L, scratch, rows->ids + i * L,
-                  &rows->length[i], &tokens, err) != 0) {
+        if (frame(bpe, &rs->text[i], L, scratch, rows->ids + i * L, &rows->length[i], &tokens,
+                  err) != 0) {
             char why[sizeof err->msg];
             snprintf(why, sizeof why, "%s", err->msg);
             rc = error_set(err, "review of line %" PRId64 ": %s", rs->line[i], why);
@@ -208,7 +208,7 @@ int review_encode(const Bpe *bpe, const char *text, int L, int64_t *ids, int *le
     if (rc == 0) review_clean(&t);
     int64_t *scratch = rc == 0 ? malloc((t.len ? t.len : 1) * sizeof *scratch) : NULL;
     if (rc == 0 && !scratch) rc = error_set(err, "out of memory");
-    if (rc == 0) rc = frame(bpe, t.data, t.len, L, scratch, ids, length, &tokens, err);
+    if (rc == 0) rc = frame(bpe, &t, L, scratch, ids, length, &tokens, err);
     free(scratch);
     text_free(&t);
     return rc;
