@@ -322,8 +322,8 @@ int task_train(TaskRun *r, Error *err)
     for (int i = 0; i < 4; i++)
         if (outputs[i].path) file_remove_stale_temps(outputs[i].path);
 
+    opened = 1;                 /* close() frees what a failed open() left */
     if (task->open(r, err) != 0) goto done;
-    opened = 1;
     ModelConfig cfg;
     ConfigOptions names;
     task_config(r, &cfg, &names);
@@ -391,8 +391,8 @@ static int task_eval(TaskRun *r, const char *path, Error *err)
     r->training = 0;
     r->model_path = path;
     if (r->task->check && r->task->check(r, err) != 0) return -1;
-    if (r->task->open(r, err) != 0) return -1;
-    int rc = task_load_model(r, &m, path, err);
+    int rc = r->task->open(r, err);
+    if (rc == 0) rc = task_load_model(r, &m, path, err);
     if (rc == 0) {
         rc = r->task->report(r, &m, &accuracy, err);
         if (rc == 0 && accuracy < r->o.min_accuracy)

@@ -80,6 +80,7 @@ struct Task {
     /* Reads or makes the data: for training, run->train, run->val (and
      * run->meta); for --eval, the test data of the report. */
     int (*open)(TaskRun *run, Error *err);
+    /* Frees what open() made, also after it failed part of the way. */
     void (*close)(TaskRun *run);
     /* The model of the options: the task sets what is its own (kind,
      * vocabularies, max_len, ...) in c and the options that set them in
