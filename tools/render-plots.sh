@@ -2,8 +2,8 @@
 # `make plots`: writes the data the figures need, then renders every
 # plots/*.gp into build/plots/*.png.
 #
-# A chapter program that makes plot data takes `--plot-data DIR` (its main.c
-# names the option); each one found writes into build/plots. Then gnuplot
+# A chapter program that makes plot data has the command `--plot-data DIR`
+# (its --help lists it); each one found writes into build/plots. Then gnuplot
 # runs each script with build/plots as its working folder, so a script reads
 # its data by file name, and with two variables set:
 #   terminal   pngcairo where this gnuplot has it, else png (libgd)
@@ -22,9 +22,9 @@ fi
 mkdir -p "$out"
 
 for main in chapters/[0-9][0-9]_*/main.c; do
-    grep -q -- '--plot-data' "$main" || continue
     program=build/$(basename "$(dirname "$main")")
     [ -x "$program" ] || { echo "make plots: $program is not built (run make)" >&2; exit 1; }
+    "$program" --help | grep -q -- '--plot-data DIR' || continue
     "$program" --plot-data "$out"
 done
 
