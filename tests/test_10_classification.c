@@ -22,6 +22,7 @@
 
 #include "bpe.h"
 #include "helpers.h"
+#include "imdb.h"
 #include "model.h"
 #include "review.h"
 #include "rng.h"
@@ -196,6 +197,20 @@ static void test_reviews_refusals(void **state)
     assert_int_equal(reviews_read(&rs, "/nonexistent/imdb.tsv", &err), -1);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "make imdb"));
+    /* a folder whose imdb.tsv is not the whole set: the count is the file's */
+    char dir[] = "/tmp/test10XXXXXX", path[64];
+    Imdb d;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/imdb.tsv", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("1\tgood\n0\tbad\n1\tfine\n", f);
+    fclose(f);
+    assert_int_equal(imdb_read(&d, dir, 1, &err), -1);
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "imdb.tsv: 3 reviews, the IMDb set has 25000"));
+    remove(path);
+    rmdir(dir);
 }
 
 /* The merges as metadata text and back give the same tokenizer; broken

@@ -33,9 +33,10 @@ int imdb_read(Imdb *d, const char *dir, int with_train, Error *err)
     snprintf(path, sizeof path, "%s/imdb.tsv", dir);
     if (reviews_read(&all, path, err) != 0) return -1;
     if (all.n != 25000) {
+        error_set(err, "%s: %" PRId64 " reviews, the IMDb set has 25000 (run make imdb again)",
+                  path, all.n);
         reviews_free(&all);
-        return error_set(err, "%s: %" PRId64 " reviews, the IMDb set has 25000 (run make imdb "
-                         "again)", path, all.n);
+        return -1;
     }
     reviews_clean(&all);
     int rc = reviews_split(&all, &d->train, &d->test, err);
