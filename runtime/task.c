@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "device.h"
 #include "optim.h"
@@ -318,6 +319,8 @@ int task_train(TaskRun *r, Error *err)
     RunPath inputs[8] = {{"--resume", o->resume, NULL}};
     int n_in = 1 + (task->inputs ? task->inputs(r, inputs + 1, 7) : 0);
     if (check_run_paths(outputs, 4, inputs, n_in, err) != 0) return -1;
+    if (o->resume && access(o->resume, R_OK) != 0)
+        return error_set(err, "--resume: cannot read %s: %s", o->resume, strerror(errno));
     if (o->checkpoint && path_lock(&lock, "--checkpoint", o->checkpoint, err) != 0) return -1;
     for (int i = 0; i < 4; i++)
         if (outputs[i].path) file_remove_stale_temps(outputs[i].path);
