@@ -37,7 +37,12 @@ $(MPI_PROGRAMS): build/mpi/%: build/obj/chapters/%/main.o build/mpi/device.o bui
 
 mpi: all $(MPI_PROGRAMS)
 
-test-mpi: mpi $(VENV_OK)
+# The checkpoints' comparison of tests/mpi/run.sh (plain C, no MPI).
+build/mpi/compare: tests/mpi/compare.c build/libtransformer.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+test-mpi: mpi build/mpi/compare
 	tests/mpi/run.sh
 
 -include $(wildcard build/mpi/*.d)
