@@ -597,7 +597,8 @@ static int run_bench(const char *path, const BenchOptions *b, Error *err)
     }
     qsort(runs, (size_t)b->repeats, sizeof runs[0], compare_doubles);
     printf("{\"ms_per_step\": %.6f, \"peak_mb\": %.1f", runs[b->repeats / 2], peak_resident_mb());
-    if (device.ctx) printf(", \"gpu_mb\": %.1f", (double)device.bytes / (1 << 20));
+    if (device.ctx) printf(", \"%s\": %.1f", strcmp(device.name, "mpi") == 0 ? "rank_state_mb"
+                           : "gpu_mb", (double)device.bytes / (1 << 20));
     printf("}\n");
     rc = 0;
 done:
