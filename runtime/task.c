@@ -430,6 +430,13 @@ int task_train(TaskRun *r, Error *err)
                         err) != 0)
             goto done;
         t.device = device.ctx ? &device : NULL;
+        if (t.device && strcmp(device.name, "mpi") == 0 && r->rank > 0) {
+            /* ZeRO-1: the device keeps this rank's slice of the moments;
+             * the whole of them is gathered only into rank 0's opt, for its
+             * checkpoints. (opt.step goes on counting the steps.) */
+            free(opt.m), free(opt.v);
+            opt.m = opt.v = NULL;
+        }
         if (t.device && strcmp(device.name, "mpi") == 0)
             printf("training on %d MPI rank(s), each on its share of every batch "
                    "(--device mpi)\n", r->ranks);
