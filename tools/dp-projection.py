@@ -20,9 +20,14 @@ comm is the ring all-reduce of the gradient (bytes = 4 per parameter): a
 reduce-scatter and an all-gather of N - 1 hops each, every hop carrying
 bytes / N. mpi/dist.c's reduce-scatter and all-gather send the same bytes.
 Nothing overlaps communication with computation here, as in mpi/dist.c.
+The global batch stays what it is on one machine (the same training), so a
+model's curve ends where its batch has fewer sequences than machines (the
+MPI programs refuse that): at 32 for Taylor and the classifier.
 Only the Python standard library.
 """
 import argparse
+
+NAN = float("nan")
 
 LINKS = [("10 Gb/s", 10e9 / 8, 20e-6), ("100 Gb/s", 100e9 / 8, 5e-6)]  # bytes/s, latency per hop
 
@@ -43,14 +48,14 @@ def taylor():
     D, F, N, S, T, Vt = 64, 128, 32, 22, 84, 30
     flops = 6 * (2 * encoder_layer(D, F) * N * S + 2 * decoder_layer(D, F) * N * T + D * Vt * N * T)
     flops += 2 * (attention(N, S, S, D) + attention(N, T, T, D) + attention(N, T, S, D))
-    return dict(name="Taylor (d 64, 2+2 layers)", params=184416, flops=flops)
+    return dict(name="Taylor (d 64, 2+2 layers)", params=184416, flops=flops, batch=N)
 
 
 def classifier():              # seed 003's size: 6 layers, d_model 256, FFN 1024, BPE 8192
     D, F, L, N, S, V = 256, 1024, 6, 32, 512, 8192
     flops = 6 * L * encoder_layer(D, F) * N * S + L * attention(N, S, S, D)
     params = V * D + S * D + L * (encoder_layer(D, F) + 4 * D + F + D + 4 * D) + 2 * D + 2
-    return dict(name="IMDb classifier (d 256, 6 layers)", params=params, flops=flops)
+    return dict(name="IMDb classifier (d 256, 6 layers)", params=params, flops=flops, batch=N)
 
 
 def base():                    # the paper's base model: 25,000 + 25,000 tokens a step, shared
@@ -60,7 +65,7 @@ def base():                    # the paper's base model: 25,000 + 25,000 tokens 
     flops += L * (attention(N, S, S, D) * 3)
     params = V * D + L * (encoder_layer(D, F) + 4 * D + F + D + 4 * D) \
         + L * (decoder_layer(D, F) + 8 * D + F + D + 6 * D)
-    return dict(name="paper's base (d 512, 6+6 layers)", params=params, flops=flops)
+    return dict(name="paper's base (d 512, 6+6 layers)", params=params, flops=flops, batch=N)
 
 
 def main():
@@ -81,8 +86,10 @@ def main():
         m["bytes"] = 4 * m["params"]
         cross = []
         for _, bw, lat in LINKS:
-            n = next((n for n in range(2, 65) if comm(m, n, bw, lat) >= m["compute"] / n), None)
-            cross.append(str(n) if n else "> 64")
+            last = min(64, m["batch"])
+            n = next((n for n in range(2, last + 1) if comm(m, n, bw, lat) >= m["compute"] / n),
+                     None)
+            cross.append(str(n) if n else f"> {last}")
         print(f"| {m['name']} | {m['params']:,} | {m['bytes'] / 1e6:.2f} | "
               f"{m['compute'] * 1e3:,.0f} ms | {cross[0]} / {cross[1]} |")
     rows = []
@@ -91,7 +98,8 @@ def main():
         cols = []
         for m in models:
             for _, bw, lat in LINKS:
-                cols.append(1.0 / (m["compute"] / n + comm(m, n, bw, lat)))
+                fits = n <= m["batch"]
+                cols.append(1.0 / (m["compute"] / n + comm(m, n, bw, lat)) if fits else NAN)
         rows.append((n, cols))
     print("\nsteps per second (speed-up over one machine in brackets):\n")
     print("| N | " + " | ".join(f"{m['name'].split(' (')[0]}, {link}" for m in models
@@ -101,7 +109,7 @@ def main():
         if n in (1, 2, 4, 8, 16, 32, 64):
             cells = []
             for k, v in enumerate(cols):
-                cells.append(f"{v:.3g} ({v / rows[0][1][k]:.1f}x)")
+                cells.append(f"{v:.3g} ({v / rows[0][1][k]:.1f}x)" if v == v else "-")
             print(f"| {n} | " + " | ".join(cells) + " |")
     with open(a.out, "w") as f:
         f.write("# written by tools/dp-projection.py --taylor-ms %g: data-parallel training\n"
