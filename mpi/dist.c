@@ -23,7 +23,7 @@
 typedef struct {
     Model *m;               /* the host model: the ranks compute on this CPU */
     int rank, ranks;
-    int N, S, T;            /* the training batch */
+    int S, T;               /* the training batch's lengths */
     StepWork train;         /* for this rank's share of a training batch */
     StepWork eval;          /* for a share of another size (the last eval batch) */
     int *counts, *displs;   /* (R,): every rank's slice of the parameters */
@@ -129,13 +129,12 @@ static void sum_in_rank_order(float *out, const float *x, int R, int64_t n)
  * rank order: the same three numbers on every rank. */
 static void sum_counts(const double mine[3], double total[3], int R)
 {
-    double *all = malloc((size_t)R * 3 * sizeof *all), fixed[3 * 64];
-    double *x = all ? all : fixed;      /* 64 ranks fit without the heap */
-    if (!all && R > 64) MPI_Abort(MPI_COMM_WORLD, 1);
-    MPI_Allgather(mine, 3, MPI_DOUBLE, x, 3, MPI_DOUBLE, MPI_COMM_WORLD);
+    double *all = malloc((size_t)R * 3 * sizeof *all);          /* (R, 3) */
+    if (!all) MPI_Abort(MPI_COMM_WORLD, 1);     /* a rank alone cannot leave the collective */
+    MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, MPI_COMM_WORLD);
     total[0] = total[1] = total[2] = 0.0;
     for (int r = 0; r < R; r++)
-        for (int k = 0; k < 3; k++) total[k] += x[3 * r + k];
+        for (int k = 0; k < 3; k++) total[k] += all[3 * r + k];
     free(all);
 }
 
@@ -278,7 +277,7 @@ int dist_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, i
     Dist *t = calloc(1, sizeof *t);
     if (!t) return error_set(err, "out of memory for the MPI device");
     t->m = (Model *)m;      /* the ranks compute on the host model itself */
-    t->rank = rank, t->ranks = R, t->N = N, t->S = S, t->T = T;
+    t->rank = rank, t->ranks = R, t->S = S, t->T = T;
     t->counts = malloc((size_t)R * sizeof *t->counts);
     t->displs = malloc((size_t)R * sizeof *t->displs);
     t->recv_counts = malloc((size_t)R * sizeof *t->recv_counts);
