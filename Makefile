@@ -56,6 +56,8 @@ help:
 	@echo "make bench               training-step time and memory: C against PyTorch"
 	@echo "make cuda                build the CUDA kernels and the GPU case runner (needs nvcc)"
 	@echo "make test-cuda           every golden case on the GPU (says so and exits 0 without one)"
+	@echo "make mpi                 build the MPI programs build/mpi/NN_name (mpirun -np N ..., needs OpenMPI)"
+	@echo "make test-mpi            two MPI ranks against one process: agreement, determinism, resume"
 	@echo "make student DEST=dir    export the exercise copy (solutions cut out)"
 	@echo "make hidden HIDDEN=dir [CASES=5]   the teacher's hidden cases (keep the folder private)"
 	@echo "make grade-submission SUBMISSION=dir HIDDEN=dir [RESULTS=file] [JUNIT=file]  the trusted grade of one"
@@ -221,6 +223,15 @@ clean:
 	rm -rf build
 
 -include $(shell find build/obj build/fuzz/obj -name '*.d' 2>/dev/null)
+# The MPI build (make mpi, make test-mpi). The exercise copy leaves mpi/ out:
+# its step is chapter 08's train_step in another form.
+ifneq ($(wildcard mpi/mpi.mk),)
+include mpi/mpi.mk
+else
+.PHONY: mpi test-mpi
+mpi test-mpi:
+	@echo "make $@: the MPI side (mpi/) is not part of the exercise copy" >&2; exit 1
+endif
 # The CUDA side. The exercise copy (make student) leaves cuda/ out: its
 # kernels and their plain C twins are the solutions in another form.
 ifneq ($(wildcard cuda/cuda.mk),)

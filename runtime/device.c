@@ -3,22 +3,36 @@
  */
 #include "device.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef WITH_CUDA            /* the CUDA build of this file: build/cuda/device.o */
 #include "gpu.h"
 #endif
+#ifdef WITH_MPI             /* the MPI build of this file: build/mpi/device.o */
+#include "dist.h"
+#endif
 
 int device_check(const char *name, Error *err)
 {
     if (strcmp(name, "cpu") == 0) return 0;
-    if (strcmp(name, "cuda") != 0) return error_set(err, "--device: '%s' is not cpu or cuda", name);
+    if (strcmp(name, "cuda") == 0) {
 #ifdef WITH_CUDA
-    return 0;
+        return 0;
 #else
-    return error_set(err, "--device cuda: this program is built without CUDA; build/cuda/ has "
-                          "the CUDA build (make cuda)");
+        return error_set(err, "--device cuda: this program is built without CUDA; build/cuda/ "
+                              "has the CUDA build (make cuda)");
 #endif
+    }
+    if (strcmp(name, "mpi") == 0) {
+#ifdef WITH_MPI
+        return 0;
+#else
+        return error_set(err, "--device mpi: this program is built without MPI; build/mpi/ "
+                              "has the MPI build (make mpi), run as mpirun -np N build/mpi/...");
+#endif
+    }
+    return error_set(err, "--device: '%s' is not cpu, cuda or mpi", name);
 }
 
 int device_open(const char *name, StepDevice *d, const Model *m, const AdamState *opt, int N,
@@ -26,11 +40,33 @@ int device_open(const char *name, StepDevice *d, const Model *m, const AdamState
 {
     memset(d, 0, sizeof *d);
     if (device_check(name, err) != 0) return -1;
-    if (strcmp(name, "cpu") == 0) return 0;
-#ifdef WITH_CUDA
-    return gpu_step_device_open(d, m, opt, N, S, T, err);
-#else
     (void)m, (void)opt, (void)N, (void)S, (void)T;
-    return -1;
+#ifdef WITH_CUDA
+    if (strcmp(name, "cuda") == 0) return gpu_step_device_open(d, m, opt, N, S, T, err);
 #endif
+#ifdef WITH_MPI
+    if (strcmp(name, "mpi") == 0) return dist_step_device_open(d, m, opt, N, S, T, err);
+#endif
+    return 0;
 }
+
+#ifdef WITH_MPI
+int device_ranks(int *rank) { return dist_ranks(rank); }
+int device_agree(uint64_t hash, Error *err) { return dist_agree(hash, err); }
+void device_finish(int failed) { dist_finish(failed); }
+#else
+int device_ranks(int *rank)
+{
+    const char *size = getenv("OMPI_COMM_WORLD_SIZE"), *me = getenv("OMPI_COMM_WORLD_RANK");
+    *rank = me ? atoi(me) : 0;
+    return size && atoi(size) > 1 ? atoi(size) : 1;
+}
+
+int device_agree(uint64_t hash, Error *err)
+{
+    (void)hash, (void)err;
+    return 0;
+}
+
+void device_finish(int failed) { (void)failed; }
+#endif

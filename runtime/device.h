@@ -1,11 +1,15 @@
 /*
- * device.h - where a run trains: "cpu", or "cuda", the GPU, which only
- * the CUDA build of the programs has (build/cuda/, make cuda: this file
- * compiled again with WITH_CUDA). trainer.h has the StepDevice the GPU
- * side fills in.
+ * device.h - where a run trains: "cpu"; "cuda", the GPU, which only the
+ * CUDA build of the programs has (build/cuda/, make cuda: this file
+ * compiled again with WITH_CUDA); or "mpi", the processes of an mpirun,
+ * which only the MPI build has (build/mpi/, make mpi: this file compiled
+ * again with WITH_MPI; mpi/dist.h). trainer.h has the StepDevice they fill
+ * in.
  */
 #ifndef DEVICE_H
 #define DEVICE_H
+
+#include <stdint.h>
 
 #include "error.h"
 #include "model.h"
@@ -18,8 +22,25 @@ int device_check(const char *name, Error *err);
 
 /* Opens the device for model m and optimizer state opt, for training
  * batches of N sequences of S source (and T target) tokens: "cpu" leaves d
- * zeroed (train_run then uses the CPU); "cuda" copies both to the GPU. */
+ * zeroed (train_run then uses the CPU); "cuda" copies both to the GPU;
+ * "mpi" shares every batch among the ranks. */
 int device_open(const char *name, StepDevice *d, const Model *m, const AdamState *opt, int N,
                 int S, int T, Error *err);
+
+/* The processes of this run: how many, and in *rank which one this is (0 to
+ * ranks - 1). 1 and 0 outside mpirun. The MPI build starts MPI here on the
+ * first call; the plain build returns mpirun's count too (from OpenMPI's
+ * environment), so that a run of the wrong build under mpirun is refused
+ * rather than trained N times over. */
+int device_ranks(int *rank);
+
+/* Fails on every rank whose hash differs from rank 0's: ranks started with
+ * other options or data. 0 in a run of one process. */
+int device_agree(uint64_t hash, Error *err);
+
+/* The end of the program: after a failure on any rank (failed != 0) the
+ * whole job stops (MPI_Abort; the others may wait in a collective for
+ * ever otherwise), else MPI ends normally. Nothing without MPI. */
+void device_finish(int failed);
 
 #endif

@@ -63,7 +63,8 @@ static int train_options(Option *opts, TaskRun *r, int *help)
         {"--resume", OPT_STRING, &o->resume, "continue the run saved in this checkpoint"},
         {"--out", OPT_STRING, &o->out, "save the trained model here (no optimizer state)"},
         {"--log", OPT_STRING, &o->log, "the CSV loss log"},
-        {"--device", OPT_STRING, &o->device, "cpu, or cuda (the programs in build/cuda/)"},
+        {"--device", OPT_STRING, &o->device, "cpu, cuda (the programs in build/cuda/) or mpi "
+         "(build/mpi/; chosen by itself under mpirun -np N > 1)"},
         {"--target-loss", OPT_DOUBLE, &o->target_loss,
          "exit 1 if the last validation loss is above this (0: off)"},
         {"--min-accuracy", OPT_DOUBLE, &o->min_accuracy,
@@ -284,11 +285,98 @@ static int train_rounds(TaskRun *r, Model *m, AdamState *opt, TrainState *state,
         if (train_run(m, opt, state, t, &r->train, &r->val, &r->last_val, err) != 0) return -1;
         if (!rounds) break;
         double metric;
+        if (r->rank > 0) continue;              /* rank 0 runs the rounds */
         if (r->task->round(r, m, &metric, err) != 0) return -1;
         if (round_log) {
             fprintf(round_log, "%" PRId64 ",%" PRId64 ",%.6f\n", opt->step, state->epoch, metric);
             fflush(round_log);
         }
+    }
+    return 0;
+}
+
+/* FNV-1a, 64 bits: the hash the ranks compare at the start. */
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+static uint64_t hash_string(uint64_t h, const char *s)
+{
+    return s ? hash_bytes(h, s, strlen(s) + 1) : hash_bytes(h, "", 1);
+}
+
+/* Hashes every example of ex into *h, in batches of up to 256. */
+static int hash_examples(uint64_t *h, const Examples *ex, Error *err)
+{
+    enum { CHUNK = 256 };
+    int64_t idx[CHUNK];
+    size_t per_src = (size_t)CHUNK * ex->S, per_tgt = (size_t)CHUNK * (ex->T ? ex->T : ex->S);
+    size_t per_feat = (size_t)CHUNK * ex->S * (ex->input_dim > 0 ? ex->input_dim : 1);
+    int64_t *src = malloc(per_src * sizeof *src), *tgt_in = malloc(per_tgt * sizeof *tgt_in),
+            *target = malloc(per_tgt * sizeof *target);
+    float *features = ex->input_dim > 0 ? malloc(per_feat * sizeof *features) : NULL;
+    int rc = 0;
+    if (!src || !tgt_in || !target || (ex->input_dim > 0 && !features))
+        rc = error_set(err, "out of memory to hash the data");
+    for (int64_t first = 0; rc == 0 && first < ex->n; first += CHUNK) {
+        int n = ex->n - first < CHUNK ? (int)(ex->n - first) : CHUNK;
+        for (int i = 0; i < n; i++) idx[i] = first + i;
+        memset(tgt_in, 0, per_tgt * sizeof *tgt_in);
+        memset(target, 0, per_tgt * sizeof *target);
+        rc = ex->fill(ex->data, idx, n, src, tgt_in, target, err);
+        if (rc == 0 && features) rc = ex->fill_features(ex->data, idx, n, features, err);
+        if (rc != 0) break;
+        *h = hash_bytes(*h, src, (size_t)n * ex->S * sizeof *src);
+        *h = hash_bytes(*h, tgt_in, per_tgt * sizeof *tgt_in);
+        *h = hash_bytes(*h, target, per_tgt * sizeof *target);
+        if (features) *h = hash_bytes(*h, features, (size_t)n * ex->S * ex->input_dim * sizeof *features);
+    }
+    free(src), free(tgt_in), free(target), free(features);
+    return rc;
+}
+
+/* The ranks of an MPI run must train the same thing: the same options,
+ * data, and starting weights (new or resumed) and optimizer step. Every
+ * rank hashes them; a rank whose hash is not rank 0's is refused. */
+static int ranks_agree(const TaskRun *r, const Model *m, const AdamState *opt, Error *err)
+{
+    const RunOptions *o = &r->o;
+    const int ints[] = {o->epochs, o->stop_after, o->batch_size, o->bucket, o->warmup,
+                        o->per_epoch_schedule, o->seed, o->eval_every};
+    const double reals[] = {o->lr, o->weight_decay, o->clip, o->label_smoothing,
+                            o->target_loss, o->min_accuracy};
+    const char *strings[] = {o->optimizer, o->schedule, o->resume, o->device};
+    uint64_t h = 0xcbf29ce484222325ULL;
+    h = hash_bytes(h, ints, sizeof ints);
+    h = hash_bytes(h, reals, sizeof reals);
+    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) h = hash_string(h, strings[i]);
+    h = hash_bytes(h, m->params, m->num_params * sizeof *m->params);
+    h = hash_bytes(h, &opt->step, sizeof opt->step);
+    if (hash_examples(&h, &r->train, err) != 0 || hash_examples(&h, &r->val, err) != 0)
+        return -1;
+    return device_agree(h, err);
+}
+
+/* Under mpirun with several ranks: trains on them (--device mpi unless
+ * another device was asked for, which is refused); ranks other than 0
+ * write nothing and print nothing but their errors. */
+static int share_out(TaskRun *r, Error *err)
+{
+    RunOptions *o = &r->o;
+    r->ranks = device_ranks(&r->rank);
+    if (r->ranks == 1) return 0;
+    if (strcmp(o->device, "cpu") == 0) o->device = "mpi";
+    if (strcmp(o->device, "mpi") != 0)
+        return error_set(err, "--device %s: the %d MPI ranks train on their CPUs (--device mpi); "
+                         "a GPU trains alone", o->device, r->ranks);
+    if (device_check(o->device, err) != 0) return -1;
+    if (r->rank > 0) {
+        o->checkpoint = o->out = o->log = NULL;
+        if (!freopen("/dev/null", "w", stdout))
+            return error_set(err, "rank %d: cannot silence stdout", r->rank);
     }
     return 0;
 }
@@ -308,7 +396,9 @@ int task_train(TaskRun *r, Error *err)
     int opened = 0, rc = -1;
 
     r->training = 1;
+    if (share_out(r, err) != 0) return -1;
     if (recipe(o, &t, err) != 0) return -1;
+    t.quiet = r->rank > 0;
     if (task->check && task->check(r, err) != 0) return -1;
     if (o->log && task->round && task->round_log_suffix)
         snprintf(round_path, sizeof round_path, "%s%s", o->log, task->round_log_suffix);
@@ -338,11 +428,22 @@ int task_train(TaskRun *r, Error *err)
         printf("%s finished its %d epochs: --out is written from it\n", o->resume, o->epochs);
     } else {
         print_run(r, &m, &t);
+        if (r->ranks > 1 && ranks_agree(r, &m, &opt, err) != 0) goto done;
         if (device_open(o->device, &device, &m, &opt, o->batch_size, r->train.S, r->train.T,
                         err) != 0)
             goto done;
         t.device = device.ctx ? &device : NULL;
-        if (t.device) printf("training on the GPU (--device %s)\n", o->device);
+        if (t.device && strcmp(device.name, "mpi") == 0 && r->rank > 0) {
+            /* ZeRO-1: the device keeps this rank's slice of the moments;
+             * the whole of them is gathered only into rank 0's opt, for its
+             * checkpoints. (opt.step goes on counting the steps.) */
+            free(opt.m), free(opt.v);
+            opt.m = opt.v = NULL;
+        }
+        if (t.device && strcmp(device.name, "mpi") == 0)
+            printf("training on %d MPI rank(s), each on its share of every batch "
+                   "(--device mpi)\n", r->ranks);
+        else if (t.device) printf("training on the GPU (--device %s)\n", o->device);
         if (round_path[0]) {
             round_log = round_log_open(round_path, task->round_column, o->resume ? opt.step : -1,
                                        err);
@@ -354,8 +455,8 @@ int task_train(TaskRun *r, Error *err)
                state.epoch, o->epochs, opt.step, time_now() - started);
     }
     if (o->out && save_model(r, &m, o->out, err) != 0) goto done;
-    double accuracy;
-    if (task->report(r, &m, &accuracy, err) != 0) goto done;
+    double accuracy = 1.0;                      /* rank 0 reports */
+    if (r->rank == 0 && task->report(r, &m, &accuracy, err) != 0) goto done;
     rc = 0;
     if (o->target_loss > 0 && !finished && !(r->last_val.loss <= o->target_loss))
         rc = error_set(err, "the validation loss %.4f is above the target %.4f",
@@ -506,7 +607,8 @@ static int run_bench(const char *path, const BenchOptions *b, Error *err)
     }
     qsort(runs, (size_t)b->repeats, sizeof runs[0], compare_doubles);
     printf("{\"ms_per_step\": %.6f, \"peak_mb\": %.1f", runs[b->repeats / 2], peak_resident_mb());
-    if (device.ctx) printf(", \"gpu_mb\": %.1f", (double)device.bytes / (1 << 20));
+    if (device.ctx) printf(", \"%s\": %.1f", strcmp(device.name, "mpi") == 0 ? "rank_state_mb"
+                           : "gpu_mb", (double)device.bytes / (1 << 20));
     printf("}\n");
     rc = 0;
 done:
@@ -529,7 +631,8 @@ static int bench_command(const char *program, int argc, char **argv)
         {"--steps", OPT_INT, &b.steps, "steps per timed run"},
         {"--repeats", OPT_INT, &b.repeats, "timed runs; the median is printed"},
         {"--warmup", OPT_INT, &b.warmup, "untimed steps first"},
-        {"--device", OPT_STRING, &b.device, "cpu, or cuda (the programs in build/cuda/)"},
+        {"--device", OPT_STRING, &b.device, "cpu, cuda (build/cuda/) or mpi (build/mpi/, "
+         "under mpirun: each rank times its share of the batch)"},
         {"--help", OPT_FLAG, &help, "this list"},
     };
     int n = (int)(sizeof opts / sizeof opts[0]);
@@ -575,7 +678,11 @@ int task_main(const Task *task, int argc, char **argv)
         usage(stdout, task);
         return 0;
     }
-    if (strcmp(cmd, "--bench") == 0) return bench_command(task->program, argc, argv);
+    if (strcmp(cmd, "--bench") == 0) {
+        rc = bench_command(task->program, argc, argv);
+        device_finish(rc != 0);
+        return rc;
+    }
     if (strcmp(cmd, "--train") == 0 || strcmp(cmd, "--eval") == 0) {
         int train = cmd[2] == 't';
         TaskRun r = task_run_defaults(task);
@@ -609,9 +716,7 @@ int task_main(const Task *task, int argc, char **argv)
         }
         rc = c->run(argc - 2, argv + 2, &err);
     }
-    if (rc != 0) {
-        fprintf(stderr, "%s %s: %s\n", task->program, cmd, err.msg);
-        return 1;
-    }
-    return 0;
+    if (rc != 0) fprintf(stderr, "%s %s: %s\n", task->program, cmd, err.msg);
+    device_finish(rc != 0);             /* an MPI run: a failed rank stops them all */
+    return rc != 0;
 }

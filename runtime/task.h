@@ -22,6 +22,11 @@
  *      running the task's round (chapter 09: greedy decoding of the
  *      validation pairs), a checkpoint after every epoch;
  *   5. writes --out, and reports the task's metric on its test data.
+ *
+ * Under mpirun with more than one rank (the MPI build, build/mpi/), every
+ * rank runs the same training on its share of each batch (--device mpi,
+ * mpi/dist.h); rank 0 alone takes the lock, writes the checkpoint, --out
+ * and the logs, prints, runs the rounds and the report.
  */
 #ifndef TASK_H
 #define TASK_H
@@ -55,6 +60,8 @@ typedef struct {
     const char *const *meta;    /* NULL, or key, value, ..., NULL: metadata that every
                                    checkpoint and --out carries (chapter 10's tokenizer) */
     StepResult last_val;        /* the last validation of the training run */
+    int rank, ranks;            /* this process among the run's MPI ranks (0 of 1
+                                   without mpirun); only rank 0 writes and prints */
 } TaskRun;
 
 /* A command of the task's own: PROGRAM name ARGS. run gets the arguments

@@ -22,7 +22,8 @@
 # the texts are copied unchanged; CI's own script (.ci/) is left out, and so is
 # the CUDA side (cuda/: a kernel and a plain C twin of every layer, the
 # solutions in another form; the copy's `make cuda` and `make test-cuda` say
-# so). Before anything is built, every distinctive line of every solution body
+# so), and the MPI side (mpi/: its step is chapter 08's train_step in another
+# form; `make mpi` says so). Before anything is built, every distinctive line of every solution body
 # is looked for in every text file of the copy, and one found outside the
 # stub blocks (a README or a test quoting a body) stops the export with its
 # file:line; see leak_scan below.
@@ -62,7 +63,7 @@ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     git ls-files -z --cached --others --exclude-standard
 else
     find . -type f -not -path './build/*' -not -path './.venv/*' -not -path './.git/*' -print0
-fi | grep -zv '^\(\./\)\?\(\.ci\|cuda\)/' | while IFS= read -r -d '' f; do
+fi | grep -zv '^\(\./\)\?\(\.ci\|cuda\|mpi\)/' | while IFS= read -r -d '' f; do
     [ -f "$f" ] || continue
     mkdir -p "$tmp/$(dirname "$f")"
     cp -p "$f" "$tmp/$f"

@@ -4,6 +4,7 @@
 #   tools/install-deps.sh build    C compiler, make, cmocka, cJSON, gnuplot
 #   tools/install-deps.sh python   python3 with venv and pip (for the reference)
 #   tools/install-deps.sh fuzz     clang with libFuzzer and LLVM's OpenMP (make fuzz)
+#   tools/install-deps.sh mpi      OpenMPI: mpicc and mpirun (make mpi)
 #
 # Only missing packages are installed. Without root (and without sudo that
 # works without a password) it prints the apt-get command and exits 1.
@@ -14,7 +15,8 @@ case "${1:-}" in
     python) wanted="python3 python3-venv python3-pip" ;;
     # libFuzzer's runtime is libclang-rt-dev, only a recommendation of clang.
     fuzz)   wanted="clang libclang-rt-dev libomp-dev" ;;
-    *) echo "usage: $0 build|python|fuzz" >&2; exit 2 ;;
+    mpi)    wanted="openmpi-bin libopenmpi-dev" ;;
+    *) echo "usage: $0 build|python|fuzz|mpi" >&2; exit 2 ;;
 esac
 
 # A package counts as present when dpkg says so, or (for python) when a

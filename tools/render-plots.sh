@@ -28,6 +28,10 @@ for main in chapters/[0-9][0-9]_*/main.c; do
     "$program" --plot-data "$out"
 done
 
+# Tables committed beside the scripts (plots/*.dat: the MPI projection of
+# tools/dp-projection.py) are read from the build folder too.
+cp plots/*.dat "$out"/ 2>/dev/null || true
+
 if gnuplot -e 'set terminal' 2>&1 | grep -qw pngcairo; then terminal=pngcairo; else terminal=png; fi
 count=0
 for script in plots/*.gp; do

@@ -208,6 +208,15 @@ static int trim_batch(Batch *b, StepWork *s, const Model *m, int *S, int *T, Err
     return 0;
 }
 
+int batch_trim(Batch *b, StepWork *s, const Model *m, Error *err)
+{
+    int S = b->S, T = b->T;
+    if (m->cfg.pad_id >= 0 && trim_batch(b, s, m, &S, &T, err) != 0) return -1;
+    if (m->cfg.pad_id < 0 && model_work_reshape(&s->work, m, S, T, err) != 0) return -1;
+    b->S = S, b->T = T;
+    return 0;
+}
+
 /* Length bucketing: the shuffled order is cut into runs of `run` batches;
  * each run is sorted by length (ties keep their shuffled order), cut into
  * batches, and its batches are visited in a random order. Batches then hold
@@ -478,6 +487,10 @@ static int logit_width(const Model *m, int S)
 {
     return m->cfg.kind == MODEL_SET ? S : m->cfg.tgt_vocab;
 }
+
+int step_logit_width(const Model *m, int S) { return logit_width(m, S); }
+
+int64_t step_ignore_index(const Model *m) { return ignore_index(m); }
 
 int step_work_alloc(StepWork *s, const Model *m, int N, int S, int T, int backward, Error *err)
 {

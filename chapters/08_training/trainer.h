@@ -79,8 +79,22 @@ int train_step(Model *m, StepWork *s, AdamState *opt, const StepConfig *c, const
  * accumulates loss * count). */
 int eval_batch(Model *m, StepWork *s, const Batch *b, StepResult *res, Error *err);
 
-/* A device the steps can run on instead of this CPU: the CUDA build's GPU
- * (cuda/gpu.h, gpu_step_device_open). It holds its own copy of the
+/* Given helpers for a StepDevice that runs chapter 07's model on this CPU
+ * (the MPI build's mpi/dist.c):
+ *   batch_trim         cuts b to its longest source and target when the model
+ *                      has a pad id (compacting the rows in place: b->S and
+ *                      b->T become the new lengths), and reshapes s's work to
+ *                      b's lengths (at most those s was allocated for)
+ *   step_logit_width   the width of one row of the logits: tgt_vocab, or the
+ *                      set size S of a set model
+ *   step_ignore_index  the target the loss ignores (the pad id, or none) */
+int batch_trim(Batch *b, StepWork *s, const Model *m, Error *err);
+int step_logit_width(const Model *m, int S);
+int64_t step_ignore_index(const Model *m);
+
+/* A device the steps can run on instead of this CPU alone: the CUDA build's
+ * GPU (cuda/gpu.h, gpu_step_device_open), or the MPI build's ranks
+ * (mpi/dist.h, dist_step_device_open). It holds its own copy of the
  * parameters and the optimizer state between steps; sync copies them back
  * into the host model and optimizer (before a checkpoint, and at the end).
  * step and eval do what train_step and eval_batch do; eval takes batches of

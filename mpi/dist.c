@@ -1,0 +1,319 @@
+/*
+ * dist.c - see dist.h.
+ *
+ * Letters: R ranks, r this rank; P parameters; N rows of the global batch,
+ * N_r = rows of rank r's share; L_r = parameters of rank r's slice.
+ *
+ * Every MPI call runs under MPI's default error handler, which stops the
+ * whole job on a failure (a rank that died included): none returns an
+ * error to check.
+ */
+#include "dist.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loss.h"
+#include "model_work.h"
+#include "threads.h"
+
+typedef struct {
+    Model *m;               /* the host model: the ranks compute on this CPU */
+    int rank, ranks;
+    int S, T;               /* the training batch's lengths */
+    StepWork train;         /* for this rank's share of a training batch */
+    StepWork eval;          /* for a share of another size (the last eval batch) */
+    int *counts, *displs;   /* (R,): every rank's slice of the parameters */
+    int *recv_counts, *recv_displs;   /* (R,): L_r from every rank, rank after rank */
+    float *recv;            /* (R, L_r): every rank's gradient of this rank's slice */
+    AdamState opt;          /* Adam's moments of this rank's slice (L_r,) */
+} Dist;
+
+int dist_ranks(int *rank)
+{
+    int started, size;
+    MPI_Initialized(&started);
+    if (!started) {
+        int provided;       /* OpenMP threads run inside a step, MPI calls outside */
+        MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    return size;
+}
+
+int dist_agree(uint64_t hash, Error *err)
+{
+    int rank, ranks = dist_ranks(&rank);
+    uint64_t first = hash;
+    if (ranks == 1) return 0;
+    MPI_Bcast(&first, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    if (first != hash)
+        return error_set(err, "rank %d of %d was started with other options or data than "
+                         "rank 0 (hash %016" PRIx64 ", rank 0 has %016" PRIx64 "): every "
+                         "rank needs the same command line and the same files",
+                         rank, ranks, hash, first);
+    return 0;
+}
+
+void dist_finish(int failed)
+{
+    int started, finished, ranks;
+    MPI_Initialized(&started);
+    MPI_Finalized(&finished);
+    if (!started || finished) return;
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    if (failed && ranks > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Finalize();
+}
+
+/* Rank r's rows of a batch of N: [N r / R, N (r + 1) / R). */
+static int share_begin(int N, int r, int R) { return (int)((int64_t)N * r / R); }
+
+/* The rows of b that are rank r's, as a batch of its own that points into
+ * b's buffers (rows are contiguous): a target row holds T targets
+ * (seq2seq), S (labeller) or 1 (classifier, set model). */
+static Batch share_of(const Batch *b, const ModelConfig *c, int r, int R)
+{
+    Batch s = *b;
+    int64_t lo = share_begin(b->N, r, R);
+    int64_t per_target = c->kind == MODEL_SEQ2SEQ ? b->T : c->kind == MODEL_LABELLER ? b->S : 1;
+    s.N = share_begin(b->N, r + 1, R) - (int)lo;
+    s.src += lo * b->S;
+    s.target += lo * per_target;
+    if (s.tgt_in) s.tgt_in += lo * b->T;
+    if (s.features) s.features += lo * b->S * c->input_dim;
+    return s;
+}
+
+/* The work for a share of n rows: the training work, or the eval work
+ * made (again) for n. */
+static StepWork *work_for(Dist *d, int n, Error *err)
+{
+    if (n == d->train.work.N) return &d->train;
+    if (d->eval.work.N != n) {
+        step_work_free(&d->eval);
+        if (step_work_alloc(&d->eval, d->m, n, d->S, d->T, 0, err) != 0) return NULL;
+    }
+    return &d->eval;
+}
+
+/* This rank's share of b, in s's work, cut to its longest sequences. */
+static int prepare_share(Dist *d, const Batch *b, Batch *share, StepWork **s, Error *err)
+{
+    *share = share_of(b, &d->m->cfg, d->rank, d->ranks);
+    if (share->N == 0) return 0;
+    if (b->S > d->S || b->T > d->T)
+        return error_set(err, "--device mpi: a batch of lengths %d, %d is longer than the "
+                         "training batch's %d, %d", b->S, b->T, d->S, d->T);
+    if (!(*s = work_for(d, share->N, err))) return -1;
+    (*s)->work.features = share->features;
+    return batch_trim(share, *s, d->m, err);
+}
+
+/* Sums (R, n) rows of x in rank order into out (n,). */
+static void sum_in_rank_order(float *out, const float *x, int R, int64_t n)
+{
+    #pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        float sum = x[i];
+        for (int r = 1; r < R; r++) sum += x[(int64_t)r * n + i];
+        out[i] = sum;
+    }
+}
+
+/* Gathers (loss * count, count, correct) of every rank and sums them in
+ * rank order: the same three numbers on every rank. */
+static void sum_counts(const double mine[3], double total[3], int R)
+{
+    double *all = malloc((size_t)R * 3 * sizeof *all);          /* (R, 3) */
+    if (!all) MPI_Abort(MPI_COMM_WORLD, 1);     /* a rank alone cannot leave the collective */
+    MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, MPI_COMM_WORLD);
+    total[0] = total[1] = total[2] = 0.0;
+    for (int r = 0; r < R; r++)
+        for (int k = 0; k < 3; k++) total[k] += all[3 * r + k];
+    free(all);
+}
+
+static int dist_step(void *ctx, const StepConfig *c, const Batch *b, StepResult *res, Error *err)
+{
+    Dist *d = ctx;
+    Model *m = d->m;
+    const int R = d->ranks, r = d->rank;
+    const int64_t lo = d->displs[r], len = d->counts[r];
+    StepWork *s = NULL;
+    Batch share;
+    float loss = 0.0f;
+    int64_t count = 0, correct = 0;
+    memset(res, 0, sizeof *res);
+    threads_adapt();
+
+    /* Dropout: the shared stream moves on by two draws a step on every rank
+     * (so a checkpoint resumes it anywhere); each rank draws its masks from
+     * a stream of its own seeded from them. */
+    Rng drop, *dropout = NULL;
+    if (c->dropout_rng) {
+        uint64_t seed = (uint64_t)rng_u32(c->dropout_rng) << 32;
+        seed |= rng_u32(c->dropout_rng);
+        rng_seed(&drop, seed, 16 + (uint64_t)r);
+        dropout = &drop;
+    }
+    model_zero_grad(m);
+    if (prepare_share(d, b, &share, &s, err) != 0) return -1;
+    if (share.N > 0) {
+        if (model_forward(m, &s->work, share.src, share.tgt_in, dropout) != 0)
+            return error_set(err, "model_forward failed");
+        if (cross_entropy(&loss, s->dlogits, s->work.logits, share.target, s->rows,
+                          step_logit_width(m, s->work.S), step_ignore_index(m),
+                          c->label_smoothing, &count, &correct, err) != 0)
+            return -1;
+        if (count > 0 && model_backward(m, &s->work, s->dlogits) != 0)
+            return error_set(err, "model_backward failed");
+    }
+
+    /* The loss is the mean over all counted targets: rank r's gradient
+     * (of its own mean) counts count_r / count of the whole. */
+    double mine[3] = {count > 0 ? (double)loss * count : 0.0, (double)count, (double)correct};
+    double total[3];
+    sum_counts(mine, total, R);
+    const float weight = total[1] > 0 ? (float)(count / total[1]) : 0.0f;
+    if (count > 0) {
+        #pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < (int64_t)m->num_params; i++) m->grads[i] *= weight;
+    }
+
+    /* Reduce-scatter in a fixed order: rank q receives every rank's slice q
+     * of the gradient, (R, L_q), and sums them rank after rank. */
+    MPI_Alltoallv(m->grads, d->counts, d->displs, MPI_FLOAT, d->recv, d->recv_counts,
+                  d->recv_displs, MPI_FLOAT, MPI_COMM_WORLD);
+    float *g = m->grads + lo;                                        /* (L_r,) */
+    sum_in_rank_order(g, d->recv, R, len);
+
+    /* The global norm: the slices' squared sums, summed in rank order. */
+    double sq = 0.0, *all_sq = malloc((size_t)R * sizeof *all_sq);
+    if (!all_sq) return error_set(err, "out of memory for %d norms", R);
+    for (int64_t i = 0; i < len; i++) sq += (double)g[i] * g[i];
+    MPI_Allgather(&sq, 1, MPI_DOUBLE, all_sq, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+    sq = 0.0;
+    for (int q = 0; q < R; q++) sq += all_sq[q];
+    free(all_sq);
+    double norm = sqrt(sq);
+    if (c->max_norm > 0) {
+        double coef = (double)c->max_norm / (norm + 1e-6);   /* as clip_grad_norm */
+        if (coef < 1.0)
+            for (int64_t i = 0; i < len; i++) g[i] *= (float)coef;
+    }
+
+    /* Adam on this rank's slice, then every slice to every rank. */
+    if (len > 0 && adam_step(m->params + lo, g, &d->opt, &c->adam, c->lr) != 0)
+        return error_set(err, "adam_step failed");
+    if (len == 0) d->opt.step++;
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, m->params, d->counts, d->displs,
+                   MPI_FLOAT, MPI_COMM_WORLD);
+
+    res->loss = total[1] > 0 ? total[0] / total[1] : NAN;
+    res->count = (int64_t)total[1];
+    res->correct = (int64_t)total[2];
+    res->grad_norm = c->max_norm > 0 ? norm : NAN;
+    return 0;
+}
+
+static int dist_eval(void *ctx, const Batch *b, StepResult *res, Error *err)
+{
+    Dist *d = ctx;
+    StepWork *s = NULL;
+    Batch share;
+    StepResult mine = {0};
+    threads_adapt();
+    if (prepare_share(d, b, &share, &s, err) != 0) return -1;
+    if (share.N > 0 && eval_batch(d->m, s, &share, &mine, err) != 0) return -1;
+    double x[3] = {mine.loss, (double)mine.count, (double)mine.correct}, total[3];
+    sum_counts(x, total, d->ranks);
+    res->loss += total[0];
+    res->count += (int64_t)total[1];
+    res->correct += (int64_t)total[2];
+    return 0;
+}
+
+/* The parameters are the host model's already; the moments come together
+ * in rank 0's opt (the rank that writes checkpoints). */
+static int dist_sync(void *ctx, Model *m, AdamState *opt, Error *err)
+{
+    Dist *d = ctx;
+    (void)m, (void)err;
+    MPI_Gatherv(d->opt.m, d->counts[d->rank], MPI_FLOAT, opt->m, d->counts, d->displs,
+                MPI_FLOAT, 0, MPI_COMM_WORLD);
+    MPI_Gatherv(d->opt.v, d->counts[d->rank], MPI_FLOAT, opt->v, d->counts, d->displs,
+                MPI_FLOAT, 0, MPI_COMM_WORLD);
+    return 0;
+}
+
+static void dist_close(void *ctx)
+{
+    Dist *d = ctx;
+    if (!d) return;
+    step_work_free(&d->train);
+    step_work_free(&d->eval);
+    free(d->counts), free(d->displs), free(d->recv_counts), free(d->recv_displs);
+    free(d->recv);
+    adam_state_free(&d->opt);
+    free(d);
+}
+
+int dist_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, int N, int S,
+                          int T, Error *err)
+{
+    int rank, R = dist_ranks(&rank);
+    memset(d, 0, sizeof *d);
+    if (N < R)
+        return error_set(err, "--batch-size %d is smaller than the %d MPI ranks: every rank "
+                         "needs at least one sequence of each batch", N, R);
+    if (m->num_params > (size_t)INT32_MAX)
+        return error_set(err, "--device mpi: %zu parameters are more than MPI's int counts "
+                         "reach", m->num_params);
+    Dist *t = calloc(1, sizeof *t);
+    if (!t) return error_set(err, "out of memory for the MPI device");
+    t->m = (Model *)m;      /* the ranks compute on the host model itself */
+    t->rank = rank, t->ranks = R, t->S = S, t->T = T;
+    t->counts = malloc((size_t)R * sizeof *t->counts);
+    t->displs = malloc((size_t)R * sizeof *t->displs);
+    t->recv_counts = malloc((size_t)R * sizeof *t->recv_counts);
+    t->recv_displs = malloc((size_t)R * sizeof *t->recv_displs);
+    if (!t->counts || !t->displs || !t->recv_counts || !t->recv_displs) {
+        dist_close(t);
+        return error_set(err, "out of memory for the MPI device");
+    }
+    for (int q = 0; q < R; q++) {
+        int64_t begin = (int64_t)m->num_params * q / R;
+        t->displs[q] = (int)begin;
+        t->counts[q] = (int)((int64_t)m->num_params * (q + 1) / R - begin);
+    }
+    int64_t len = t->counts[rank];
+    for (int q = 0; q < R; q++) {
+        t->recv_counts[q] = (int)len;
+        t->recv_displs[q] = (int)(q * len);
+    }
+    t->recv = malloc((size_t)(R * len > 0 ? R * len : 1) * sizeof *t->recv);
+    int rows = share_begin(N, rank + 1, R) - share_begin(N, rank, R);
+    if (!t->recv || adam_state_alloc(&t->opt, (size_t)(len ? len : 1), err) != 0 ||
+        step_work_alloc(&t->train, m, rows, S, T, 1, err) != 0) {
+        if (!t->recv) error_set(err, "out of memory for %d gradient slices", R);
+        dist_close(t);
+        return -1;
+    }
+    t->opt.n = (size_t)len;
+    memcpy(t->opt.m, opt->m + t->displs[rank], (size_t)len * sizeof *opt->m);
+    memcpy(t->opt.v, opt->v + t->displs[rank], (size_t)len * sizeof *opt->v);
+    t->opt.step = opt->step;
+    d->name = "mpi";
+    d->bytes = (size_t)(2 + R) * len * sizeof(float);
+    d->ctx = t;
+    d->step = dist_step;
+    d->eval = dist_eval;
+    d->sync = dist_sync;
+    d->close = dist_close;
+    return 0;
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# tests/mpi/run.sh - make test-mpi: the MPI build (build/mpi/) on two ranks of
+# this machine (mpirun -np 2 --oversubscribe), chapter 08's reverse task:
+#   1. determinism   two 2-rank runs write the same log and checkpoint, bit for bit
+#   2. agreement     100 steps of 2 ranks against 100 steps of one process (the
+#                    plain build/08_training) on the same global batches: the
+#                    losses and the weights agree to float32 rounding (printed)
+#   3. resume        a 2-rank run stopped after epoch 1 and resumed on 2 ranks ends
+#                    bit for bit where the uninterrupted run ends; resumed on one
+#                    process it ends within rounding of it
+#   4. refusals      ranks started with other options are refused, and so is the
+#                    plain build under mpirun
+# for the labeller and the encoder-decoder. Exits 1 on the first failure.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+# OpenMPI refuses to run as root (CI does) unless told; only here.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# One thread per rank: two ranks on two cores.
+export OMP_NUM_THREADS=1
+mpirun="mpirun -np 2 --oversubscribe"
+dir=$(mktemp -d build/mpi/test.XXXXXX)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "test-mpi: $*" >&2; exit 1; }
+
+# Bounds of the agreement (step 2), written down with the reason: the two
+# runs sum the same float32 numbers in another order (one gradient of 32
+# rows against two of 16 added), so each step's values differ in their last
+# bits, and Adam carries those differences on. Over 100 steps the losses
+# measured 5e-8 apart (relative) at most, the weights and moments 1.2e-7
+# (absolute) and 5e-7 (relative to each tensor's largest value). The bounds
+# leave a factor of about 20, and are far below what a wrong share of the
+# batch makes (a missing row moves the loss by 1e-2). The attention's key
+# bias (in in_proj_bias) is left out of the maxima: its true gradient is 0
+# (a softmax does not change when every score moves by the same amount), so
+# what it gets is rounding noise, which Adam scales up to steps of the
+# learning rate's size; there the two runs differ by 3e-4 (printed).
+LOSS_REL=1e-6
+WEIGHT_ABS=2e-6
+WEIGHT_REL=1e-5
+
+# The largest relative difference of the train_loss column (4) of two logs.
+loss_diff() {
+    paste -d, "$1" "$2" | awk -F, 'NR > 1 { d = $4 - $10; if (d < 0) d = -d;
+        m = ($4 < 0 ? -$4 : $4); if (d / m > x) x = d / m; n++ }
+        END { printf "%d losses, max rel diff %.3g\n", n, x }'
+}
+
+for model in labeller seq2seq; do
+    run="--model $model --train-size 3200 --test-size 500 --batch-size 32 --epochs 2 --clip 1"
+    [ "$model" = seq2seq ] && run="$run --heads 2"
+    d="$dir/$model"
+    mkdir -p "$d"
+    echo "== $model: 2 ranks x 2 epochs of 100 steps"
+
+    # 1. determinism
+    $mpirun build/mpi/08_training --train $run --checkpoint "$d/a.st" --log "$d/a.csv" >"$d/a.out"
+    $mpirun build/mpi/08_training --train $run --checkpoint "$d/b.st" --log "$d/b.csv" >"$d/b.out"
+    grep -q 'training on 2 MPI rank(s)' "$d/a.out" || fail "$model: the run did not train on 2 ranks"
+    cmp -s "$d/a.csv" "$d/b.csv" || fail "$model: two 2-rank runs wrote different logs"
+    build/mpi/compare "$d/a.st" "$d/b.st" --bits >/dev/null ||
+        fail "$model: two 2-rank runs wrote different checkpoints"
+    echo "determinism: two 2-rank runs, logs and checkpoints bit-identical"
+
+    # 2. agreement: the first epoch (100 steps) of 2 ranks and of one process
+    $mpirun build/mpi/08_training --train $run --stop-after 1 --checkpoint "$d/half.st" \
+        --log "$d/half.csv" >/dev/null
+    build/08_training --train $run --stop-after 1 --checkpoint "$d/one.st" --log "$d/one.csv" \
+        >/dev/null
+    losses=$(loss_diff "$d/one.csv" "$d/half.csv")
+    weights=$(build/mpi/compare "$d/one.st" "$d/half.st" --except in_proj_bias)
+    key_bias=$(build/mpi/compare "$d/one.st" "$d/half.st" --each | grep -m1 in_proj_bias)
+    echo "agreement, 1 process against 2 ranks after 100 steps: $losses"
+    echo "    checkpoints (weights and Adam's moments, but the key bias): $weights"
+    echo "    the key bias:$key_bias"
+    awk -v l="${losses##* }" -v b=$LOSS_REL 'BEGIN { exit !(l <= b) }' ||
+        fail "$model: the losses differ by more than $LOSS_REL"
+    abs=$(sed 's/.*max abs diff \([^ ]*\) .*/\1/' <<<"$weights")
+    rel=$(sed 's/.*max rel diff \([^ ]*\) .*/\1/' <<<"$weights")
+    awk -v a="$abs" -v r="$rel" -v b=$WEIGHT_ABS -v c=$WEIGHT_REL 'BEGIN { exit !(a <= b && r <= c) }' ||
+        fail "$model: the weights differ by more than $WEIGHT_ABS (or $WEIGHT_REL relative)"
+
+    # 3. resume: on 2 ranks bit for bit, on one process within rounding
+    cp "$d/half.st" "$d/resumed.st"
+    $mpirun build/mpi/08_training --train $run --resume "$d/resumed.st" \
+        --checkpoint "$d/resumed.st" --log "$d/half.csv" >/dev/null
+    build/mpi/compare "$d/a.st" "$d/resumed.st" --bits >/dev/null ||
+        fail "$model: the resumed 2-rank run does not end where the uninterrupted one does"
+    cmp -s "$d/a.csv" "$d/half.csv" || fail "$model: the resumed run's log differs"
+    echo "resume on 2 ranks: checkpoint and log bit-identical to the uninterrupted run"
+    build/08_training --train $run --resume "$d/half.st" --checkpoint "$d/one_resumed.st" \
+        >/dev/null
+    echo "resume on 1 process: $(build/mpi/compare "$d/a.st" "$d/one_resumed.st" --except in_proj_bias)"
+done
+
+# 4. refusals: one clear line, a non-zero exit
+run="--train-size 320 --test-size 50 --batch-size 32 --epochs 1"
+if mpirun -np 1 --oversubscribe build/mpi/08_training --train $run --seed 0 : \
+          -np 1 --oversubscribe build/mpi/08_training --train $run --seed 1 \
+          >"$dir/refused.out" 2>&1; then
+    fail "ranks started with other options were not refused"
+fi
+grep -q 'rank 1 of 2 was started with other options or data than rank 0' "$dir/refused.out" ||
+    { cat "$dir/refused.out"; fail "no clear line for ranks started with other options"; }
+echo "refused: $(grep -m1 'rank 1 of 2' "$dir/refused.out")"
+if $mpirun build/08_training --train $run >"$dir/plain.out" 2>&1; then
+    fail "the plain build trained under mpirun"
+fi
+grep -q 'built without MPI' "$dir/plain.out" || { cat "$dir/plain.out"; fail "no clear line"; }
+echo "refused: $(grep -m1 'built without MPI' "$dir/plain.out")"
+echo "make test-mpi: all passed"
