@@ -1357,6 +1357,32 @@ static void test_finished_run_writes_out(void **state)
     unlink("build/done_out.safetensors");
 }
 
+/* --train --plot-data DIR writes the loss log the figures read into DIR
+ * (make demo's training_loss and learning_rate plots): one row per
+ * optimizer step after the header. */
+static void test_plot_data_writes_the_loss_log(void **state)
+{
+    (void)state;
+    char out[4096];
+    unlink("build/plot_test/train_log.csv");
+    unlink("build/plot_test/attention_map.dat");
+    assert_int_equal(run_program("build/08_training --train --train-size 64 --test-size 16 "
+                                 "--epochs 1 --batch-size 16 --plot-data build/plot_test",
+                                 out, sizeof out), 0);
+    FILE *f = fopen("build/plot_test/train_log.csv", "r");
+    assert_non_null(f);
+    char line[256];
+    int rows = 0;
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_int_equal(strncmp(line, "step,epoch,lr,train_loss", 24), 0);
+    while (fgets(line, sizeof line, f)) rows++;
+    fclose(f);
+    assert_int_equal(rows, 4);   /* 64 sequences in batches of 16, one epoch */
+    unlink("build/plot_test/train_log.csv");
+    unlink("build/plot_test/attention_map.dat");
+    rmdir("build/plot_test");
+}
+
 /* Every chapter program answers --help with its usage and exit status 0. */
 static void test_every_program_has_help(void **state)
 {
@@ -1683,6 +1709,7 @@ int main(void)
         cmocka_unit_test(test_train_refuses_wrapping_sizes),
         cmocka_unit_test(test_run_paths_checked),
         cmocka_unit_test(test_finished_run_writes_out),
+        cmocka_unit_test(test_plot_data_writes_the_loss_log),
         cmocka_unit_test(test_every_program_has_help),
         cmocka_unit_test(test_config_errors_name_the_options),
         cmocka_unit_test(test_output_paths_checked),
