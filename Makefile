@@ -54,7 +54,7 @@ help:
 	@echo "make verify [SEED=n] [CASES=n] [CHAPTER=NN_name]  fresh random cases: PyTorch against C"
 	@echo "make plots               render plots/*.gp into build/plots/*.png"
 	@echo "make figures             make demo, then copy every figure into docs/figures/ (the texts show them)"
-	@echo "make docs-check          the test counts and links of the texts against the tree; fails on a stale one"
+	@echo "make docs-check          the texts' test counts, goldens, links and figures against the tree; fails on a stale one"
 	@echo "make bench               training-step time and memory: C against PyTorch"
 	@echo "make cuda                build the CUDA kernels and the GPU case runner (needs nvcc)"
 	@echo "make test-cuda           every golden case on the GPU (says so and exits 0 without one)"
