@@ -53,6 +53,8 @@ help:
 	@echo "make golden [CHAPTER=NN_name]  regenerate golden/ with the PyTorch reference"
 	@echo "make verify [SEED=n] [CASES=n] [CHAPTER=NN_name]  fresh random cases: PyTorch against C"
 	@echo "make plots               render plots/*.gp into build/plots/*.png"
+	@echo "make figures             make demo, then copy every figure into docs/figures/ (the texts show them)"
+	@echo "make docs-check          the texts' test counts, goldens, links and figures against the tree; fails on a stale one"
 	@echo "make bench               training-step time and memory: C against PyTorch"
 	@echo "make cuda                build the CUDA kernels and the GPU case runner (needs nvcc)"
 	@echo "make test-cuda           every golden case on the GPU (says so and exits 0 without one)"
@@ -186,6 +188,25 @@ verify: all $(VENV_OK)
 
 plots: all
 	@tools/render-plots.sh
+
+# The figures the texts show, committed in docs/figures/: every plots/*.gp
+# rendered after a fresh make demo (the training figures are its run), each
+# PNG copied there under its script's name. Stale PNGs are removed first, so
+# a script that made nothing stops it. (PNG bytes differ between gnuplot
+# builds and fonts, so nothing compares them; make docs-check checks the set.)
+.PHONY: figures docs-check
+figures: all
+	rm -f build/plots/*.png
+	$(MAKE) --no-print-directory demo
+	@mkdir -p docs/figures && rm -f docs/figures/*.png
+	@n=0; for s in plots/*.gp; do f=build/plots/$$(basename $$s .gp).png; \
+	    test -f $$f || { echo "make figures: $$s made no $$f" >&2; exit 1; }; \
+	    cp $$f docs/figures/ && n=$$((n + 1)); done; \
+	    echo "make figures: $$n figures in docs/figures/"
+
+# The numbers the texts take from a command, and their links (tools/docs-check.py).
+docs-check: all
+	@tools/docs-check.py
 
 bench: all $(VENV_OK)
 	$(PYTHON) -m reference.bench

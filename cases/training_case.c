@@ -126,12 +126,12 @@ static int eval_adam(const TensorFile *in, const CaseArgs *args, TensorFile *out
     const Tensor *params, *grads, *lrs = NULL;
     if (get_tensor(in, "params", DTYPE_F32, 1, NULL, "(n,)", &params, err) != 0) return -1;
     int64_t n = params->shape[0];
-    if (get_tensor(in, "grads", DTYPE_F32, 2, (int64_t[]){-1, n}, "(K, n)", &grads, err) != 0)
+    if (get_tensor(in, "grads", DTYPE_F32, 2, (int64_t[]){-1, n}, "(steps, n)", &grads, err) != 0)
         return -1;
-    int64_t K = grads->shape[0];
-    if (case_given(args, "steps") && case_int(args, "steps") != K)
+    int64_t n_steps = grads->shape[0];
+    if (case_given(args, "steps") && case_int(args, "steps") != n_steps)
         return error_set(err, "%s: metadata steps is %lld but tensor 'grads' has %lld rows, one "
-                         "per step", case_name(in), case_int(args, "steps"), (long long)K);
+                         "per step", case_name(in), case_int(args, "steps"), (long long)n_steps);
 
     AdamConfig c = adam_default_config(case_bool(args, "decoupled"));
     c.lr = option_f32(args, "lr", c.lr);
@@ -140,10 +140,10 @@ static int eval_adam(const TensorFile *in, const CaseArgs *args, TensorFile *out
     c.eps = option_f32(args, "eps", c.eps);
     c.weight_decay = option_f32(args, "weight_decay", c.weight_decay);
     if (tensorfile_find(in, "lrs")) {
-        if (get_tensor(in, "lrs", DTYPE_F32, 1, (int64_t[]){K}, "(K,)", &lrs, err) != 0)
+        if (get_tensor(in, "lrs", DTYPE_F32, 1, (int64_t[]){n_steps}, "(steps,)", &lrs, err) != 0)
             return -1;
         const float *l = lrs->data;
-        for (int64_t k = 0; k < K; k++)
+        for (int64_t k = 0; k < n_steps; k++)
             if (!(l[k] >= 0.0f && isfinite(l[k])))
                 return error_set(err, "%s: tensor 'lrs': step %lld has the learning rate %g; it "
                                  "must be a finite number >= 0", case_name(in), (long long)k, l[k]);
@@ -159,7 +159,7 @@ static int eval_adam(const TensorFile *in, const CaseArgs *args, TensorFile *out
         return call_failed(in, "adam_state_alloc", &inner, err);
     memcpy(p, params->data, (size_t)n * sizeof *p);
     int rc = 0;
-    for (int64_t k = 0; k < K && rc == 0; k++) {
+    for (int64_t k = 0; k < n_steps && rc == 0; k++) {
         float lr = lrs ? ((const float *)lrs->data)[k] : c.lr;
         if (adam_step(p, (const float *)grads->data + k * n, &s, &c, lr) != 0)
             rc = call_failed(in, "adam_step", &inner, err);

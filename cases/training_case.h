@@ -4,7 +4,7 @@
  * can hand it broken cases directly.
  *
  * Ops, their tensors and metadata (the README has the same table). Letters:
- * R rows of logits, V classes, n values, K optimizer steps; float tensors
+ * R rows of logits, V classes, n values, steps optimizer steps; float tensors
  * are F32 unless said otherwise. Scalars (loss, count, correct, total_norm)
  * have shape (), what torch returns for a reduced loss and what
  * safetensors stores as a 0-dimensional tensor.
@@ -16,10 +16,10 @@
  *                           metadata: ignore_index (default -100), label_smoothing
  *                           (default 0, in [0, 1]); every target is ignore_index or
  *                           in 0..V-1. All rows ignored: loss NaN, gradient 0.
- *   adam                    params (n,), grads (K, n): the gradient of step k in row k;
- *                           optional lrs (K,): step k's learning rate (else lr for all)
+ *   adam                    params (n,), grads (steps, n): the gradient of step k in row k;
+ *                           optional lrs (steps,): step k's learning rate (else lr for all)
  *                           -> params_after (n,), exp_avg (n,), exp_avg_sq (n,)
- *                           metadata: steps (= K, optional), lr, beta1, beta2, eps,
+ *                           metadata: steps (optional: the rows of grads), lr, beta1, beta2, eps,
  *                           weight_decay, decoupled (default false: Adam; true: AdamW);
  *                           missing ones take torch's defaults
  *   clip_grad_norm          grads (n,) -> grads_clipped (n,), total_norm ()

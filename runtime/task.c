@@ -400,6 +400,7 @@ int task_train(TaskRun *r, Error *err)
     if (recipe(o, &t, err) != 0) return -1;
     t.quiet = r->rank > 0;
     if (task->check && task->check(r, err) != 0) return -1;
+    t.log_path = o->log;   /* the check may name it: chapter 08's --plot-data DIR */
     if (o->log && task->round && task->round_log_suffix)
         snprintf(round_path, sizeof round_path, "%s%s", o->log, task->round_log_suffix);
     /* Every file the run writes, checked before any work. */

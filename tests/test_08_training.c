@@ -1002,7 +1002,7 @@ static const BrokenCase BAD[] = {
     {"bad_ce_empty_classes", "cross_entropy_6x10", BREAK_RESHAPE, "logits", NULL, {6, 0}, 2,
      "must all be at least 1"},
     {"bad_adam_grads_shape", "adam_n10_K5", BREAK_RESHAPE, "grads", NULL, {5, 11}, 2,
-     "'grads' has shape (5, 11), expected (K, n) = (*, 10)"},
+     "'grads' has shape (5, 11), expected (steps, n) = (*, 10)"},
     {"bad_adam_steps", "adam_n10_K5", BREAK_SET_META, "steps", "4", {0}, 0,
      "metadata steps is 4 but tensor 'grads' has 5 rows"},
     {"bad_adam_beta1", "adam_n10_K5", BREAK_SET_META, "beta1", "1.0", {0}, 0,
@@ -1019,7 +1019,7 @@ static const BrokenCase BAD[] = {
     {"bad_adam_lrs_negative", "adam_paper_noam_n20_K6", BREAK_POKE_F32, "lrs", "-1", {0}, 0,
      "'lrs': step 0 has the learning rate -1"},
     {"bad_adam_lrs_shape", "adam_paper_noam_n20_K6", BREAK_RESHAPE, "lrs", NULL, {5}, 1,
-     "'lrs' has shape (5), expected (K,) = (6)"},
+     "'lrs' has shape (5), expected (steps,) = (6)"},
     {"bad_adam_missing_params", "adam_n10_K5", BREAK_DROP, "params", NULL, {0}, 0,
      "'params' is missing"},
     {"bad_clip_max_norm_missing", "clip_grad_norm_above_n50", BREAK_SET_META, "max_norm", "", {0},
@@ -1357,6 +1357,32 @@ static void test_finished_run_writes_out(void **state)
     unlink("build/done_out.safetensors");
 }
 
+/* --train --plot-data DIR writes the loss log the figures read into DIR
+ * (make demo's training_loss and learning_rate plots): one row per
+ * optimizer step after the header. */
+static void test_plot_data_writes_the_loss_log(void **state)
+{
+    (void)state;
+    char out[4096];
+    unlink("build/plot_test/train_log.csv");
+    unlink("build/plot_test/attention_map.dat");
+    assert_int_equal(run_program("build/08_training --train --train-size 64 --test-size 16 "
+                                 "--epochs 1 --batch-size 16 --plot-data build/plot_test",
+                                 out, sizeof out), 0);
+    FILE *f = fopen("build/plot_test/train_log.csv", "r");
+    assert_non_null(f);
+    char line[256];
+    int rows = 0;
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_int_equal(strncmp(line, "step,epoch,lr,train_loss", 24), 0);
+    while (fgets(line, sizeof line, f)) rows++;
+    fclose(f);
+    assert_int_equal(rows, 4);   /* 64 sequences in batches of 16, one epoch */
+    unlink("build/plot_test/train_log.csv");
+    unlink("build/plot_test/attention_map.dat");
+    rmdir("build/plot_test");
+}
+
 /* Every chapter program answers --help with its usage and exit status 0. */
 static void test_every_program_has_help(void **state)
 {
@@ -1683,6 +1709,7 @@ int main(void)
         cmocka_unit_test(test_train_refuses_wrapping_sizes),
         cmocka_unit_test(test_run_paths_checked),
         cmocka_unit_test(test_finished_run_writes_out),
+        cmocka_unit_test(test_plot_data_writes_the_loss_log),
         cmocka_unit_test(test_every_program_has_help),
         cmocka_unit_test(test_config_errors_name_the_options),
         cmocka_unit_test(test_output_paths_checked),

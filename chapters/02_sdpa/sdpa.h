@@ -6,11 +6,11 @@
  *     att    = softmax(scores)             (B, L, S)   over the keys, row by row
  *     out    = att V                       (B, L, Ev)
  *
- * Letters, used the same way in every file of this chapter:
- *     B   batch: every leading dimension of the inputs flattened into one
- *         (N * h for the usual (N, h, L, E) layout, 1 for a plain (L, E) input)
- *     L   queries (target length)          S   keys and values (source length)
- *     E   query/key feature size           Ev  value feature size
+ * Letters (the top README's table; chapter 02's README teaches the rest):
+ *     B   every leading dimension of the inputs flattened into one
+ *         (N * H for the usual (N, H, L, E) layout, 1 for a plain (L, E) input)
+ *     L   queries                          S   keys and values
+ *     E   query/key features               Ev  value features
  *
  * Masks. The softmax only ever sees one additive float bias (B, L, S): 0 where
  * a query may look at a key, -inf where it may not, or any float the caller
@@ -28,15 +28,10 @@
  * of zero and an output row of zero, and passes no gradient back: the rule of
  * softmax_forward() in chapter 00, and what torch 2.15 returns.
  *
- * Dropout on the attention weights (training only). F.scaled_dot_product_
- * attention(dropout_p=p) and nn.MultiheadAttention(dropout=p) drop each
- * weight with probability p after the softmax and scale the kept ones by
- * 1 / (1 - p), so each weight keeps its expectation:
- *     out = (att * keep / (1 - p)) V          keep (B, L, S): 1 kept, 0 dropped
- * The mask is an argument (drawn by the caller, chapter 05's dropout_mask),
- * so a case file can hand over the mask PyTorch drew, and the backward
- * sees the same one. att stays the softmax before dropout: the backward
- * needs it, and it is what an attention map should show.
+ * Dropout on the attention weights (training only): with a keep mask
+ * (B, L, S), drawn by the caller (chapter 05's dropout_mask) or read from a
+ * case file, out = (att * keep / (1 - p)) V, and the backward uses the same
+ * mask. att is always the softmax before dropout.
  *
  * Not here: grouped-query attention (enable_gqa; K and V have as many heads
  * as Q), and broadcasting of Q, K, V over batch dimensions (their leading

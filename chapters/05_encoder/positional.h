@@ -2,8 +2,9 @@
  * positional.h - telling the model where each token is: the sinusoidal
  * encoding of "Attention Is All You Need" and learned position embeddings.
  *
- * Letters: B batch, T sequence length, D d_model, L max_len (the number of
- * positions a table holds; T <= L).
+ * Letters: B batch (the top README's N), T sequence length, D d_model,
+ * max_len the number of positions a table holds (T <= max_len), which
+ * positional_sinusoidal_table takes as its argument L.
  *
  * Attention treats its input as a set: permute the tokens and the outputs are
  * permuted the same way. Order has to be written into the vectors themselves,
@@ -11,7 +12,7 @@
  *
  *     out[b, t, :] = x[b, t, :] + table[t, :]          x, out (B, T, D)
  *
- * Two kinds of table (L, D) are in use, and both are added the same way:
+ * Two kinds of table (max_len, D) are in use, both added the same way:
  *
  * 1. Sinusoidal (section 3.5 of the paper), fixed, nothing to learn. For the
  *    pair of dimensions (2i, 2i+1), with the frequency w_i = 10000^(-2i/D),
@@ -24,8 +25,8 @@
  *    no cosine partner (PyTorch tutorials' code fails on odd D; this formula
  *    simply stops). positional_sinusoidal_table() fills it, in float32.
  *
- * 2. Learned: nn.Embedding(L, D) looked up at positions 0..T-1, whose weight
- *    is a parameter. Its backward sends each position's gradient, summed over
+ * 2. Learned: nn.Embedding(max_len, D) looked up at positions 0..T-1,
+ *    whose weight is a parameter. Its backward sends each position's gradient, summed over
  *    the batch, to that position's row.
  *
  * The backward of the addition: the gradient reaches x unchanged, and, for a
@@ -37,7 +38,7 @@
  * Both are ADDED (+=), like every backward here. Pass dtable = NULL for the
  * fixed sinusoidal table and dx = NULL when the input needs no gradient.
  *
- * A sequence longer than the table (T > L) has no positions to add; the
+ * A sequence longer than the table (T > max_len) has no positions to add; the
  * caller must refuse it before calling (see cases/encoder_case.c).
  *
  * Read next: dropout.h, which is applied to this sum in the Transformer.
@@ -49,18 +50,18 @@
 
 #define POSITIONAL_BASE 10000.0f   /* the paper's base of the wavelengths */
 
-/* Fills table (L, D) with the sinusoidal encoding of positions 0..L-1. */
+/* Fills table (L, D) with the sinusoidal encoding of positions 0..L-1 (L = max_len). */
 int positional_sinusoidal_table(float *table,        /* (L, D) */
                                 int L, int D);
 
 /* out = x + table[:T], the table broadcast over the batch. out may be x. */
 int positional_forward(float *out,                   /* (B, T, D) */
                        const float *x,               /* (B, T, D) */
-                       const float *table,           /* (L, D), only rows 0..T-1 are read */
+                       const float *table,           /* (max_len, D), only rows 0..T-1 are read */
                        int B, int T, int D);
 
 int positional_backward(float *dx,                   /* (B, T, D), accumulated, or NULL */
-                        float *dtable,               /* (L, D), rows 0..T-1 accumulated, or NULL */
+                        float *dtable,               /* (max_len, D), rows 0..T-1 accumulated, or NULL */
                         const float *dout,           /* (B, T, D) */
                         int B, int T, int D);
 

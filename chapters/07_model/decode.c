@@ -1,11 +1,13 @@
 /*
- * decode.c - see decode.h for the algorithms. Both decoders run the whole
- * model on a target of M = max_new positions and read one position per
- * step; the causal mask makes the positions after it irrelevant, so they
- * hold filler (pad_id, or eos_id without padding).
+ * decode.c - see decode.h for the algorithms. Both decoders take one
+ * position per step through the key/value cache (decode_cache_step). With
+ * no_cache they run the whole model instead, on a target of M = max_new
+ * positions, and read the position of the step; the causal mask makes the
+ * positions after it irrelevant, so they hold filler (pad_id, or eos_id
+ * without padding).
  *
- * Letters: N batch, S source length, Vt target vocabulary, K beam_width,
- * M max_new.
+ * Letters as in the top README; in the beam search K is beam_width (the
+ * README's K, layers, is num_decoder_layers in the cache).
  */
 #include "decode.h"
 

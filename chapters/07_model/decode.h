@@ -2,8 +2,9 @@
  * decode.h - turning a trained seq2seq model into a translator: greedy
  * decoding, beam search, and the top-k probabilities of any model's logits.
  *
- * Letters: N batch, S source length, Vt target vocabulary, K beam_width,
- * M max_new (the most tokens a decoder writes per sequence).
+ * Letters (the top README's table): N batch, S source length, Vt target
+ * vocabulary, M max_new (the most tokens a decoder writes per sequence),
+ * beam_width the hypotheses beam search keeps.
  *
  * A seq2seq model is trained with teacher forcing: it reads <sos> t1 .. tn
  * and predicts t1 .. tn <eos> at once. To translate a new source there is no
@@ -41,7 +42,7 @@
  *         expand every beam b by every token v:
  *             candidate (score = lp_b + log_softmax(logits_b)[v], b, v)
  *         sort the candidates by score descending, then b, then v ascending
- *         take the first K of them; for each, in that order:
+ *         take the first beam_width of them; for each, in that order:
  *             tokens = tokens_b + [v]
  *             v == <eos>:  finished += (tokens, score / len(tokens) ** alpha)
  *             otherwise:   it is one of the new beams
@@ -54,7 +55,7 @@
  * len ** alpha compares the average log-probability per token instead
  * (alpha = 1), or something in between (Wu et al. 2016 use a similar
  * penalty with alpha 0.6). A finished hypothesis leaves the beam, so the
- * beam narrows as hypotheses end. With K = 1 and alpha = 0 this is greedy
+ * beam narrows as hypotheses end. With beam_width 1 and alpha = 0 this is greedy
  * decoding. scores[n] is the chosen hypothesis's normalised score.
  *
  * Top-k (model_topk): softmax over each row of logits, then the k most
@@ -83,7 +84,7 @@
 typedef struct {
     int64_t sos_id, eos_id;         /* target ids that start and end a sequence */
     int max_new;                    /* M: tokens to write at most, 1..max_len */
-    int beam_width;                 /* K >= 1 (beam search only) */
+    int beam_width;                 /* >= 1 (beam search only) */
     float length_penalty;           /* alpha (beam search only): 0 none, 1 per-token average */
     int no_cache;                   /* 1: re-run the decoder over the whole prefix each step */
 } DecodeOptions;

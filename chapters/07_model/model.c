@@ -6,7 +6,8 @@
  * from the ids, and which gradient flows where.
  *
  * Letters: N batch, S source length, T target length, D d_model, H nhead,
- * F dim_feedforward, V a vocabulary, L max_len, I input_dim.
+ * F dim_feedforward, V a vocabulary, I input_dim, max_len (the top README's
+ * letters).
  *
  * Not here (runtime/): the config's checks, checkpoints, the work buffers.
  */
@@ -31,7 +32,9 @@
 
 /* A size in the letters of the config; DIM_NONE as the second size makes a
  * vector. */
-typedef enum { DIM_NONE, DIM_1, DIM_D, DIM_3D, DIM_F, DIM_VS, DIM_VT, DIM_L, DIM_I } ModelDim;
+typedef enum {
+    DIM_NONE, DIM_1, DIM_D, DIM_3D, DIM_F, DIM_VS, DIM_VT, DIM_MAX_LEN, DIM_I
+} ModelDim;
 
 /* Which configs have a tensor of the model's own (a layer has all of its). */
 typedef enum {
@@ -118,8 +121,8 @@ static const ModelRow MODEL[] = {
     {IF_TGT_EMBED, {"tgt_embed.weight", DIM_VT, DIM_D, INIT_EMBEDDING, 0, TOP(tgt_embed)}},
     {IF_SCALE, {"src_scale", DIM_1, DIM_NONE, INIT_SQRT_D, 0, TOP(src_scale)}},
     {IF_TGT_SCALE, {"tgt_scale", DIM_1, DIM_NONE, INIT_SQRT_D, 0, TOP(tgt_scale)}},
-    {IF_POS, {"src_pos.weight", DIM_L, DIM_D, INIT_NORMAL, 0, TOP(src_pos)}},
-    {IF_TGT_POS, {"tgt_pos.weight", DIM_L, DIM_D, INIT_NORMAL, 0, TOP(tgt_pos)}},
+    {IF_POS, {"src_pos.weight", DIM_MAX_LEN, DIM_D, INIT_NORMAL, 0, TOP(src_pos)}},
+    {IF_TGT_POS, {"tgt_pos.weight", DIM_MAX_LEN, DIM_D, INIT_NORMAL, 0, TOP(tgt_pos)}},
     {EACH_ENCODER_LAYER, {"encoder.layers.", DIM_NONE, DIM_NONE, INIT_ZEROS, DIM_NONE, 0}},
     {IF_FINAL_NORM,
      {"encoder.norm.weight", DIM_D, DIM_NONE, INIT_ONES, 0, TOP(encoder.norm_weight)}},
@@ -418,7 +421,7 @@ static int64_t dim_size(const ModelConfig *c, ModelDim d)
     case DIM_F:    return c->dim_feedforward;
     case DIM_VS:   return c->src_vocab;
     case DIM_VT:   return c->tgt_vocab;
-    case DIM_L:    return c->max_len;
+    case DIM_MAX_LEN: return c->max_len;
     case DIM_I:    return c->input_dim;
     }
     return 0;

@@ -1,21 +1,22 @@
 /*
  * model.h - whole models built from the layers of chapters 03-06: the
  * encoder-decoder Transformer, the encoder-only sequence labeller of the
- * reverse task, and the mean-pooled classifier; forward and backward,
- * initialisation, and loading and saving under PyTorch's state_dict names.
+ * reverse task, the mean-pooled classifier and the set scorer of chapter
+ * 11; forward and backward, initialisation, and loading and saving under
+ * PyTorch's state_dict names.
  *
- * Letters: N batch, S source length, T target length, D d_model, H nhead,
- * F dim_feedforward, Ke / Kd encoder / decoder layers, Vs / Vt source /
- * target vocabulary (for the labeller and the classifier Vt is the number
- * of classes), L max_len.
+ * Letters (the top README's table): N batch, S source length, T target
+ * length, D d_model, H nhead, F dim_feedforward, Ke / Kd encoder / decoder
+ * layers, Vs / Vt source / target vocabulary (for the labeller and the
+ * classifier Vt is the number of classes), I input_dim, max_len.
  *
- * The three kinds share the front end, which turns ids into vectors:
+ * The first three kinds share the front end, which turns ids into vectors:
  *
  *     x = dropout(embed(ids) * scale + pos[0..len))                 (N, len, D)
  *
  * with scale 1 (scale_embedding 0), sqrt(D) (1: the paper, section 3.4) or
  * a learned scalar that starts at sqrt(D) (2: seed 002's tutorial), and pos
- * the sinusoidal table of chapter 05 or a learned nn.Embedding(L, D).
+ * the sinusoidal table of chapter 05 or a learned nn.Embedding(max_len, D).
  *
  *   MODEL_SEQ2SEQ      the paper's model:
  *                        memory = encoder(x_src, src padding mask)   (N, S, D)
@@ -47,7 +48,7 @@
  *     src_embed.weight (Vs, D)        tgt_embed.weight (Vt, D)  seq2seq, unless shared
  *     input_net.weight (D, I)  input_net.bias (D,)   a set model instead of src_embed
  *     src_scale (1,)  tgt_scale (1,)  scale_embedding 2 (tgt_scale: seq2seq)
- *     src_pos.weight (L, D)  tgt_pos.weight (L, D)   learned positions
+ *     src_pos.weight (max_len, D)  tgt_pos.weight (max_len, D)   learned positions
  *     encoder.layers.<k>.<chapter 05 names>, encoder.norm.weight/.bias (final_norm)
  *     decoder.layers.<k>.<chapter 06 names>, decoder.norm.weight/.bias (final_norm)
  *     generator.weight (Vt, D)  generator.bias (Vt,)
@@ -91,9 +92,9 @@ typedef struct {
     int d_model, nhead, dim_feedforward;
     int num_encoder_layers;         /* Ke >= 1 */
     int num_decoder_layers;         /* Kd >= 1 for seq2seq, 0 otherwise */
-    int max_len;                    /* L: the longest sequence either side takes (the
+    int max_len;                    /* the longest sequence either side takes (the
                                        largest set) */
-    int learned_pos;                /* 0: sinusoidal table, 1: learned nn.Embedding(L, D) */
+    int learned_pos;                /* 0: sinusoidal table, 1: learned nn.Embedding(max_len, D) */
     int scale_embedding;            /* 0: none, 1: sqrt(D), 2: learned, from sqrt(D) */
     int share_embeddings;           /* seq2seq, Vs == Vt: one embedding table */
     int final_norm;                 /* a LayerNorm after each stack (nn.Transformer) */
@@ -112,7 +113,7 @@ typedef struct {
     float *input_net_weight;        /* (D, I) a set model's front end */
     float *input_net_bias;          /* (D,) */
     float *src_scale, *tgt_scale;   /* (1,) each: scale_embedding 2 */
-    float *src_pos, *tgt_pos;       /* (L, D) each: learned positions */
+    float *src_pos, *tgt_pos;       /* (max_len, D) each: learned positions */
     EncoderParams encoder;          /* Ke layers, the final norm (final_norm) */
     DecoderParams decoder;          /* Kd layers (seq2seq), the final norm */
     float *generator_weight;        /* (Vt, D) */
@@ -151,7 +152,7 @@ typedef struct {
     ModelParams grad_views;         /* the same pointers into grads */
     int n_tensors;
     ModelTensor tensors[MODEL_MAX_TENSORS];   /* the table, in state_dict order */
-    float *pos_table;               /* (L, D) the sinusoidal table (not a parameter), or NULL */
+    float *pos_table;               /* (max_len, D) the sinusoidal table (not a parameter), or NULL */
 } Model;
 
 /* Allocates a model and initialises it as PyTorch initialises the reference
