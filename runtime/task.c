@@ -23,7 +23,9 @@
 /* Options                                                                   */
 /* ------------------------------------------------------------------------ */
 
-enum { MAX_OPTIONS = 64 };
+/* The room for a command's options: the task's own, then the common ones
+ * (fewer than 32). task_main refuses a task with more than fits. */
+enum { MAX_OPTIONS = 64, COMMON_OPTIONS = 32 };
 
 /* The options of --train: the task's data options, its training options,
  * then the common ones. Returns how many. */
@@ -674,6 +676,12 @@ int task_main(const Task *task, int argc, char **argv)
     const char *cmd = argc >= 2 ? argv[1] : "";
     Error err;
     int help = 0, rc;
+    if (task->n_data_options + task->n_train_options + task->n_eval_options >
+        MAX_OPTIONS - COMMON_OPTIONS) {
+        fprintf(stderr, "%s: the task has more options than task.c makes room for (%d)\n",
+                task->program, MAX_OPTIONS - COMMON_OPTIONS);
+        return 2;
+    }
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         printf("%s\n\n", task->about);
         usage(stdout, task);

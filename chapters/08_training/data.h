@@ -38,7 +38,7 @@
  * state when it starts. A checkpoint that stores the RNG therefore resumes
  * with the same batches as the run that did not stop.
  *
- * Read next: train_util.h.
+ * Read next: trainer.h, the training loop that reads these batches.
  */
 #ifndef DATA_H
 #define DATA_H
