@@ -95,7 +95,8 @@ static int logits_shape(const Model *m, int N, int S, int T, int64_t shape[3])
     int V = m->cfg.tgt_vocab;
     switch (m->cfg.kind) {
     case MODEL_SEQ2SEQ: shape[0] = N, shape[1] = T, shape[2] = V; return 3;
-    case MODEL_LABELLER: shape[0] = N, shape[1] = S, shape[2] = V; return 3;
+    case MODEL_LABELLER:
+    case MODEL_LM: shape[0] = N, shape[1] = S, shape[2] = V; return 3;
     case MODEL_SET: shape[0] = N, shape[1] = S; return 2;
     default: shape[0] = N, shape[1] = V; return 2;
     }

@@ -205,7 +205,7 @@ static int gpu_encoder_layer_forward(float *out, EncoderLayerCache *c, const flo
         attn_in = c->ln1;
     }
     if (gpu_mha_forward(c->attn_out, &c->attn, attn_in, attn_in, attn_in, &p->self_attn, bias,
-                        0) != 0)
+                        c->causal) != 0)
         return -1;
     if (cuda_dropout_forward(c->res1, c->attn_out, m1, n, drop) != 0 ||
         cuda_residual_forward(c->res1, src, c->res1, n) != 0)
@@ -769,7 +769,7 @@ extern "C" int gpu_model_backward(GpuModel *g, GpuWork *gw, const float *dlogits
                              p->generator_weight, (int)w->rows, D, c->tgt_vocab) != 0)
         return error_set(err, "model backward on the GPU: the generator failed");
 
-    if (c->kind == MODEL_LABELLER) {
+    if (c->kind == MODEL_LABELLER || c->kind == MODEL_LM) {
         if (copy(w->d_memory, w->d_top, nsd) != 0) return error_set(err, "model backward failed");
     } else if (c->kind == MODEL_CLASSIFIER) {
         mean_pool_backward_kernel<<<blocks_for((long long)nsd, 256), 256>>>(
@@ -902,6 +902,7 @@ static void layout_encoder_layer(Arena *a, EncoderLayerCache *c, const ModelConf
     size_t nsd = (size_t)N * S * D, nsf = (size_t)N * S * F, ns = (size_t)N * S;
     memset(c, 0, sizeof *c);
     c->N = N, c->S = S, c->D = D, c->H = m->nhead, c->F = F, c->norm_first = m->norm_first;
+    c->causal = m->kind == MODEL_LM;
     c->eps = m->eps, c->dropout = m->dropout;
     layout_mha(a, &c->attn, N, S, S, D, m->nhead, backward);
     c->ln1 = take<float>(a, nsd), c->mean1 = take<float>(a, ns), c->rstd1 = take<float>(a, ns);
@@ -1005,7 +1006,8 @@ extern "C" int gpu_work_alloc(GpuWork *gw, const GpuModel *g, int N, int S, int 
         return error_set(err, "GPU work: a batch of %d x %d (target %d) does not fit max_len %d",
                          N, S, T, c->max_len);
     w->N = N, w->S = S, w->T = seq2seq ? T : 0, w->backward = backward;
-    w->rows = seq2seq ? (int64_t)N * T : c->kind == MODEL_LABELLER ? (int64_t)N * S : N;
+    w->rows = seq2seq ? (int64_t)N * T
+            : c->kind == MODEL_LABELLER || c->kind == MODEL_LM ? (int64_t)N * S : N;
     w->enc.num_layers = c->num_encoder_layers;
     w->enc.layers = (EncoderLayerCache *)calloc((size_t)w->enc.num_layers,
                                                 sizeof *w->enc.layers);

@@ -75,12 +75,13 @@ static int share_begin(int N, int r, int R) { return (int)((int64_t)N * r / R); 
 
 /* The rows of b that are rank r's, as a batch of its own that points into
  * b's buffers (rows are contiguous): a target row holds T targets
- * (seq2seq), S (labeller) or 1 (classifier, set model). */
+ * (seq2seq), S (labeller, lm) or 1 (classifier, set model). */
 static Batch share_of(const Batch *b, const ModelConfig *c, int r, int R)
 {
     Batch s = *b;
     int64_t lo = share_begin(b->N, r, R);
-    int64_t per_target = c->kind == MODEL_SEQ2SEQ ? b->T : c->kind == MODEL_LABELLER ? b->S : 1;
+    int64_t per_target = c->kind == MODEL_SEQ2SEQ ? b->T
+                       : c->kind == MODEL_LABELLER || c->kind == MODEL_LM ? b->S : 1;
     s.N = share_begin(b->N, r + 1, R) - (int)lo;
     s.src += lo * b->S;
     s.target += lo * per_target;

@@ -3,7 +3,7 @@ PyTorch, under the same state_dict names, so that a checkpoint moves between
 C and PyTorch in both directions; greedy decoding, beam search and top-k with
 exactly the algorithms of chapters/07_model/decode.h; and the golden cases.
 
-The four kinds (model.h). The first three share the front end
+The kinds (model.h). All but the set share the front end
 
     x = dropout(embed(ids) * scale + pos[:len])
 
@@ -11,6 +11,12 @@ The four kinds (model.h). The first three share the front end
     labeller     logits = generator(encoder(x_src))                    (N, S, Vt)
     classifier   logits = generator(mean over non-padding positions
                                     of encoder(x_src))                 (N, Vt)
+    lm           logits = generator(encoder(x_src, causal))            (N, S, V)
+
+The lm (chapter 12's decoder-only language model) is the labeller with a
+causal self-attention: position t sees ids 0..t and predicts id t+1. Like
+PyTorch's word-language-model example it is nn.TransformerEncoder with a
+causal mask, so it keeps the encoder's names.
 
 Masks are built from the ids: an id equal to pad_id is padding, ignored as a
 key by every attention; the decoder's self-attention is causal as well.
@@ -77,7 +83,7 @@ PROGRAM = "build/07_model"
 # The config: the fields of ModelConfig in model.h, in its order
 # ---------------------------------------------------------------------------
 
-KINDS = ("seq2seq", "labeller", "classifier", "set")
+KINDS = ("seq2seq", "labeller", "classifier", "set", "lm")
 CONFIG_FIELDS = ("kind", "src_vocab", "tgt_vocab", "input_dim", "d_model", "nhead",
                  "dim_feedforward", "num_encoder_layers", "num_decoder_layers", "max_len",
                  "learned_pos", "scale_embedding", "share_embeddings", "final_norm",
@@ -171,6 +177,9 @@ def check_config(cfg):
     if cfg["pad_id"] != -1 and not 0 <= cfg["pad_id"] < limit:
         bad(f"pad_id {cfg['pad_id']} lies outside the vocabularies ({cfg['src_vocab']}, "
             f"{cfg['tgt_vocab']}); -1 means none")
+    if cfg["kind"] == "lm" and cfg["src_vocab"] != cfg["tgt_vocab"]:
+        bad(f"a language model predicts its own ids: src_vocab {cfg['src_vocab']} and "
+            f"tgt_vocab {cfg['tgt_vocab']} must be equal")
     if cfg["share_embeddings"] and (cfg["kind"] != "seq2seq" or
                                     cfg["src_vocab"] != cfg["tgt_vocab"]):
         bad("share_embeddings needs a seq2seq model with src_vocab == tgt_vocab")
@@ -337,8 +346,20 @@ class SetScorer(TransformerModel):
         return self.generator(memory).squeeze(-1)               # (N, S)
 
 
+class LanguageModel(TransformerModel):
+    """Decoder-only (chapter 12): the encoder stack with a causal mask, one
+    distribution over the next id per position: forward(ids (N, S)) -> (N, S, V),
+    row t predicting ids[:, t + 1]."""
+
+    def forward(self, src):
+        S = src.shape[1]
+        causal = torch.ones(S, S, dtype=torch.bool, device=src.device).triu(1)
+        return self.generator(self.encoder(self.embed(src, "src"), mask=causal, is_causal=True,
+                                           src_key_padding_mask=self.padding(src)))
+
+
 MODEL_CLASSES = {"seq2seq": Seq2SeqTransformer, "labeller": SequenceLabeller,
-                 "classifier": SequenceClassifier, "set": SetScorer}
+                 "classifier": SequenceClassifier, "set": SetScorer, "lm": LanguageModel}
 
 
 def build_model(cfg):
@@ -971,6 +992,14 @@ MODEL_CONFIGS = [
     ("set_pre_final", dict(kind="set", input_dim=5, d_model=12, nhead=3, dim_feedforward=16,
                            num_encoder_layers=1, max_len=6, norm_first=1, final_norm=1,
                            eps=1e-6), 2, 5, 0, False, False),
+    # Chapter 12's decoder-only language model: pre-norm, learned positions,
+    # the final norm; and one with padding at the tail and post-norm.
+    ("lm_pre", dict(kind="lm", src_vocab=11, d_model=16, nhead=2, dim_feedforward=24,
+                    num_encoder_layers=2, max_len=9, learned_pos=1, norm_first=1,
+                    final_norm=1, pad_id=-1), 3, 9, 0, False, False),
+    ("lm_pad_post", dict(kind="lm", src_vocab=8, d_model=12, nhead=3, dim_feedforward=16,
+                         num_encoder_layers=1, max_len=8, final_norm=0, pad_id=0), 2, 7, 0,
+     True, False),
 ]
 
 
@@ -1060,7 +1089,8 @@ def random_config(draw, kind=None):
                            max_len=draw.randint(10, 14), final_norm=draw.random() < 0.5,
                            norm_first=draw.random() < 0.5, eps=draw.choice([1e-5, 1e-5, 1e-6]))
     Vs = draw.randint(3, 20)
-    Vt = Vs if kind == "seq2seq" and draw.random() < 0.4 else draw.randint(2, 20)
+    Vt = Vs if kind == "lm" or (kind == "seq2seq" and draw.random() < 0.4) \
+        else draw.randint(2, 20)
     share = kind == "seq2seq" and Vs == Vt and draw.random() < 0.5
     pad = draw.choice([-1, draw.randint(0, (min(Vs, Vt) if kind == "seq2seq" else Vs) - 1)])
     return full_config(kind=kind, src_vocab=Vs, tgt_vocab=Vt, d_model=D, nhead=H,

@@ -12,6 +12,7 @@ const char *model_kind_name(ModelKind kind)
     case MODEL_LABELLER:   return "labeller";
     case MODEL_CLASSIFIER: return "classifier";
     case MODEL_SET:        return "set";
+    case MODEL_LM:         return "lm";
     }
     return "?";
 }
@@ -20,8 +21,8 @@ int model_config_check(const ModelConfig *c, Error *err)
 {
     int seq2seq = c->kind == MODEL_SEQ2SEQ;
     if (c->kind != MODEL_SEQ2SEQ && c->kind != MODEL_LABELLER && c->kind != MODEL_CLASSIFIER &&
-        c->kind != MODEL_SET)
-        return error_set(err, "model: kind %d is not seq2seq, labeller, classifier or set",
+        c->kind != MODEL_SET && c->kind != MODEL_LM)
+        return error_set(err, "model: kind %d is not seq2seq, labeller, classifier, set or lm",
                          c->kind);
     if (c->kind == MODEL_SET) {
         /* features in, one score per element out, and nothing that needs ids
@@ -60,6 +61,9 @@ int model_config_check(const ModelConfig *c, Error *err)
     if (c->scale_embedding < 0 || c->scale_embedding > 2)
         return error_set(err, "model: scale_embedding %d is not 0 (none), 1 (sqrt(d_model)) "
                          "or 2 (learned)", c->scale_embedding);
+    if (c->kind == MODEL_LM && c->src_vocab != c->tgt_vocab)
+        return error_set(err, "model: a language model predicts its own ids: src_vocab %d and "
+                         "tgt_vocab %d must be equal", c->src_vocab, c->tgt_vocab);
     if (c->share_embeddings && (!seq2seq || c->src_vocab != c->tgt_vocab))
         return error_set(err, "model: share_embeddings needs a seq2seq model with equal "
                          "vocabularies (src_vocab %d, tgt_vocab %d)", c->src_vocab, c->tgt_vocab);

@@ -19,7 +19,7 @@
 #define MODEL_MAX_PARAMS (1 << 30)
 #define MODEL_MAX_LEN (1 << 16)
 
-/* "seq2seq", "labeller", "classifier" or "set" (the metadata "model.kind"). */
+/* "seq2seq", "labeller", "classifier", "set" or "lm" (the metadata "model.kind"). */
 const char *model_kind_name(ModelKind kind);
 
 /* Checks a config: sizes >= 1, D divisible by H, the kind's layer counts,

@@ -83,8 +83,9 @@ static int config_from_file(const TensorFile *f, ModelConfig *c, Error *err)
     else if (strcmp(kind, "labeller") == 0) c->kind = MODEL_LABELLER;
     else if (strcmp(kind, "classifier") == 0) c->kind = MODEL_CLASSIFIER;
     else if (strcmp(kind, "set") == 0) c->kind = MODEL_SET;
-    else return error_set(err, "%s: model.kind '%s' is not seq2seq, labeller, classifier or "
-                          "set", file_label(f), kind);
+    else if (strcmp(kind, "lm") == 0) c->kind = MODEL_LM;
+    else return error_set(err, "%s: model.kind '%s' is not seq2seq, labeller, classifier, "
+                          "set or lm", file_label(f), kind);
     int n = int_fields(c, fields);
     for (int i = 0; i < n; i++) {
         long long v;

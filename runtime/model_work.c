@@ -92,7 +92,8 @@ int model_work_alloc(ModelWork *w, const Model *m, int N, int S, int T, int back
         return error_set(err, "model: out of memory for a batch of %d x %d", N, S);
     }
     LayerDims dims = {.N = N, .S = S, .T = T, .D = D, .H = H, .F = c->dim_feedforward,
-                      .norm_first = c->norm_first, .eps = c->eps, .dropout = c->dropout};
+                      .norm_first = c->norm_first, .causal = c->kind == MODEL_LM,
+                      .eps = c->eps, .dropout = c->dropout};
     if (encoder_cache_alloc(&w->enc, c->num_encoder_layers, &dims, backward, err) != 0 ||
         (seq2seq && decoder_cache_alloc(&w->dec, c->num_decoder_layers, &dims, backward,
                                         err) != 0)) {

@@ -583,7 +583,8 @@ static int run_bench(const char *path, const BenchOptions *b, Error *err)
         error_set(err, "--tgt-len: give it for a seq2seq model and only then");
         goto done;
     }
-    int out_len = seq2seq ? b->T : m.cfg.kind == MODEL_LABELLER ? b->S : 1;
+    int out_len = seq2seq ? b->T
+                : m.cfg.kind == MODEL_LABELLER || m.cfg.kind == MODEL_LM ? b->S : 1;
     src = malloc((size_t)b->N * b->S * sizeof *src);
     target = malloc((size_t)b->N * out_len * sizeof *target);
     tgt_in = seq2seq ? malloc((size_t)b->N * b->T * sizeof *tgt_in) : NULL;

@@ -68,7 +68,7 @@ static int post_norm_forward(float *out, EncoderLayerCache *c, const float *src,
     int rows = c->N * c->S, n = rows * c->D;
     FfnParams ffn = ffn_params(p);
     FfnCache ffn_c = ffn_cache(c);
-    if (mha_forward(c->attn_out, &c->attn, src, src, src, &p->self_attn, bias, 0) != 0 ||
+    if (mha_forward(c->attn_out, &c->attn, src, src, src, &p->self_attn, bias, c->causal) != 0 ||
         dropout_forward(c->res1, c->attn_out, drawn(c, c->mask1), n, c->dropout) != 0 ||
         residual_forward(c->res1, src, c->res1, n) != 0 ||
         norm_forward(c, c->ln1, c->mean1, c->rstd1, c->res1, p->norm1_weight,
@@ -92,7 +92,8 @@ static int pre_norm_forward(float *out, EncoderLayerCache *c, const float *src,
     FfnParams ffn = ffn_params(p);
     FfnCache ffn_c = ffn_cache(c);
     if (norm_forward(c, c->ln1, c->mean1, c->rstd1, src, p->norm1_weight, p->norm1_bias) != 0 ||
-        mha_forward(c->attn_out, &c->attn, c->ln1, c->ln1, c->ln1, &p->self_attn, bias, 0) != 0 ||
+        mha_forward(c->attn_out, &c->attn, c->ln1, c->ln1, c->ln1, &p->self_attn, bias,
+                    c->causal) != 0 ||
         dropout_forward(c->res1, c->attn_out, drawn(c, c->mask1), n, c->dropout) != 0 ||
         residual_forward(c->res1, src, c->res1, n) != 0 ||
         norm_forward(c, c->ln2, c->mean2, c->rstd2, c->res1, p->norm2_weight,
@@ -297,7 +298,8 @@ int encoder_layer_cache_alloc(EncoderLayerCache *c, const LayerDims *dims, int b
     if (mha_cache_alloc(&c->attn, &(MhaDims){N, S, S, D, H, D, D}, backward, err) != 0)
         return -1;
     c->N = N, c->S = S, c->D = D, c->H = H, c->F = F;
-    c->norm_first = dims->norm_first != 0, c->eps = eps, c->dropout = dropout;
+    c->norm_first = dims->norm_first != 0, c->causal = dims->causal != 0;
+    c->eps = eps, c->dropout = dropout;
     c->ln1 = floats(nsd);
     c->mean1 = floats((int64_t)N * S);
     c->rstd1 = floats((int64_t)N * S);

@@ -50,6 +50,10 @@
  * keep at least one key (chapter 03's rule for fully masked rows applies
  * otherwise).
  *
+ * A causal layer (LayerDims.causal, nn.TransformerEncoderLayer's is_causal)
+ * also lets query i see only keys j <= i: the decoder-only language model
+ * of chapter 12 is a stack of these.
+ *
  * Parameters, under the state_dict names of nn.TransformerEncoderLayer:
  *     self_attn.in_proj_weight (3D, D)  self_attn.in_proj_bias (3D,)
  *     self_attn.out_proj.weight (D, D)  self_attn.out_proj.bias (D,)
@@ -96,6 +100,8 @@ typedef struct {
                                          encoder does not read it) */
     int D, H, F;                      /* d_model, nhead, dim_feedforward */
     int norm_first;                   /* 0: post-norm, 1: pre-norm */
+    int causal;                       /* the encoder's self-attention: 1 lets query i
+                                         see keys j <= i only (the decoder's always is) */
     float eps;                        /* layer_norm_eps, inside the square root */
     float dropout;                    /* p of every dropout */
 } LayerDims;
@@ -106,6 +112,7 @@ typedef struct {
  * is the layer's output). */
 typedef struct {
     int N, S, D, H, F, norm_first;
+    int causal;                       /* self-attention is causal (LayerDims.causal) */
     float eps;                        /* layer_norm_eps, inside the square root */
     float dropout;                    /* p of all three dropouts */
     MhaCache attn;                    /* self-attention's activations and scratch */

@@ -347,7 +347,7 @@ int model_backward(Model *m, ModelWork *w, const float *dlogits)
 
     /* The gradient reaching the encoder's output. */
     memset(w->d_memory, 0, nsd * sizeof *w->d_memory);
-    if (c->kind == MODEL_LABELLER || c->kind == MODEL_SET) {
+    if (c->kind == MODEL_LABELLER || c->kind == MODEL_SET || c->kind == MODEL_LM) {
         memcpy(w->d_memory, w->d_top, nsd * sizeof *w->d_memory);
     } else if (c->kind == MODEL_CLASSIFIER) {
         /* the mean spreads its gradient evenly over the positions it averaged */

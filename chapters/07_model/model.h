@@ -10,7 +10,7 @@
  * layers, Vs / Vt source / target vocabulary (for the labeller and the
  * classifier Vt is the number of classes), I input_dim, max_len.
  *
- * The first three kinds share the front end, which turns ids into vectors:
+ * Every kind but the set model shares the front end, which turns ids into vectors:
  *
  *     x = dropout(embed(ids) * scale + pos[0..len))                 (N, len, D)
  *
@@ -36,6 +36,14 @@
  *                        scores = generator(encoder(x))               (N, S)
  *                      (Vt = 1). A softmax over the S scores of a set says
  *                      which element is the odd one (chapter 11).
+ *   MODEL_LM           the decoder-only language model of chapter 12 (GPT,
+ *                      Bloem's generative Transformer): the labeller with a
+ *                      causal self-attention, so that position t sees ids
+ *                      0..t only and its logits predict id t+1:
+ *                        logits = generator(encoder(x_src, causal))   (N, S, V)
+ *                      (Vs = Vt = V). It is the encoder stack with a causal
+ *                      mask, as PyTorch's own word-language-model example
+ *                      builds it, so it keeps the encoder's names.
  *
  * Masks are built here from the ids, as seed 002 builds them: a position
  * whose id is pad_id is padding, ignored as a KEY by every attention (source
@@ -82,12 +90,13 @@
 #include "error.h"
 #include "rng.h"
 
-typedef enum { MODEL_SEQ2SEQ, MODEL_LABELLER, MODEL_CLASSIFIER, MODEL_SET } ModelKind;
+typedef enum { MODEL_SEQ2SEQ, MODEL_LABELLER, MODEL_CLASSIFIER, MODEL_SET, MODEL_LM } ModelKind;
 
 typedef struct {
     ModelKind kind;
     int src_vocab, tgt_vocab;       /* Vs, Vt (classes for labeller and classifier; a set
-                                       model has Vs 0 and Vt 1: one score per element) */
+                                       model has Vs 0 and Vt 1: one score per element;
+                                       a language model Vs = Vt) */
     int input_dim;                  /* I: a set model's features per element, else 0 */
     int d_model, nhead, dim_feedforward;
     int num_encoder_layers;         /* Ke >= 1 */
@@ -190,7 +199,7 @@ typedef struct {
     int N, S, T;                    /* T = 0 unless seq2seq */
     int S_cap, T_cap;               /* the lengths it was allocated for */
     int backward;
-    int64_t rows;                   /* logits rows: N * T, N * S (labeller, set) or N */
+    int64_t rows;                   /* logits rows: N * T, N * S (labeller, set, lm) or N */
     float *logits;                  /* (rows, Vt) the forward's result */
     /* front ends */
     float *src_emb, *tgt_emb;       /* (N, S, D), (N, T, D) embed(ids) before scaling */

@@ -197,7 +197,7 @@ static int trim_batch(Batch *b, StepWork *s, const Model *m, int *S, int *T, Err
                     (size_t)T2 * sizeof *b->target);
         }
     }
-    if (!b->T && m->cfg.kind == MODEL_LABELLER)   /* the labeller's target is (N, S) */
+    if (!b->T && (m->cfg.kind == MODEL_LABELLER || m->cfg.kind == MODEL_LM))   /* (N, S) */
         for (int r = 0; r < b->N; r++)
             memmove(b->target + (int64_t)r * S2, b->target + (int64_t)r * b->S,
                     (size_t)S2 * sizeof *b->target);
@@ -276,8 +276,9 @@ static int check_task_fits(const Model *m, const Examples *ex, Error *err)
     ModelKind wanted = ex->input_dim > 0 ? MODEL_SET : ex->T > 0 ? MODEL_SEQ2SEQ
                      : ex->one_target ? MODEL_CLASSIFIER : MODEL_LABELLER;
     static const char *const examples[] = {"source-target", "per-position labelled",
-                                           "per-sequence labelled", "set"};
-    if (m->cfg.kind != wanted)
+                                           "per-sequence labelled", "set",
+                                           "per-position labelled"};
+    if (m->cfg.kind != wanted && !(m->cfg.kind == MODEL_LM && wanted == MODEL_LABELLER))
         return error_set(err, "a %s model needs %s examples, these are %s",
                          model_kind_name(m->cfg.kind), examples[m->cfg.kind], examples[wanted]);
     if (m->cfg.input_dim != ex->input_dim)
@@ -477,6 +478,7 @@ static int64_t logit_rows(const Model *m, int N, int S, int T)
     switch (m->cfg.kind) {
     case MODEL_SEQ2SEQ:    return (int64_t)N * T;
     case MODEL_LABELLER:   return (int64_t)N * S;
+    case MODEL_LM:         return (int64_t)N * S;
     case MODEL_CLASSIFIER: return N;
     case MODEL_SET:        return N;
     }
