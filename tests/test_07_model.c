@@ -107,13 +107,21 @@ static const ModelConfig CLASSIFIER = {
     .kind = MODEL_CLASSIFIER, .src_vocab = 7, .tgt_vocab = 3, .d_model = 6, .nhead = 3,
     .dim_feedforward = 5, .num_encoder_layers = 2, .max_len = 5, .scale_embedding = 1,
     .final_norm = 1, .pad_id = 2, .eps = 1e-5f};
+static const ModelConfig LM_PRE = {
+    .kind = MODEL_LM, .src_vocab = 11, .tgt_vocab = 11, .d_model = 12, .nhead = 3,
+    .dim_feedforward = 20, .num_encoder_layers = 2, .max_len = 9, .learned_pos = 1,
+    .final_norm = 1, .norm_first = 1, .pad_id = -1, .eps = 1e-5f};
+static const ModelConfig LM_POST = {
+    .kind = MODEL_LM, .src_vocab = 7, .tgt_vocab = 7, .d_model = 8, .nhead = 2,
+    .dim_feedforward = 16, .num_encoder_layers = 1, .max_len = 8, .scale_embedding = 1,
+    .pad_id = -1, .eps = 1e-5f};
 
 /* model_save then model_load gives the same config and the same parameters,
  * bit for bit, for each kind. */
 static void test_save_load_round_trip(void **state)
 {
-    const ModelConfig *cfgs[] = {&SEQ2SEQ, &LABELLER, &CLASSIFIER};
-    for (int i = 0; i < 3; i++) {
+    const ModelConfig *cfgs[] = {&SEQ2SEQ, &LABELLER, &CLASSIFIER, &LM_PRE};
+    for (int i = 0; i < 4; i++) {
         Model a, b;
         Rng rng;
         Error err;
@@ -553,6 +561,47 @@ static void test_greedy_score_is_teacher_forced(void **state)
     tensorfile_free(&f);
 }
 
+/* A language model run one position at a time through the key/value cache
+ * gives, at every position, the logits of model_forward over the whole
+ * sequence: the causal mask is what makes the cache exact. Pre-norm with
+ * learned positions and a final norm, and post-norm with the sinusoidal
+ * table. */
+static void test_lm_cache_matches_forward(void **state)
+{
+    const ModelConfig *cfgs[] = {&LM_PRE, &LM_POST};
+    for (int i = 0; i < 2; i++) {
+        enum { N = 2 };
+        Model m;
+        ModelWork w;
+        DecodeCache c;
+        Rng rng;
+        Error err;
+        int S = cfgs[i]->max_len, V = cfgs[i]->tgt_vocab;
+        int64_t ids[N * 9], tokens[N];
+        float step[N * 11], expect[N * 11];
+        rng_seed(&rng, 90 + i, 0);
+        assert_ok(model_init(&m, cfgs[i], &rng, &err));
+        for (int k = 0; k < N * S; k++) ids[k] = rng_below(&rng, (uint32_t)V);
+        assert_ok(model_work_alloc(&w, &m, N, S, 0, 0, &err));
+        assert_int_equal(model_forward(&m, &w, ids, NULL, NULL), 0);
+        assert_ok(decode_cache_init(&c, &m, NULL, N, 0, S, &err));
+        for (int t = 0; t < S; t++) {
+            for (int n = 0; n < N; n++) {
+                tokens[n] = ids[n * S + t];
+                memcpy(expect + n * V, w.logits + ((size_t)n * S + t) * V, V * sizeof(float));
+            }
+            assert_int_equal(decode_cache_step(&c, &m, tokens, step), 0);
+            char label[64];
+            snprintf(label, sizeof label, "lm %d: cached step = forward at t = %d", i, t);
+            assert_close(label, step, expect, N * V, 1e-5, 1e-5);
+        }
+        assert_int_equal(decode_cache_step(&c, &m, tokens, step), -1);   /* past M */
+        decode_cache_free(&c);
+        model_work_free(&w);
+        model_free(&m);
+    }
+}
+
 static void test_decode_refuses(void **state)
 {
     Model m;
@@ -564,7 +613,7 @@ static void test_decode_refuses(void **state)
     assert_ok(model_init(&m, &LABELLER, &rng, &err));
     assert_int_equal(decode_greedy(&m, src, 1, 4, &d, out, NULL, &err), -1);
     print_message("  %s\n", err.msg);
-    assert_non_null(strstr(err.msg, "only a seq2seq model"));
+    assert_non_null(strstr(err.msg, "only a seq2seq or language model"));
     model_free(&m);
     assert_ok(model_init(&m, &SEQ2SEQ, &rng, &err));
     d.sos_id = 0;                                   /* the padding id */
@@ -803,6 +852,7 @@ int main(void)
         cmocka_unit_test(test_ids_out_of_range),
         cmocka_unit_test(test_beam_width_one_is_greedy),
         cmocka_unit_test(test_greedy_score_is_teacher_forced),
+        cmocka_unit_test(test_lm_cache_matches_forward),
         cmocka_unit_test(test_decode_refuses),
         cmocka_unit_test(test_topk_order_and_ties),
         cmocka_unit_test(test_thread_count_independent),

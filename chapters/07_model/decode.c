@@ -40,18 +40,17 @@ int decode_cache_init(DecodeCache *c, Model *m, const int64_t *src, int N, int S
     if (check_source(m, src, N, S, M, err) != 0) return -1;
     /* BEGIN SOLUTION */
     const ModelConfig *cfg = &m->cfg;
-    int D = cfg->d_model, H = cfg->nhead, Dh = D / H, K = cfg->num_decoder_layers;
+    int lm = cfg->kind == MODEL_LM;
+    int D = cfg->d_model, H = cfg->nhead, Dh = D / H;
+    int K = lm ? cfg->num_encoder_layers : cfg->num_decoder_layers;
     c->N = N, c->S = S, c->M = M, c->t = 0;
     c->D = D, c->H = H, c->Dh = Dh, c->F = cfg->dim_feedforward, c->layers = K;
     size_t self = (size_t)K * N * M * D, cross = (size_t)K * N * S * D, nd = (size_t)N * D;
     c->self_k = malloc(self * sizeof(float));
     c->self_v = malloc(self * sizeof(float));
-    c->cross_k = malloc(cross * sizeof(float));
-    c->cross_v = malloc(cross * sizeof(float));
     c->self_bias = calloc((size_t)N * M, sizeof(float));
-    c->cross_bias = calloc((size_t)N * S, sizeof(float));
     float **one[] = {&c->x, &c->y, &c->sub, &c->q, &c->k, &c->v, &c->o};
-    int ok = c->self_k && c->self_v && c->cross_k && c->cross_v && c->self_bias && c->cross_bias;
+    int ok = c->self_k && c->self_v && c->self_bias;
     for (size_t i = 0; i < sizeof one / sizeof one[0]; i++)
         ok &= !!(*one[i] = malloc(nd * sizeof(float)));
     ok &= !!(c->pre = malloc((size_t)N * c->F * sizeof(float)));
@@ -60,6 +59,14 @@ int decode_cache_init(DecodeCache *c, Model *m, const int64_t *src, int N, int S
     if (!ok) {
         decode_cache_free(c);
         return error_set(err, "decode: out of memory for the cache of %d x %d positions", N, M);
+    }
+    if (lm) return 0;               /* no source, no cross-attention */
+    c->cross_k = malloc(cross * sizeof(float));
+    c->cross_v = malloc(cross * sizeof(float));
+    c->cross_bias = calloc((size_t)N * S, sizeof(float));
+    if (!c->cross_k || !c->cross_v || !c->cross_bias) {
+        decode_cache_free(c);
+        return error_set(err, "decode: out of memory for the cache of %d x %d positions", N, S);
     }
     for (int64_t i = 0; i < (int64_t)N * S; i++)
         c->cross_bias[i] = cfg->pad_id >= 0 && src[i] == cfg->pad_id ? -INFINITY : 0.0f;
@@ -151,13 +158,14 @@ int decode_cache_step(DecodeCache *c, Model *m, const int64_t *tokens, float *lo
     /* BEGIN SOLUTION */
     const ModelConfig *cfg = &m->cfg;
     const ModelParams *mp = &m->views;
-    const int N = c->N, D = c->D, t = c->t;
+    const int N = c->N, D = c->D, t = c->t, lm = cfg->kind == MODEL_LM;
     const float eps = cfg->eps;
-    /* The front end at position t: embed(token) * scale + pos[t]. */
-    const float *embed = cfg->share_embeddings ? mp->src_embed : mp->tgt_embed;
-    const float *pos = cfg->learned_pos ? mp->tgt_pos : m->pos_table;
+    /* The front end at position t: embed(token) * scale + pos[t]; a language
+     * model has only the source side. */
+    const float *embed = cfg->share_embeddings || lm ? mp->src_embed : mp->tgt_embed;
+    const float *pos = !cfg->learned_pos ? m->pos_table : lm ? mp->src_pos : mp->tgt_pos;
     float scale = cfg->scale_embedding == 1 ? sqrtf((float)D)
-                : cfg->scale_embedding == 2 ? mp->tgt_scale[0] : 1.0f;
+                : cfg->scale_embedding == 2 ? (lm ? mp->src_scale : mp->tgt_scale)[0] : 1.0f;
     for (int n = 0; n < N; n++) {
         if (tokens[n] < 0 || tokens[n] >= cfg->tgt_vocab) return -1;
         const float *e = embed + tokens[n] * D, *p = pos + (size_t)t * D;
@@ -165,35 +173,52 @@ int decode_cache_step(DecodeCache *c, Model *m, const int64_t *tokens, float *lo
         c->self_bias[(size_t)n * c->M + t] = tokens[n] == cfg->pad_id ? -INFINITY : 0.0f;
     }
     /* The layers, one position each: nn.TransformerDecoderLayer's three
-     * sub-layers, post-norm x = norm(x + f(x)) or pre-norm x = x + f(norm(x)). */
+     * sub-layers (self-attention, cross-attention, FFN), or a language
+     * model's nn.TransformerEncoderLayer's two (no cross-attention); post-norm
+     * x = norm(x + f(x)) or pre-norm x = x + f(norm(x)). */
     for (int l = 0; l < c->layers; l++) {
-        const DecoderLayerParams *p = &mp->decoder.layers[l];
-        FfnParams ffn = {p->linear1_weight, p->linear1_bias, p->linear2_weight, p->linear2_bias};
+        const MhaParams *attn[2];
+        const float *norm_w[3], *norm_b[3];
+        FfnParams ffn;
+        if (lm) {
+            const EncoderLayerParams *p = &mp->encoder.layers[l];
+            attn[0] = &p->self_attn, attn[1] = NULL;
+            norm_w[0] = p->norm1_weight, norm_b[0] = p->norm1_bias;
+            norm_w[2] = p->norm2_weight, norm_b[2] = p->norm2_bias;
+            ffn = (FfnParams){p->linear1_weight, p->linear1_bias, p->linear2_weight,
+                              p->linear2_bias};
+        } else {
+            const DecoderLayerParams *p = &mp->decoder.layers[l];
+            attn[0] = &p->self_attn, attn[1] = &p->multihead_attn;
+            for (int k = 0; k < 3; k++) norm_w[k] = p->norm_weight[k], norm_b[k] = p->norm_bias[k];
+            ffn = (FfnParams){p->linear1_weight, p->linear1_bias, p->linear2_weight,
+                              p->linear2_bias};
+        }
         FfnCache ffn_c = {D, c->F, c->pre, c->hidden, NULL, 0.0f};
         for (int k = 0; k < 3; k++) {
+            if (k == 1 && lm) continue;
             const float *in = c->x;
             if (cfg->norm_first) {
-                if (layernorm_forward(c->y, NULL, NULL, c->x, p->norm_weight[k], p->norm_bias[k],
-                                      1, N, D, eps) != 0)
+                if (layernorm_forward(c->y, NULL, NULL, c->x, norm_w[k], norm_b[k], 1, N, D,
+                                      eps) != 0)
                     return -1;
                 in = c->y;
             }
-            int rc = k < 2 ? attention_step(c, k == 0 ? &p->self_attn : &p->multihead_attn,
-                                            c->sub, in, l, k == 1)
+            int rc = k < 2 ? attention_step(c, attn[k], c->sub, in, l, k == 1)
                            : ffn_forward(c->sub, &ffn_c, in, &ffn, N);
             if (rc != 0) return -1;
             if (residual_forward(c->x, c->x, c->sub, N * D) != 0) return -1;
             if (!cfg->norm_first &&
-                layernorm_forward(c->x, NULL, NULL, c->x, p->norm_weight[k], p->norm_bias[k], 1,
-                                  N, D, eps) != 0)
+                layernorm_forward(c->x, NULL, NULL, c->x, norm_w[k], norm_b[k], 1, N, D,
+                                  eps) != 0)
                 return -1;
         }
     }
     const float *top = c->x;
     if (cfg->final_norm) {
-        if (layernorm_forward(c->y, NULL, NULL, c->x, mp->decoder.norm_weight,
-                              mp->decoder.norm_bias, 1, N, D, eps) != 0)
-            return -1;
+        const float *w = lm ? mp->encoder.norm_weight : mp->decoder.norm_weight;
+        const float *b = lm ? mp->encoder.norm_bias : mp->decoder.norm_bias;
+        if (layernorm_forward(c->y, NULL, NULL, c->x, w, b, 1, N, D, eps) != 0) return -1;
         top = c->y;
     }
     if (linear_forward(logits, top, mp->generator_weight, mp->generator_bias, N, D,
@@ -486,13 +511,20 @@ int model_topk(const float *logits, int64_t rows, int V, int k, int64_t *ids, fl
 /* ------------------------------------------------------------------------ */
 
 /* A seq2seq model, N sources of S ids inside its vocabulary, and M decoder
- * positions. */
+ * positions; or a language model (no source: S 0) and M positions. */
 static int check_source(const Model *m, const int64_t *src, int N, int S, int M, Error *err)
 {
     const ModelConfig *c = &m->cfg;
+    if (c->kind == MODEL_LM) {
+        if (N < 1 || S != 0 || M < 1 || M > c->max_len)
+            return error_set(err, "decode: a language model takes no source and 1..max_len "
+                             "(%d) positions (batch %d, source %d, positions %d)", c->max_len,
+                             N, S, M);
+        return 0;
+    }
     if (c->kind != MODEL_SEQ2SEQ)
-        return error_set(err, "decode: the model is a %s; only a seq2seq model writes "
-                         "sequences", model_kind_name(c->kind));
+        return error_set(err, "decode: the model is a %s; only a seq2seq or language model "
+                         "writes sequences", model_kind_name(c->kind));
     if (N < 1 || S < 1)
         return error_set(err, "decode: batch %d and source length %d must be at least 1", N, S);
     if (S > c->max_len)

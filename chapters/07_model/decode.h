@@ -103,13 +103,15 @@ typedef struct {
 } DecodeCache;
 
 /* Encodes src (N, S) and prepares the cache for up to M decoder positions.
- * Fails (err) for a model that is not seq2seq, ids outside the vocabulary,
+ * A language model (chapter 12) has no source: src NULL and S 0; its
+ * encoder layers are causal, so the same cache runs them one position at a
+ * time. Fails (err) for another kind of model, ids outside the vocabulary,
  * or lengths past max_len. */
 int decode_cache_init(DecodeCache *c, Model *m, const int64_t *src, int N, int S, int M,
                       Error *err);
 
 /* Appends position t = c->t: tokens (N,) are the decoder's inputs there (<sos>
- * at t = 0, then the tokens written); logits (N, Vt) receive the next-token
+ * at t = 0, then the tokens written; a language model's ids); logits (N, Vt) receive the next-token
  * logits, the same (to float32 rounding) as model_forward's at position t
  * on the whole prefix. Fails once M positions are done. */
 int decode_cache_step(DecodeCache *c, Model *m, const int64_t *tokens, float *logits);
