@@ -192,13 +192,18 @@ static int csv_log_resume(CsvLog *log, int64_t keep, Error *err)
         free(text);
         return csv_log_create(log, err);
     }
-    size_t header = strlen(CSV_LOG_HEADER);
-    if (strncmp(text, CSV_LOG_HEADER, header) != 0 || (text[header] != '\n' && text[header]))
+    /* the header, or the one before the seconds column */
+    size_t header = strlen(CSV_LOG_HEADER), old = header - strlen(",seconds");
+    int is_old = strncmp(text, CSV_LOG_HEADER, old) == 0 &&
+                 (text[old] == '\n' || !text[old]);
+    if (is_old) header = old;
+    else if (strncmp(text, CSV_LOG_HEADER, header) != 0 ||
+             (text[header] != '\n' && text[header]))
         goto not_a_log;
 
     /* Kept rows are moved down in place; `kept` is the length so far. */
     size_t kept = header + 1, pos = header + (text[header] == '\n');
-    int dropped = text[header] != '\n';  /* the header lacks its newline */
+    int dropped = text[header] != '\n' || is_old;   /* the header to write again */
     int line = 1;
     while (pos < size) {
         line++;
@@ -220,6 +225,13 @@ static int csv_log_resume(CsvLog *log, int64_t keep, Error *err)
             return -1;
         }
         if (step <= keep) {
+            /* the seconds of the last kept row: its seventh field */
+            const char *field = start;
+            for (int commas = 0; commas < 6 && field; commas++) {
+                field = memchr(field, ',', (size_t)(start + len - field));
+                if (field) field++;
+            }
+            if (field) log->seconds_base = strtod(field, NULL);
             memmove(text + kept, start, len);
             kept += len;
         } else {
@@ -227,7 +239,9 @@ static int csv_log_resume(CsvLog *log, int64_t keep, Error *err)
         }
     }
     text[header] = '\n';
-    int rc = dropped ? file_write_atomic(log->path, &(FilePart){text, kept}, 1, err) : 0;
+    FilePart parts[2] = {{CSV_LOG_HEADER "\n", strlen(CSV_LOG_HEADER) + 1},
+                         {text + header + 1, kept - header - 1}};
+    int rc = dropped ? file_write_atomic(log->path, parts, 2, err) : 0;
     free(text);
     if (rc != 0) return -1;
     return csv_log_append(log, err);
@@ -242,6 +256,7 @@ not_a_log:
 int csv_log_open(CsvLog *log, const char *path, int64_t keep_through_step, Error *err)
 {
     memset(log, 0, sizeof *log);
+    log->t_open = time_now();
     log->path = strdup(path);
     if (!log->path) return error_set(err, "out of memory opening the loss log %s", path);
     int rc = keep_through_step < 0 ? csv_log_create(log, err)
@@ -270,8 +285,9 @@ int csv_log_row(CsvLog *log, int64_t step, int64_t epoch, double lr, double trai
     csv_value(v[1], sizeof v[1], train_loss);
     csv_value(v[2], sizeof v[2], val_loss);
     csv_value(v[3], sizeof v[3], val_accuracy);
-    if (fprintf(log->f, "%lld,%lld,%s,%s,%s,%s\n", (long long)step, (long long)epoch, v[0], v[1],
-                v[2], v[3]) < 0 ||
+    double seconds = log->seconds_base + (time_now() - log->t_open);
+    if (fprintf(log->f, "%lld,%lld,%s,%s,%s,%s,%.1f\n", (long long)step, (long long)epoch, v[0],
+                v[1], v[2], v[3], seconds) < 0 ||
         fflush(log->f) != 0)
         return error_set(err, "cannot write the loss log %s: %s", log->path, strerror(errno));
     return 0;

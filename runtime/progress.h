@@ -13,16 +13,19 @@
  * The loss log is a CSV file, one row per optimizer step, which the plots
  * (plots/training_loss.gp, plots/learning_rate.gp) and any spreadsheet read:
  *
- *     step,epoch,lr,train_loss,val_loss,val_accuracy
- *     1,0,0,2.3125,,
+ *     step,epoch,lr,train_loss,val_loss,val_accuracy,seconds
+ *     1,0,0,2.3125,,,0.1
  *     ...
- *     500,0,0.000998,0.4121,0.3977,0.912
+ *     500,0,0.000998,0.4121,0.3977,0.912,61.4
  *
  * A value that is NaN (no validation at this step) is an empty field, which
- * gnuplot skips. A run resumed from a checkpoint keeps the rows up to the
- * checkpoint's step and drops the later ones: they were written by the run
- * that crashed after its last checkpoint, and the resumed run writes those
- * steps again.
+ * gnuplot skips. seconds is the wall time of the training so far, its
+ * validations included. A run resumed from a checkpoint keeps the rows up
+ * to the checkpoint's step and drops the later ones: they were written by
+ * the run that crashed after its last checkpoint, and the resumed run
+ * writes those steps again, its seconds going on from the last kept row's.
+ * (A log of the six columns before seconds existed is resumed too; its
+ * header gains the column.)
  *
  * The training loop of chapter 08 (trainer.h) draws the line and writes the log.
  */
@@ -68,10 +71,12 @@ void progress_finish(Progress *p);
 typedef struct {
     FILE *f;
     char *path;
+    double seconds_base;        /* the kept rows' last seconds (a resumed run) */
+    double t_open;              /* time_now() when this run opened the log */
 } CsvLog;
 
 /* The log's header line, without the newline. */
-#define CSV_LOG_HEADER "step,epoch,lr,train_loss,val_loss,val_accuracy"
+#define CSV_LOG_HEADER "step,epoch,lr,train_loss,val_loss,val_accuracy,seconds"
 
 /* Opens the loss log at path. keep_through_step < 0 starts a new log (an
  * existing file is replaced). keep_through_step >= 0 resumes: the existing

@@ -61,6 +61,9 @@ static int train_options(Option *opts, TaskRun *r, int *help)
         {"--seed", OPT_INT, &o->seed, "seed of weights, shuffling and dropout"},
         {"--eval-every", OPT_INT, &o->eval_every,
          "the task's validation round every this many epochs (0: none)"},
+        {"--validate-every", OPT_INT, &o->validate_every,
+         "the validation loss every this many steps too, besides each epoch's end (0: "
+         "only there)"},
         {"--checkpoint", OPT_STRING, &o->checkpoint, "write a checkpoint here after every epoch"},
         {"--resume", OPT_STRING, &o->resume, "continue the run saved in this checkpoint"},
         {"--out", OPT_STRING, &o->out, "save the trained model here (no optimizer state)"},
@@ -130,6 +133,7 @@ static int recipe(const RunOptions *o, TrainOptions *t, Error *err)
         {"--epochs", o->epochs, 1}, {"--batch-size", o->batch_size, 1},
         {"--stop-after", o->stop_after, 0}, {"--bucket", o->bucket, 0},
         {"--warmup", o->warmup, 0}, {"--seed", o->seed, 0}, {"--eval-every", o->eval_every, 0},
+        {"--validate-every", o->validate_every, 0},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (ints[i].value < ints[i].least)
@@ -150,6 +154,7 @@ static int recipe(const RunOptions *o, TrainOptions *t, Error *err)
     t->max_norm = (float)o->clip;
     t->label_smoothing = (float)o->label_smoothing;
     t->bucket = o->bucket;
+    t->validate_every = o->validate_every;
     t->checkpoint = o->checkpoint;
     t->log_path = o->log;
     if (adam_config_check(&t->adam, err) != 0) return -1;
@@ -347,7 +352,7 @@ static int ranks_agree(const TaskRun *r, const Model *m, const AdamState *opt, E
 {
     const RunOptions *o = &r->o;
     const int ints[] = {o->epochs, o->stop_after, o->batch_size, o->bucket, o->warmup,
-                        o->per_epoch_schedule, o->seed, o->eval_every};
+                        o->per_epoch_schedule, o->seed, o->eval_every, o->validate_every};
     const double reals[] = {o->lr, o->weight_decay, o->clip, o->label_smoothing,
                             o->target_loss, o->min_accuracy};
     const char *strings[] = {o->optimizer, o->schedule, o->resume, o->device};

@@ -42,6 +42,7 @@
  * of a run. A task's defaults() sets them before the command line does. */
 typedef struct {
     int epochs, stop_after, batch_size, bucket, warmup, per_epoch_schedule, seed, eval_every;
+    int validate_every;
     int d_model, heads, layers, ffn, norm_first;
     double lr, weight_decay, clip, label_smoothing, dropout, target_loss, min_accuracy;
     const char *optimizer, *schedule;

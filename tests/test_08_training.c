@@ -868,7 +868,23 @@ static void log_path(char *buf, size_t size, const char *what)
     snprintf(buf, size, "build/tmp_log08_%s_%d.csv", what, (int)getpid());
 }
 
-/* A new log: the header, then rows; NaN is an empty field. */
+/* The seconds (the last field) of the row of text that starts with prefix;
+ * fails the test unless there is one such row. */
+static double row_seconds(const char *text, const char *prefix)
+{
+    char line_start[64];
+    snprintf(line_start, sizeof line_start, "\n%s", prefix);
+    const char *row = strstr(text, line_start);
+    assert_non_null(row);
+    assert_null(strstr(row + 1, line_start));
+    char *end;
+    double s = strtod(row + strlen(line_start), &end);
+    assert_true(end > row + strlen(line_start) && *end == '\n');
+    return s;
+}
+
+/* A new log: the header, then rows; NaN is an empty field; the last field
+ * is the seconds since the log was opened. */
 static void test_csv_log_new(void **state)
 {
     char path[256];
@@ -881,9 +897,10 @@ static void test_csv_log_new(void **state)
     assert_ok(csv_log_row(&log, 2, 0, 0.0, 2.25, 2.125, 0.5, &err));
     const char *text = slurp(path);             /* flushed: readable before close */
     print_message("%s", text);
-    assert_string_equal(text, "step,epoch,lr,train_loss,val_loss,val_accuracy\n"
-                              "1,0,0.001,2.5,,\n"
-                              "2,0,0,2.25,2.125,0.5\n");
+    assert_int_equal(strncmp(text, "step,epoch,lr,train_loss,val_loss,val_accuracy,seconds\n",
+                             55), 0);
+    double s1 = row_seconds(text, "1,0,0.001,2.5,,,"), s2 = row_seconds(text, "2,0,0,2.25,2.125,0.5,");
+    assert_true(s1 >= 0 && s1 <= s2 && s2 < 60);
     assert_ok(csv_log_close(&log, &err));
     assert_ok(csv_log_close(&log, &err));  /* safe twice */
     unlink(path);
@@ -897,8 +914,8 @@ static void test_csv_log_resume_trims(void **state)
 {
     char path[256];
     log_path(path, sizeof path, "resume");
-    write_text(path, CSV_LOG_HEADER "\n1,0,0.1,3,,\n2,0,0.2,2,,\n3,0,0.3,1,0.9,0.25\n"
-                                    "4,1,0.4,0.5,,\n5,1,0.5,0.25,,\n");
+    write_text(path, CSV_LOG_HEADER "\n1,0,0.1,3,,,1.5\n2,0,0.2,2,,,2.5\n"
+                                    "3,0,0.3,1,0.9,0.25,3000.5\n4,1,0.4,0.5,,,4000\n5,1,0.5,0.25,,,5000\n");
     CsvLog log;
     Error err;
     assert_ok(csv_log_open(&log, path, 3, &err));
@@ -906,8 +923,11 @@ static void test_csv_log_resume_trims(void **state)
     assert_ok(csv_log_close(&log, &err));
     const char *text = slurp(path);
     print_message("%s", text);
-    assert_string_equal(text, CSV_LOG_HEADER "\n1,0,0.1,3,,\n2,0,0.2,2,,\n3,0,0.3,1,0.9,0.25\n"
-                                             "4,1,0.4,0.75,,\n");
+    const char *kept = CSV_LOG_HEADER "\n1,0,0.1,3,,,1.5\n2,0,0.2,2,,,2.5\n3,0,0.3,1,0.9,0.25,3000.5\n";
+    assert_int_equal(strncmp(text, kept, strlen(kept)), 0);
+    /* the resumed run's time goes on from the last kept row's */
+    double s4 = row_seconds(text, "4,1,0.4,0.75,,,");
+    assert_true(s4 >= 3000.5 && s4 < 3060);
     struct stat st;
     mode_t mask = umask(0);
     umask(mask);
@@ -927,16 +947,31 @@ static void test_csv_log_resume_trims(void **state)
     assert_ok(csv_log_row(&log, 5, 1, 0.5, 0.5, NAN, NAN, &err));
     assert_ok(csv_log_close(&log, &err));
     text = slurp(path);
-    assert_non_null(strstr(text, "4,1,0.4,0.75,,\n5,1,0.5,0.5,,\n"));
+    assert_non_null(strstr(text, "4,1,0.4,0.75,,,"));
+    assert_true(row_seconds(text, "5,1,0.5,0.5,,,") >= s4);
 
     /* A last row cut off in mid-write goes; so does everything when resuming at 0. */
-    write_text(path, CSV_LOG_HEADER "\n1,0,0.1,3,,\n2,0,0.2,2");
+    write_text(path, CSV_LOG_HEADER "\n1,0,0.1,3,,,1\n2,0,0.2,2");
     assert_ok(csv_log_open(&log, path, 10, &err));
     assert_ok(csv_log_close(&log, &err));
-    assert_string_equal(slurp(path), CSV_LOG_HEADER "\n1,0,0.1,3,,\n");
+    assert_string_equal(slurp(path), CSV_LOG_HEADER "\n1,0,0.1,3,,,1\n");
     assert_ok(csv_log_open(&log, path, 0, &err));
     assert_ok(csv_log_close(&log, &err));
     assert_string_equal(slurp(path), CSV_LOG_HEADER "\n");
+    unlink(path);
+
+    /* A log from before the seconds column: its rows are kept, its header
+     * gains the column, and the new rows have it. */
+    write_text(path, "step,epoch,lr,train_loss,val_loss,val_accuracy\n1,0,0.1,3,,\n"
+                     "2,0,0.2,2,0.5,0.75\n3,0,0.3,1,,\n");
+    assert_ok(csv_log_open(&log, path, 2, &err));
+    assert_ok(csv_log_row(&log, 3, 0, 0.3, 1.5, NAN, NAN, &err));
+    assert_ok(csv_log_close(&log, &err));
+    text = slurp(path);
+    print_message("%s", text);
+    kept = CSV_LOG_HEADER "\n1,0,0.1,3,,\n2,0,0.2,2,0.5,0.75\n";
+    assert_int_equal(strncmp(text, kept, strlen(kept)), 0);
+    assert_true(row_seconds(text, "3,0,0.3,1.5,,,") < 60);
     unlink(path);
 
     /* No log yet: resuming starts one. */
@@ -1359,7 +1394,8 @@ static void test_finished_run_writes_out(void **state)
 
 /* --train --plot-data DIR writes the loss log the figures read into DIR
  * (make demo's training_loss and learning_rate plots): one row per
- * optimizer step after the header. */
+ * optimizer step after the header; with --validate-every 2 steps 2 and 4
+ * carry a validation loss, steps 1 and 3 none. */
 static void test_plot_data_writes_the_loss_log(void **state)
 {
     (void)state;
@@ -1367,15 +1403,20 @@ static void test_plot_data_writes_the_loss_log(void **state)
     unlink("build/plot_test/train_log.csv");
     unlink("build/plot_test/attention_map.dat");
     assert_int_equal(run_program("build/08_training --train --train-size 64 --test-size 16 "
-                                 "--epochs 1 --batch-size 16 --plot-data build/plot_test",
-                                 out, sizeof out), 0);
+                                 "--epochs 1 --batch-size 16 --plot-data build/plot_test "
+                                 "--validate-every 2", out, sizeof out), 0);
     FILE *f = fopen("build/plot_test/train_log.csv", "r");
     assert_non_null(f);
     char line[256];
     int rows = 0;
     assert_non_null(fgets(line, sizeof line, f));
     assert_int_equal(strncmp(line, "step,epoch,lr,train_loss", 24), 0);
-    while (fgets(line, sizeof line, f)) rows++;
+    while (fgets(line, sizeof line, f)) {
+        rows++;
+        const char *field = line;              /* the fifth: val_loss */
+        for (int commas = 0; commas < 4; commas++) field = strchr(field, ',') + 1;
+        assert_int_equal(*field != ',', rows % 2 == 0);
+    }
     fclose(f);
     assert_int_equal(rows, 4);   /* 64 sequences in batches of 16, one epoch */
     unlink("build/plot_test/train_log.csv");
@@ -1390,7 +1431,7 @@ static void test_every_program_has_help(void **state)
     static const char *const programs[] = {
         "00_foundations", "01_tokenization", "02_sdpa", "03_mha", "04_layernorm",
         "05_encoder", "06_decoder", "07_model", "08_training", "09_translation",
-        "10_classification", "11_set_anomaly"};
+        "10_classification", "11_set_anomaly", "12_generation"};
     char out[4096], cmd[256];
     for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
         snprintf(cmd, sizeof cmd, "build/%s --help", programs[i]);

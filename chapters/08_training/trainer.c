@@ -415,16 +415,17 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
             if (!o->quiet)
                 progress_update(&progress, opt->step, epoch, r.loss, lr,
                                 (int64_t)b.N * (S + T));
-            /* The last step of an epoch is logged with the validation. */
-            if (k == per_epoch - 1 &&
-                evaluate(m, o->device, val, o->batch_size, res_val, err) != 0)
+            /* The last step of an epoch is logged with the validation (and
+             * every validate_every steps, when asked). */
+            int last = k == per_epoch - 1;
+            int validated = last || (o->validate_every > 0 && opt->step % o->validate_every == 0);
+            if (validated && evaluate(m, o->device, val, o->batch_size, res_val, err) != 0)
                 goto done;
             if (o->log_path) {
-                int last = k == per_epoch - 1;
-                double acc = last && res_val->count
+                double acc = validated && res_val->count
                            ? (double)res_val->correct / res_val->count : NAN;
                 if (csv_log_row(&log, opt->step, epoch + 1, lr, r.loss,
-                                last ? res_val->loss : NAN, acc, err) != 0)
+                                validated ? res_val->loss : NAN, acc, err) != 0)
                     goto done;
             }
         }

@@ -159,6 +159,8 @@ typedef struct {
     StepDevice *device;         /* NULL: train on this CPU; else on this device (the
                                    model and opt are synced back before each checkpoint
                                    and at the end) */
+    int validate_every;         /* > 0: also validate (and log it) every this many steps,
+                                   besides at the end of each epoch */
     int bucket;                 /* > 0 (and Examples.length): every epoch's shuffled order
                                    is cut into runs of `bucket` batches, each run sorted by
                                    length and its batches visited in random order */

@@ -82,7 +82,7 @@ fail:
     return -1;
 }
 
-void review_clean(Text *t)
+void review_unbreak(Text *t)
 {
     static const char br[] = "<br />";
     size_t out = 0;                             /* out <= i: in place */
@@ -92,11 +92,19 @@ void review_clean(Text *t)
             i += sizeof br - 2;
             continue;
         }
-        uint8_t b = t->data[i];
-        t->data[out++] = b >= 'A' && b <= 'Z' ? (uint8_t)(b - 'A' + 'a') : b;
+        t->data[out++] = t->data[i];
     }
     t->len = out;
     if (t->data) t->data[out] = 0;
+}
+
+void review_clean(Text *t)
+{
+    review_unbreak(t);
+    for (size_t i = 0; i < t->len; i++) {
+        uint8_t b = t->data[i];
+        if (b >= 'A' && b <= 'Z') t->data[i] = (uint8_t)(b - 'A' + 'a');
+    }
 }
 
 void reviews_clean(ReviewSet *rs)

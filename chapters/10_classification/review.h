@@ -51,8 +51,10 @@ typedef struct {
 int reviews_read(ReviewSet *rs, const char *path, Error *err);
 void reviews_free(ReviewSet *rs);
 
-/* The clean-up above, in place on every text. */
+/* The clean-up above, in place on every text; review_unbreak does its
+ * first half alone, "<br />" to a space (chapter 12 keeps the case). */
 void review_clean(Text *t);
+void review_unbreak(Text *t);
 void reviews_clean(ReviewSet *rs);
 
 /* The IMDb split above: train and test get copies of the texts. */
