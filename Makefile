@@ -136,7 +136,8 @@ sanitize:
 FUZZ_CC      := clang
 FUZZ_SECONDS := 60
 FUZZ_TARGETS := safetensors model_load checkpoint_load digits 00_foundations 01_tokenization \
-                02_sdpa 03_mha 04_layernorm 05_encoder 06_decoder 07_model 08_training
+                02_sdpa 03_mha 04_layernorm 05_encoder 06_decoder 07_model 08_training \
+                12_generation
 FUZZ_CFLAGS  := -std=c11 -O1 -g -fopenmp -D_DEFAULT_SOURCE -Wall -Wextra -Wno-unused-parameter \
                 -Wno-pass-failed \
                 $(SANITIZERS) $(addprefix -I,$(wildcard chapters/*)) -Iruntime -Icases

@@ -7,7 +7,7 @@
  *     model_load         model_load (chapter 07): a model file
  *     checkpoint_load    checkpoint_load (runtime/checkpoint.h): model, optimizer, run state
  *     digits             digits_read (chapter 11): the exported digit images
- *     00_foundations ... 08_training
+ *     00_foundations ... 08_training, 12_generation
  *                        the chapter's case evaluator (its CaseEval) on the
  *                        file safetensors_read made of the input
  *
@@ -41,6 +41,7 @@
 #include "digits.h"
 #include "encoder_case.h"
 #include "foundations_case.h"
+#include "generation_case.h"
 #include "layernorm_case.h"
 #include "mha_case.h"
 #include "model.h"
@@ -139,6 +140,7 @@ static const struct {
     {"06_decoder", NULL, decoder_case_eval},
     {"07_model", NULL, model_case_eval},
     {"08_training", NULL, training_case_eval},
+    {"12_generation", NULL, generation_case_eval},
 };
 
 /* Allocations above 256 MB fail (malloc returns NULL) as they would on a

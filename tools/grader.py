@@ -6,7 +6,7 @@ the student's tree, on goldens the student holds, in the student's process.
 This grader is the teacher's:
 
     .venv/bin/python tools/grader.py draw HIDDEN [--seed N] [--cases K]
-        draws K fresh cases per op of chapters 00-08 with the PyTorch reference
+        draws K fresh cases per op of chapters 00-08 and 12 with the PyTorch reference
         (make verify's generator, under a secret seed) into the private folder
         HIDDEN: each case split into what the student's program reads
         (op-k.in.safetensors) and what the grader keeps (op-k.expected.safetensors).
@@ -1000,7 +1000,7 @@ def main(argv=None):
     p.add_argument("hidden", metavar="HIDDEN", help="new folder for the hidden cases")
     p.add_argument("--seed", type=int, help="secret seed (default: a random one)")
     p.add_argument("--cases", type=int, default=5, help="cases per op (default 5)")
-    p.add_argument("--chapters", help="only these chapters, comma-separated (default: 00-08)")
+    p.add_argument("--chapters", help="only these chapters, comma-separated (default: 00-08 and 12)")
     limits(p)
 
     p = sub.add_parser("grade", help="grade one submission")

@@ -139,8 +139,8 @@ echo "== the correct submission, every chapter"
 "$py" - "$work/correct.json" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
-if r["score"] != r["max_score"] or r["max_score"] != 90:
-    sys.exit(f"the correct submission got {r['score']} of {r['max_score']}, not 90 of 90")
+if r["score"] != r["max_score"] or r["max_score"] != 100:
+    sys.exit(f"the correct submission got {r['score']} of {r['max_score']}, not 100 of 100")
 EOF
 python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' "$work/correct.xml" ||
     fail "the JUnit file does not parse"
