@@ -58,7 +58,8 @@ build/cuda/device.o: runtime/device.c cuda/gpu.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DWITH_CUDA -Icuda -MMD -MP -c $< -o $@
 
-CUDA_PROGRAMS := build/cuda/08_training build/cuda/09_translation build/cuda/10_classification
+CUDA_PROGRAMS := build/cuda/08_training build/cuda/09_translation build/cuda/10_classification \
+                 build/cuda/12_generation
 
 $(CUDA_PROGRAMS): build/cuda/%: build/obj/chapters/%/main.o build/cuda/device.o \
                                 $(CUDA_LIB) build/libtransformer.a

@@ -1,6 +1,6 @@
 # mpi/mpi.mk - the MPI build, included by the top Makefile.
 #
-#   make mpi         build/mpi/08_training .. 11_set_anomaly: the task programs
+#   make mpi         build/mpi/08_training .. 12_generation: the task programs
 #                    with --device mpi, chosen by itself under mpirun with more
 #                    than one rank (mpi/dist.h). Needs OpenMPI's mpicc
 #                    (tools/install-deps.sh mpi installs it); the plain build
@@ -12,7 +12,7 @@
 MPICC ?= mpicc
 
 MPI_PROGRAMS := build/mpi/08_training build/mpi/09_translation build/mpi/10_classification \
-                build/mpi/11_set_anomaly
+                build/mpi/11_set_anomaly build/mpi/12_generation
 
 .PHONY: mpi test-mpi mpi-deps
 

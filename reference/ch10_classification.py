@@ -39,8 +39,10 @@ PAD = 0
 GOLDEN_BPE_REVIEWS, GOLDEN_VOCAB, GOLDEN_LEN = 100, 400, 64
 
 
-def read_reviews(path):
-    """[(label, cleaned text bytes, line)] of a label<TAB>text file."""
+def read_reviews(path, clean_text=None):
+    """[(label, cleaned text bytes, line)] of a label<TAB>text file, cleaned
+    by clean_text (default: clean, chapter 10's)."""
+    clean_text = clean_text or clean
     if not path.exists():
         raise SystemExit(f"{path}: no such file (run make imdb to fetch the reviews)")
     out = []
@@ -52,7 +54,7 @@ def read_reviews(path):
         line = line.rstrip(b"\r")
         if len(line) < 3 or line[1:2] != b"\t" or line[:1] not in (b"0", b"1"):
             raise SystemExit(f"{path}:{number}: not a label<TAB>text line")
-        out.append((int(line[:1]), clean(line[2:]), number))
+        out.append((int(line[:1]), clean_text(line[2:]), number))
     return out
 
 

@@ -36,9 +36,12 @@ of each op through build/12_generation and prints the largest errors, which
 is where the tolerances below come from.
 """
 
+import argparse
 import math
 import random
 import sys
+import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -47,6 +50,7 @@ from reference.common import Case, case_meta, generator, measure_main, randn
 
 CHAPTER = "12_generation"
 PROGRAM = "build/12_generation"
+ROOT = Path(__file__).resolve().parent.parent
 
 # ---------------------------------------------------------------------------
 # Tolerances (TOLERANCES.md, chapter 12; measured with --measure).
@@ -361,5 +365,223 @@ def random_case(op, seed):
     raise ValueError(f"unknown op {op}")
 
 
+# ---------------------------------------------------------------------------
+# The task: the language model of chapters/12_generation/lm_text.h in PyTorch
+# ---------------------------------------------------------------------------
+
+def streams(train_reviews=-1, test_reviews=0):
+    """(train, val, test) as lm_text_read makes them: chapter 10's split,
+    "<br />" to a space and the case kept, each part b"\\n" + the reviews
+    joined by b"\\n"; every 20th training review validates. train_reviews
+    -1: no training streams, 0: all; test_reviews 0: all."""
+    from reference.ch10_classification import DATA, read_reviews, split
+    train, test = split(read_reviews(DATA / "imdb.tsv", clean_text=unbreak))
+    if test_reviews:
+        test = test[:test_reviews]
+    train = [] if train_reviews < 0 else train[:train_reviews or len(train)]
+
+    def stream(part):
+        return b"\n" + b"\n".join(text for _, text, _ in part) if part else b""
+    return (stream([r for i, r in enumerate(train) if i % 20 != 19]),
+            stream([r for i, r in enumerate(train) if i % 20 == 19]), stream(test))
+
+
+def unbreak(text):
+    """review.c's review_unbreak: "<br />" to a space, nothing else."""
+    return text.replace(b"<br />", b" ")
+
+
+def windows(L, S, R):
+    """lm_bits's windows over L predicted bytes: [(start, first scored index)]."""
+    out, scored = [(0, 0)], S
+    while scored < L:
+        start = min(scored + R - S, L - S)
+        out.append((start, scored - start))
+        scored = start + S
+    return out
+
+
+@torch.no_grad()
+def bits(model, stream, R=0, batch=32):
+    """(total bits, predicted bytes) of model on stream, as lm_bits counts them."""
+    L = len(stream) - 1
+    S = min(model.cfg["max_len"], L)
+    R = R or (model.cfg["max_len"] + 1) // 2
+    data = torch.tensor(list(stream), dtype=torch.int64)
+    wins = windows(L, S, R)
+    total = 0.0
+    for i in range(0, len(wins), batch):
+        part = wins[i:i + batch]
+        ids = torch.stack([data[s:s + S + 1] for s, _ in part])
+        logp = F.log_softmax(model(ids[:, :S]).double(), dim=-1)
+        nll = -logp.gather(-1, ids[:, 1:, None])[..., 0]          # (n, S) nats
+        for row, (_, first) in enumerate(part):
+            total += float(nll[row, first:].sum())
+    return total / math.log(2.0), L
+
+
+def compressors(stream):
+    """Bits per byte of gzip -9, bzip2 -9 and xz -9e on the predicted bytes
+    (the stream without its leading newline: the reviews, one per line)."""
+    import bz2
+    import lzma
+    import zlib
+    text = stream[1:]
+    sizes = {"gzip -9": len(zlib.compress(text, 9)), "bzip2 -9": len(bz2.compress(text, 9)),
+             "xz -9e": len(lzma.compress(text, preset=9 | lzma.PRESET_EXTREME))}
+    return {k: 8.0 * v / len(text) for k, v in sizes.items()}
+
+
+COMPRESSORS_DAT = ROOT / "plots" / "generation_compressors.dat"
+
+
+def compressors_command(args):
+    """The compressors command: their bits per byte on the 5,000 test
+    reviews, printed, and written to (or with --check, compared with)
+    plots/generation_compressors.dat, the horizontal lines of the figure."""
+    _, _, test = streams(-1, 0)
+    rates = compressors(test)
+    text = "# bits per byte of the 5,000 IMDb test reviews (%d bytes, one review a line),\n" \
+        "# written by python -m reference.ch12_generation compressors\n" % (len(test) - 1)
+    text += "".join(f"{name},{rate:.4f}\n" for name, rate in rates.items())
+    print(text, end="")
+    if args.check:
+        if COMPRESSORS_DAT.read_text() != text:
+            sys.exit(f"{COMPRESSORS_DAT} is not what the compressors give now (rewrite it "
+                     "with python -m reference.ch12_generation compressors)")
+    else:
+        COMPRESSORS_DAT.write_text(text)
+
+
+def evaluate(args):
+    """The eval command: bits per byte of MODEL on the test reviews in
+    PyTorch, with the compressors on the same bytes (and with --c, the C
+    program's figure beside it)."""
+    import json
+    import subprocess
+
+    from reference.ch07_model import load_checkpoint
+    model, cfg = load_checkpoint(args.model)
+    if cfg["kind"] != "lm" or cfg["tgt_vocab"] != 256:
+        raise SystemExit(f"{args.model}: not a byte-level language model ({cfg['kind']}, "
+                         f"{cfg['tgt_vocab']} ids)")
+    _, _, test = streams(-1, args.test_reviews)
+    rows = []
+    if args.c:
+        cmd = [PROGRAM, "--eval", str(args.model), "--test-reviews", str(args.test_reviews),
+               "--stride", str(args.stride)]
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        if out.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
+        c = json.loads(out.stdout.strip().splitlines()[-1])
+        rows.append(("the model, in C", c["bits_per_byte"]))
+    started = time.time()
+    total, n = bits(model, test, args.stride)
+    rows.append(("the model, in PyTorch", total / n))
+    seconds = time.time() - started
+    rows += list(compressors(test).items())
+    reviews = test.count(b"\n")
+    print(f"{reviews} test reviews, {n} bytes (PyTorch: {seconds:.0f} s)")
+    print("| | bits per byte |\n| --- | --- |")
+    for name, value in rows:
+        print(f"| {name} | {value:.4f} |")
+    if args.max_bpb is not None and total / n > args.max_bpb:
+        sys.exit(f"PyTorch: {total / n:.4f} bits per byte is above {args.max_bpb}")
+
+
+def train(args):
+    """The train command: the recipe of build/12_generation --train in
+    PyTorch (the same model, data, batches of windows, AdamW, warm-up and
+    cosine schedule, clipping), stopped after --minutes of wall time; the
+    validation bits per byte every --validate-every steps, as CSV."""
+    from reference.ch07_model import build_model, full_config, save_checkpoint
+    from reference.ch08_training import CosineWarmupScheduler
+    torch.manual_seed(args.seed)
+    train_s, val_s, _ = streams(0, -1)
+    S, B = args.context, args.batch_size
+    cfg = full_config(kind="lm", src_vocab=256, d_model=args.d_model, nhead=args.heads,
+                      dim_feedforward=args.ffn, num_encoder_layers=args.layers, max_len=S,
+                      learned_pos=1, final_norm=1, norm_first=1, pad_id=-1, dropout=0.0)
+    model = build_model(cfg)
+    data = torch.tensor(list(train_s), dtype=torch.int64)
+    n = (len(train_s) - 1) // S
+    per_epoch = n // B
+    total = per_epoch * args.epochs
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
+    sched = CosineWarmupScheduler(opt, args.warmup, total)
+    val = torch.tensor(list(val_s), dtype=torch.int64)
+    n_val = (len(val_s) - 1) // S
+    val_x = torch.stack([val[i * S:i * S + S + 1] for i in range(n_val)])
+
+    def validate():
+        model.eval()
+        with torch.no_grad():
+            loss = sum(float(F.cross_entropy(model(x[:, :S]).reshape(-1, 256), x[:, 1:].reshape(-1),
+                                             reduction="sum"))
+                       for x in val_x.split(B))
+        model.train()
+        return loss / (n_val * S) / math.log(2.0)
+
+    started, step = time.time(), 0
+    print("step,seconds,val_bits_per_byte", flush=True)
+    for epoch in range(args.epochs):
+        order = torch.randperm(n)
+        for k in range(per_epoch):
+            idx = order[k * B:(k + 1) * B]
+            x = torch.stack([data[i * S:i * S + S + 1] for i in idx.tolist()])
+            loss = F.cross_entropy(model(x[:, :S]).reshape(-1, 256), x[:, 1:].reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            sched.step()
+            step += 1
+            out_of_time = time.time() - started > args.minutes * 60
+            if step % args.validate_every == 0 or step == total or out_of_time:
+                print(f"{step},{time.time() - started:.1f},{validate():.4f}", flush=True)
+            if out_of_time:
+                break
+        else:
+            continue
+        break
+    if args.out:
+        save_checkpoint(model, cfg, args.out)
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] not in ("eval", "train", "compressors"):
+        return measure_main(sys.modules[__name__])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    e = sub.add_parser("eval", help="bits per byte of a language model on the test reviews")
+    e.add_argument("model")
+    e.add_argument("--test-reviews", type=int, default=0, help="the first N (0: all 5,000)")
+    e.add_argument("--stride", type=int, default=0, help="bytes between windows (0: half the "
+                   "context)")
+    e.add_argument("--max-bpb", type=float, help="exit 1 above this many bits per byte")
+    e.add_argument("--c", action="store_true", help="run build/12_generation --eval too")
+    e.add_argument("--threads", type=int, default=2)
+    c = sub.add_parser("compressors", help="gzip, bzip2 and xz on the test reviews, into "
+                       "plots/generation_compressors.dat")
+    c.add_argument("--check", action="store_true", help="compare with the committed file")
+    t = sub.add_parser("train", help="the C recipe in PyTorch, for --minutes of wall time")
+    for name, kind, default in (("--context", int, 256), ("--batch-size", int, 16),
+                                ("--d-model", int, 128), ("--heads", int, 4),
+                                ("--layers", int, 4), ("--ffn", int, 512),
+                                ("--epochs", int, 2), ("--lr", float, 2e-3),
+                                ("--warmup", int, 200), ("--seed", int, 0),
+                                ("--validate-every", int, 1500), ("--minutes", float, 60.0),
+                                ("--threads", int, 2)):
+        t.add_argument(name, type=kind, default=default)
+    t.add_argument("--out", help="save the model here")
+    args = parser.parse_args()
+    if args.command == "compressors":
+        compressors_command(args)
+        return 0
+    torch.set_num_threads(args.threads)
+    evaluate(args) if args.command == "eval" else train(args)
+    return 0
+
+
 if __name__ == "__main__":
-    sys.exit(measure_main(sys.modules[__name__]))
+    sys.exit(main())

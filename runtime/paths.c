@@ -13,6 +13,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "safetensors.h"   /* file_write_atomic */
+#include "text.h"
+
+int file_copy(const char *from, const char *to, Error *err)
+{
+    Text t = {0};
+    if (text_read_file(from, &t, err) != 0) return -1;
+    int rc = file_write_atomic(to, &(FilePart){t.data, t.len}, 1, err);
+    text_free(&t);
+    return rc;
+}
+
 int make_dir(const char *dir, Error *err)
 {
     char path[4096];

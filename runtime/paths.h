@@ -15,6 +15,10 @@
 /* mkdir -p dir. */
 int make_dir(const char *dir, Error *err);
 
+/* Copies the file from to the file to, written atomically (the training
+ * logs shipped beside a model, into a plot folder). */
+int file_copy(const char *from, const char *to, Error *err);
+
 /* Checks that a file can be written at path: its folder exists and is
  * writable, and path, if it exists, is a regular file (or a link to one).
  * The message names the option (e.g. "--checkpoint"). */

@@ -5,7 +5,9 @@
  * windows, each gradient row sums to 0, probabilities sum to 1, top-k 1 is
  * greedy, the draws follow the probabilities), the refusals of bad settings
  * and targets, and the case-file checks (each broken case is refused with one
- * line naming the file, and no output file appears).
+ * line naming the file, and no output file appears). Then the task around
+ * them: the byte streams, the training windows, bits per byte, writing with
+ * and without the key/value cache.
  *
  * Every call's return code is checked before its outputs are read, so the
  * exercise stubs fail these tests cleanly.
@@ -23,9 +25,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "casefile.h"
+#include "generate.h"
 #include "generation_case.h"
 #include "helpers.h"
+#include "lm_text.h"
+#include "model.h"
 #include "next_token.h"
 #include "rng.h"
 #include "sampling.h"
@@ -645,6 +652,207 @@ static void test_bad_case_writes_no_file(void **state)
     assert_broken_case_writes_no_file(CHAPTER, &BAD[13], generation_case_eval);  /* a NaN logit */
 }
 
+
+/* ------------------------------------------------------------------------ */
+/* The task: streams, windows, bits per byte, writing                        */
+/* ------------------------------------------------------------------------ */
+
+/* A small byte-level language model, pre-norm with a final norm. */
+static void small_lm(Model *m, int max_len, uint64_t seed)
+{
+    ModelConfig c = {.kind = MODEL_LM, .src_vocab = LM_VOCAB, .tgt_vocab = LM_VOCAB,
+                     .d_model = 16, .nhead = 2, .dim_feedforward = 24, .num_encoder_layers = 2,
+                     .max_len = max_len, .learned_pos = 1, .final_norm = 1, .norm_first = 1,
+                     .pad_id = -1, .eps = 1e-5f};
+    Rng rng;
+    Error err;
+    rng_seed(&rng, seed, 0);
+    assert_ok(model_init(m, &c, &rng, &err));
+}
+
+static Text random_stream(int len, uint64_t seed)
+{
+    Text t = {0};
+    Error err;
+    Rng rng;
+    rng_seed(&rng, seed, 1);
+    char byte = '\n';
+    assert_ok(text_append(&t, &byte, 1, &err));
+    for (int i = 1; i < len; i++) {
+        byte = (char)(' ' + rng_below(&rng, 90));
+        assert_ok(text_append(&t, &byte, 1, &err));
+    }
+    return t;
+}
+
+/* Windows of S + 1 bytes at 0, S, 2S, ...: the target is the input shifted
+ * by one, and a stream of L + 1 bytes holds L / S of them. */
+static void test_lm_windows(void **state)
+{
+    Text t = random_stream(42, 3);
+    LmWindows ws;
+    Examples ex = lm_examples(&ws, &t, 8);
+    assert_int_equal(ex.n, 41 / 8);
+    assert_int_equal(ex.src_vocab, LM_VOCAB);
+    int64_t idx[2] = {4, 0}, src[16], tgt[16];
+    Error err;
+    assert_ok(ex.fill(ex.data, idx, 2, src, NULL, tgt, &err));
+    for (int j = 0; j < 8; j++) {
+        assert_int_equal(src[j], (uint8_t)t.data[32 + j]);
+        assert_int_equal(tgt[j], (uint8_t)t.data[33 + j]);
+        assert_int_equal(src[8 + j], (uint8_t)t.data[j]);
+        assert_int_equal(tgt[8 + j], (uint8_t)t.data[j + 1]);
+    }
+    text_free(&t);
+}
+
+/* A model whose context covers the whole stream predicts every byte from
+ * all the bytes before it, whatever the stride: the bits are those of one
+ * forward pass over the stream, computed here from its logits. */
+static void test_lm_bits_whole_context(void **state)
+{
+    enum { L = 20 };
+    Model m;
+    ModelWork w;
+    Error err;
+    small_lm(&m, 32, 5);
+    Text t = random_stream(L + 1, 6);
+    int64_t ids[L];
+    for (int i = 0; i < L; i++) ids[i] = (uint8_t)t.data[i];
+    assert_ok(model_work_alloc(&w, &m, 1, L, 0, 0, &err));
+    assert_int_equal(model_forward(&m, &w, ids, NULL, NULL), 0);
+    double expect = 0.0;
+    for (int i = 0; i < L; i++) {
+        const float *row = w.logits + (size_t)i * LM_VOCAB;
+        double mx = row[0], sum = 0.0;
+        for (int v = 1; v < LM_VOCAB; v++) mx = row[v] > mx ? row[v] : mx;
+        for (int v = 0; v < LM_VOCAB; v++) sum += exp(row[v] - mx);
+        expect += (mx + log(sum) - row[(uint8_t)t.data[i + 1]]) / log(2.0);
+    }
+    const int strides[] = {1, 3, L};
+    for (int k = 0; k < 3; k++) {
+        double bits;
+        int64_t bytes;
+        assert_ok(lm_bits(&m, &t, strides[k], 4, &bits, &bytes, &err));
+        print_message("  stride %2d: %.6f bits, one forward pass: %.6f\n", strides[k], bits,
+                      expect);
+        assert_int_equal(bytes, L);
+        assert_true(fabs(bits - expect) <= 1e-5 * expect);
+    }
+    model_work_free(&w);
+    model_free(&m);
+    text_free(&t);
+}
+
+/* A model that ignores its input (every weight 0 but the generator's bias)
+ * gives every byte the same distribution: its bits count each predicted
+ * byte exactly once, whatever the windows, so a byte counted twice or
+ * skipped changes the total. */
+static void test_lm_bits_counts_each_byte_once(void **state)
+{
+    Model m;
+    Error err;
+    small_lm(&m, 8, 7);
+    memset(m.params, 0, m.num_params * sizeof *m.params);
+    Rng rng;
+    rng_seed(&rng, 8, 0);
+    for (int v = 0; v < LM_VOCAB; v++) m.views.generator_bias[v] = rng_normal(&rng);
+    double mx = m.views.generator_bias[0], sum = 0.0;
+    for (int v = 1; v < LM_VOCAB; v++) mx = fmax(mx, m.views.generator_bias[v]);
+    for (int v = 0; v < LM_VOCAB; v++) sum += exp(m.views.generator_bias[v] - mx);
+    const int lengths[] = {5, 8, 9, 30, 61};
+    const int strides[] = {1, 3, 4, 8};
+    for (int i = 0; i < 5; i++) {
+        Text t = random_stream(lengths[i] + 1, 10 + i);
+        double expect = 0.0;
+        for (int j = 1; j <= lengths[i]; j++)
+            expect += (mx + log(sum) - m.views.generator_bias[(uint8_t)t.data[j]]) / log(2.0);
+        for (int k = 0; k < 4; k++) {
+            double bits;
+            int64_t bytes;
+            int S = lengths[i] < 8 ? lengths[i] : 8;
+            if (strides[k] > S) continue;
+            assert_ok(lm_bits(&m, &t, strides[k], 3, &bits, &bytes, &err));
+            assert_int_equal(bytes, lengths[i]);
+            assert_true(fabs(bits - expect) <= 1e-5 * expect);
+        }
+        text_free(&t);
+    }
+    double bits;
+    int64_t bytes;
+    Text t = random_stream(30, 1);
+    assert_int_equal(lm_bits(&m, &t, 9, 3, &bits, &bytes, &err), -1);   /* above S */
+    print_message("  %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "--stride 9"));
+    text_free(&t);
+    model_free(&m);
+}
+
+/* The key/value cache writes the bytes that running the whole context
+ * writes, also past max_len (where the context is cut to its second half);
+ * temperature 0 writes the same bytes for any seed. */
+static void test_generate_cache_and_no_cache(void **state)
+{
+    Model m;
+    Error err;
+    small_lm(&m, 16, 9);
+    const struct { Sampling s; int length; uint64_t seed; } runs[] = {
+        {{1.0f, 0, 1.0f}, 40, 1}, {{0.7f, 20, 0.9f}, 12, 2}, {{0.0f, 0, 1.0f}, 37, 3}};
+    for (int i = 0; i < 3; i++) {
+        Text out[2] = {{0}, {0}};
+        for (int no_cache = 0; no_cache < 2; no_cache++) {
+            GenerateOptions g = {runs[i].s, runs[i].length, runs[i].seed, no_cache};
+            assert_ok(lm_generate(&m, "A film", &g, &out[no_cache], &err));
+            assert_int_equal(out[no_cache].len, runs[i].length);
+        }
+        assert_memory_equal(out[0].data, out[1].data, out[0].len);
+        text_free(&out[0]), text_free(&out[1]);
+    }
+    Text a = {0}, b = {0};
+    GenerateOptions g = {{0.0f, 0, 1.0f}, 20, 1, 0};
+    assert_ok(lm_generate(&m, "", &g, &a, &err));
+    g.seed = 99;
+    assert_ok(lm_generate(&m, "", &g, &b, &err));
+    assert_memory_equal(a.data, b.data, 20);
+    g.length = 0;
+    assert_int_equal(lm_generate(&m, "x", &g, &a, &err), -1);
+    print_message("  %s\n", err.msg);
+    g.length = 5, g.sampling.top_p = 0.0f;
+    assert_int_equal(lm_generate(&m, "x", &g, &a, &err), -1);
+    print_message("  %s\n", err.msg);
+    text_free(&a), text_free(&b);
+    model_free(&m);
+}
+
+/* The streams of the IMDb split: 19,000 training and 1,000 validation
+ * reviews, 5,000 test reviews whose stream predicts the 6,488,202 bytes the
+ * compressors read (reference/ch12_generation.py compressors). Needs
+ * .data/imdb (make imdb). */
+static void test_lm_text_split(void **state)
+{
+    if (access(".data/imdb/imdb.tsv", R_OK) != 0) {
+        print_message("  .data/imdb/imdb.tsv is missing (make imdb fetches it): skipped\n");
+        skip();
+    }
+    LmText t;
+    Error err;
+    assert_ok(lm_text_read(&t, ".data/imdb", 0, 0, &err));
+    print_message("  train %lld reviews (%zu bytes), validation %lld (%zu), test %lld (%zu)\n",
+                  (long long)t.n_train, t.train.len, (long long)t.n_val, t.val.len,
+                  (long long)t.n_test, t.test.len);
+    assert_int_equal(t.n_train, 19000);
+    assert_int_equal(t.n_val, 1000);
+    assert_int_equal(t.n_test, 5000);
+    assert_int_equal(t.test.len, 6488202 + 1);
+    assert_int_equal(t.test.data[0], '\n');
+    assert_null(strstr((const char *)t.test.data, "<br />"));
+    lm_text_free(&t);
+    assert_ok(lm_text_read(&t, ".data/imdb", -1, 10, &err));
+    assert_int_equal(t.n_train + t.n_val, 0);
+    assert_int_equal(t.n_test, 10);
+    lm_text_free(&t);
+}
+
 /* ------------------------------------------------------------------------ */
 
 int main(void)
@@ -666,6 +874,11 @@ int main(void)
         cmocka_unit_test(test_sampling_refusals),
         cmocka_unit_test(test_bad_u),
         cmocka_unit_test(test_bad_case_writes_no_file),
+        cmocka_unit_test(test_lm_windows),
+        cmocka_unit_test(test_lm_bits_whole_context),
+        cmocka_unit_test(test_lm_bits_counts_each_byte_once),
+        cmocka_unit_test(test_generate_cache_and_no_cache),
+        cmocka_unit_test(test_lm_text_split),
     };
     enum { N_FIXED = sizeof fixed / sizeof *fixed };
     /* A test per golden through the functions, one through the evaluator
@@ -686,5 +899,5 @@ int main(void)
     for (int i = 0; i < N_FIXED; i++) tests[n++] = fixed[i];
     for (int i = 0; i < N_BAD; i++)
         tests[n++] = (struct CMUnitTest){BAD[i].name, test_bad_case, NULL, NULL, (void *)&BAD[i]};
-    return run_tests_selected("chapter 12: next-token loss and sampling", tests, n);
+    return run_tests_selected("chapter 12: next-token loss, sampling, the language model", tests, n);
 }

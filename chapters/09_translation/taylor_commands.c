@@ -147,17 +147,6 @@ static int run_bench_decode(const char *path, int N, Error *err)
     return rc;
 }
 
-/* Copies the file from to the file to (the training logs shipped beside
- * the model). */
-static int copy_file(const char *from, const char *to, Error *err)
-{
-    Text t = {0};
-    if (text_read_file(from, &t, err) != 0) return -1;
-    int rc = file_write_atomic(to, &(FilePart){t.data, t.len}, 1, err);
-    text_free(&t);
-    return rc;
-}
-
 /* gnuplot tic labels for the tokens ids[0..n): "\"tok\" 0, \"tok\" 1, ..." */
 static void write_tics(FILE *f, const char *label, const Vocab *v, const int64_t *ids, int n)
 {
@@ -184,9 +173,9 @@ static int run_plot_data(const char *dir, Error *err)
     char path[4096];
     if (make_dir(dir, err) != 0) return -1;
     snprintf(path, sizeof path, "%s/taylor_train_log.csv", dir);
-    if (copy_file("models/taylor_train_log.csv", path, err) != 0) return -1;
+    if (file_copy("models/taylor_train_log.csv", path, err) != 0) return -1;
     snprintf(path, sizeof path, "%s/taylor_exact.csv", dir);
-    if (copy_file("models/taylor_exact.csv", path, err) != 0) return -1;
+    if (file_copy("models/taylor_exact.csv", path, err) != 0) return -1;
     if (task_load(&t, &d, err) != 0) return -1;
     if (load_model(&m, SHIPPED_MODEL, &t, err) != 0) {
         task_free(&t);
