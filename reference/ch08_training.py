@@ -468,6 +468,16 @@ PARITY_RUNS = {
                     max_len=10, pad_id=0, learned_pos=True),
         task="contains", batch=8, seq_len=10, categories=9, lr=3e-3, adamw=True,
         weight_decay=0.01, schedule="cosine", warmup=10, clip=1.0, label_smoothing=0.0),
+    # chapter 12's decoder-only language model, pre-norm with learned
+    # positions and a final norm, on sequences that count up from a random
+    # id (the next id follows from the ones before: a causal model learns it)
+    "parity_lm": dict(
+        config=dict(kind="lm", src_vocab=11, tgt_vocab=11, d_model=16, nhead=2,
+                    dim_feedforward=32, num_encoder_layers=2, num_decoder_layers=0,
+                    max_len=12, pad_id=-1, learned_pos=True, norm_first=True,
+                    final_norm=True),
+        task="count", batch=8, seq_len=12, categories=11, lr=3e-3, adamw=True,
+        weight_decay=0.01, schedule="cosine", warmup=10, clip=1.0, label_smoothing=0.0),
 }
 
 
@@ -475,13 +485,19 @@ def parity_batches(g, run):
     """The batches of a run: src, tgt_in (seq2seq), target, stacked over steps.
     Seq2seq sequences get a random length in [seq_len - 2, seq_len], padded;
     a classifier's a length in [2, seq_len], ids 3.. past the specials, and
-    its target (steps, N) is 1 where id 7 occurs."""
+    its target (steps, N) is 1 where id 7 occurs; a language model's
+    sequences count up from a random id, its target the sequence moved on by
+    one."""
     steps, N, S = PARITY_STEPS, run["batch"], run["seq_len"]
     if run["config"]["kind"] == "classifier":
         x = torch.randint(0, run["categories"], (steps, N, S), generator=g) + 3
         lengths = torch.randint(2, S + 1, (steps, N), generator=g)
         x[torch.arange(S)[None, None, :] >= lengths[:, :, None]] = 0      # <pad>
         return {"src": x, "target": (x == 7).any(dim=-1).to(torch.int64)}
+    if run["config"]["kind"] == "lm":
+        start = torch.randint(0, run["categories"], (steps, N, 1), generator=g)
+        seq = (start + torch.arange(S + 1)) % run["categories"]            # (steps, N, S + 1)
+        return {"src": seq[..., :S], "target": seq[..., 1:]}
     seq2seq = run["config"]["kind"] == "seq2seq"
     first = 3 if seq2seq else 0                    # past <pad>, <sos>, <eos>
     x = torch.randint(0, run["categories"], (steps, N, S), generator=g)

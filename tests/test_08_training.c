@@ -1742,6 +1742,7 @@ int main(void)
         GOLDEN_TEST(test_case_eval, "parity_reverse"),
         GOLDEN_TEST(test_case_eval, "parity_copy_seq2seq"),
         GOLDEN_TEST(test_case_eval, "parity_classifier"),
+        GOLDEN_TEST(test_case_eval, "parity_lm"),
         cmocka_unit_test(test_resume_bit_identical),
         cmocka_unit_test(test_diverged_run_stops),
         cmocka_unit_test(test_diverged_validation_stops),
