@@ -267,16 +267,29 @@ int case_get_shaped(const TensorFile *in, const char *name, const int64_t *want,
     return 0;
 }
 
-float *case_output_f32(TensorFile *out, const char *name, int ndim, const int64_t *shape,
-                       Error *err)
+void *case_output(TensorFile *out, const char *name, DType dtype, int ndim,
+                  const int64_t *shape, Error *err)
 {
     Tensor t;
-    if (tensor_alloc(&t, DTYPE_F32, ndim, shape, err) != 0) return NULL;
+    if (tensor_alloc(&t, dtype, ndim, shape, err) != 0) return NULL;
     if (tensorfile_add(out, name, &t, err) != 0) {
         tensor_free(&t);
         return NULL;
     }
-    return (float *)tensorfile_find(out, name)->data;
+    return tensorfile_find(out, name)->data;
+}
+
+float *case_output_f32(TensorFile *out, const char *name, int ndim, const int64_t *shape,
+                       Error *err)
+{
+    return case_output(out, name, DTYPE_F32, ndim, shape, err);
+}
+
+int case_call_failed(const TensorFile *in, const char *function, const Error *inner,
+                     Error *err)
+{
+    if (inner->msg[0]) return error_set(err, "%s: %s", case_name(in), inner->msg);
+    return error_set(err, "%s: %s failed", case_name(in), function);
 }
 
 int case_file_run(const char *in_path, const char *out_path, CaseEval eval, Error *err)

@@ -135,6 +135,15 @@ int case_get_shaped(const TensorFile *in, const char *name, const int64_t *want,
  * outputs as it goes and simply returns -1 on any failure. */
 float *case_output_f32(TensorFile *out, const char *name, int ndim, const int64_t *shape,
                        Error *err);
+/* The same for any dtype (an I64 id, an F64 loss). */
+void *case_output(TensorFile *out, const char *name, DType dtype, int ndim,
+                  const int64_t *shape, Error *err);
+
+/* A library function failed after the case's checks: err becomes its own
+ * message if it set one (inner), else "<case>: <function> failed" (an
+ * exercise stub sets none). Returns -1. */
+int case_call_failed(const TensorFile *in, const char *function, const Error *inner,
+                     Error *err);
 
 /* Reads in_path, evaluates it, writes out_path (atomically: on failure no
  * output file appears). Returns 0, or -1 with err set. */

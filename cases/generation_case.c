@@ -36,28 +36,6 @@ static int get_tensor(const TensorFile *in, const char *name, DType dtype, int n
     return 0;
 }
 
-/* Adds a zeroed output tensor of any dtype; returns its data or NULL. */
-static void *output_tensor(TensorFile *out, const char *name, DType dtype, int ndim,
-                           const int64_t *shape, Error *err)
-{
-    Tensor t;
-    if (tensor_alloc(&t, dtype, ndim, shape, err) != 0) return NULL;
-    if (tensorfile_add(out, name, &t, err) != 0) {
-        tensor_free(&t);
-        return NULL;
-    }
-    return tensorfile_find(out, name)->data;
-}
-
-/* A library function failed after the checks: its own message if it set
- * one, else its name (an exercise stub sets none). */
-static int call_failed(const TensorFile *in, const char *function, const Error *inner,
-                       Error *err)
-{
-    if (inner->msg[0]) return error_set(err, "%s: %s", case_name(in), inner->msg);
-    return error_set(err, "%s: %s failed", case_name(in), function);
-}
-
 /* ------------------------------------------------------------------------ */
 /* The next-token loss                                                       */
 /* ------------------------------------------------------------------------ */
@@ -82,13 +60,13 @@ static int eval_next_token_loss(const TensorFile *in, const CaseArgs *args, Tens
                                  (long long)n, (long long)t, (long long)id[n * (T + 1) + t],
                                  (long long)V - 1);
 
-    double *loss = output_tensor(out, "loss", DTYPE_F64, 0, NULL, err);
+    double *loss = case_output(out, "loss", DTYPE_F64, 0, NULL, err);
     float *dlogits = loss ? case_output_f32(out, "grad_logits", 3, logits->shape, err) : NULL;
     if (!dlogits) return -1;
     Error inner = {{0}};
     if (next_token_loss(loss, dlogits, logits->data, ids->data, (int)N, (int)T, (int)V,
                         &inner) != 0)
-        return call_failed(in, "next_token_loss", &inner, err);
+        return case_call_failed(in, "next_token_loss", &inner, err);
     return 0;
 }
 
@@ -135,7 +113,7 @@ static int eval_sampling(const TensorFile *in, const CaseArgs *args, TensorFile 
                   (float)case_float(args, "top_p")};
 
     float *probs = case_output_f32(out, "probs", 2, logits->shape, err);
-    int64_t *picked = probs ? output_tensor(out, "ids", DTYPE_I64, 1, &R, err) : NULL;
+    int64_t *picked = probs ? case_output(out, "ids", DTYPE_I64, 1, &R, err) : NULL;
     if (!picked) return -1;
     int *order = malloc((size_t)V * sizeof *order);   /* (V,) scratch */
     if (!order)
@@ -145,7 +123,7 @@ static int eval_sampling(const TensorFile *in, const CaseArgs *args, TensorFile 
         float *p = probs + r * V;
         Error inner = {{0}};
         if (sampling_probs(p, order, x + r * V, (int)V, &s, &inner) != 0) {
-            rc = call_failed(in, "sampling_probs", &inner, err);
+            rc = case_call_failed(in, "sampling_probs", &inner, err);
             break;
         }
         picked[r] = sampling_pick(p, (int)V, uv[r]);

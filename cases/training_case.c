@@ -56,28 +56,6 @@ static float option_f32(const CaseArgs *args, const char *key, float fallback)
     return case_given(args, key) ? (float)case_float(args, key) : fallback;
 }
 
-/* Adds a zeroed output tensor of any dtype; returns its data or NULL. */
-static void *output_tensor(TensorFile *out, const char *name, DType dtype, int ndim,
-                           const int64_t *shape, Error *err)
-{
-    Tensor t;
-    if (tensor_alloc(&t, dtype, ndim, shape, err) != 0) return NULL;
-    if (tensorfile_add(out, name, &t, err) != 0) {
-        tensor_free(&t);
-        return NULL;
-    }
-    return tensorfile_find(out, name)->data;
-}
-
-/* A library function failed after the checks: its own message if it set
- * one, else its name (an exercise stub sets none). */
-static int call_failed(const TensorFile *in, const char *function, const Error *inner,
-                       Error *err)
-{
-    if (inner->msg[0]) return error_set(err, "%s: %s", case_name(in), inner->msg);
-    return error_set(err, "%s: %s failed", case_name(in), function);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Cross-entropy                                                             */
 /* ------------------------------------------------------------------------ */
@@ -104,8 +82,8 @@ static int eval_cross_entropy(const TensorFile *in, const CaseArgs *args, Tensor
                              (long long)t[r], (long long)V - 1, ignore_index);
 
     float *loss = case_output_f32(out, "loss", 0, NULL, err);
-    int64_t *count = output_tensor(out, "count", DTYPE_I64, 0, NULL, err);
-    int64_t *correct = output_tensor(out, "correct", DTYPE_I64, 0, NULL, err);
+    int64_t *count = case_output(out, "count", DTYPE_I64, 0, NULL, err);
+    int64_t *correct = case_output(out, "correct", DTYPE_I64, 0, NULL, err);
     float *dlogits = NULL;
     if (!loss || !count || !correct ||
         (backward && !(dlogits = case_output_f32(out, "grad_logits", 2, logits->shape, err))))
@@ -113,7 +91,7 @@ static int eval_cross_entropy(const TensorFile *in, const CaseArgs *args, Tensor
     Error inner = {{0}};
     if (cross_entropy(loss, dlogits, logits->data, t, R, (int)V, ignore_index, smoothing, count,
                       correct, &inner) != 0)
-        return call_failed(in, "cross_entropy", &inner, err);
+        return case_call_failed(in, "cross_entropy", &inner, err);
     return 0;
 }
 
@@ -156,13 +134,13 @@ static int eval_adam(const TensorFile *in, const CaseArgs *args, TensorFile *out
     AdamState s;
     Error inner = {{0}};
     if (adam_state_alloc(&s, (size_t)n, &inner) != 0)
-        return call_failed(in, "adam_state_alloc", &inner, err);
+        return case_call_failed(in, "adam_state_alloc", &inner, err);
     memcpy(p, params->data, (size_t)n * sizeof *p);
     int rc = 0;
     for (int64_t k = 0; k < n_steps && rc == 0; k++) {
         float lr = lrs ? ((const float *)lrs->data)[k] : c.lr;
         if (adam_step(p, (const float *)grads->data + k * n, &s, &c, lr) != 0)
-            rc = call_failed(in, "adam_step", &inner, err);
+            rc = case_call_failed(in, "adam_step", &inner, err);
     }
     if (rc == 0) {
         memcpy(m, s.m, (size_t)n * sizeof *m);
@@ -211,7 +189,7 @@ static int eval_schedule(const TensorFile *in, const CaseArgs *args, TensorFile 
     long long warmup = case_int(args, "warmup");
     long long max_iters = noam ? 1 : case_int(args, "max_iters");
     long long d_model = noam ? case_int(args, "d_model") : 1;
-    double *factor = output_tensor(out, "factor", DTYPE_F64, 1, &n, err);
+    double *factor = case_output(out, "factor", DTYPE_F64, 1, &n, err);
     if (!factor) return -1;
     for (int64_t i = 0; i < n; i++)
         factor[i] = noam ? lr_noam(s[i], (int)d_model, warmup)
@@ -244,12 +222,12 @@ static int eval_seq_dataset(const TensorFile *in, const CaseArgs *args, TensorFi
         return error_set(err, "%s: %lld sequences of length %lld are more than this program "
                          "handles (%lld ids)", case_name(in), n, S, (long long)MAX_CASE_VALUES);
     int64_t shape[2] = {n, S};
-    int64_t *x = output_tensor(out, "x", DTYPE_I64, 2, shape, err);
-    int64_t *y = output_tensor(out, "y", DTYPE_I64, 2, shape, err);
+    int64_t *x = case_output(out, "x", DTYPE_I64, 2, shape, err);
+    int64_t *y = case_output(out, "y", DTYPE_I64, 2, shape, err);
     if (!x || !y) return -1;
     SeqDataset ds;
     if (seq_dataset_make(&ds, task, n, (int)S, (int)C, &rng, &inner) != 0)
-        return call_failed(in, "seq_dataset_make", &inner, err);
+        return case_call_failed(in, "seq_dataset_make", &inner, err);
     memcpy(x, ds.x, (size_t)(n * S) * sizeof *x);
     memcpy(y, ds.y, (size_t)(n * S) * sizeof *y);
     seq_dataset_free(&ds);
@@ -264,12 +242,12 @@ static int eval_batcher(const TensorFile *in, const CaseArgs *args, TensorFile *
     if (n * epochs > MAX_CASE_VALUES)
         return error_set(err, "%s: %lld epochs of %lld indices are more than this program "
                          "handles", case_name(in), epochs, n);
-    int64_t *order = output_tensor(out, "order", DTYPE_I64, 2, (int64_t[]){epochs, n}, err);
+    int64_t *order = case_output(out, "order", DTYPE_I64, 2, (int64_t[]){epochs, n}, err);
     if (!order) return -1;
     Batcher b;
     Error inner = {{0}};
     if (batcher_init(&b, n, 1, 0, &inner) != 0)
-        return call_failed(in, "batcher_init", &inner, err);
+        return case_call_failed(in, "batcher_init", &inner, err);
     for (long long e = 0; e < epochs; e++) {
         batcher_shuffle(&b, &rng);
         memcpy(order + e * n, b.order, (size_t)n * sizeof *order);
@@ -383,7 +361,7 @@ int training_case_parity(const TensorFile *in, TensorFile *out, StepDeviceOpen o
     int N = (int)src->shape[1], S = (int)src->shape[2], T = tgt_in ? (int)tgt_in->shape[2] : 0;
     int out_len = T ? T : m.cfg.kind == MODEL_CLASSIFIER ? 1 : S;
     int64_t shape[1] = {steps};
-    float *losses = output_tensor(out, "losses", DTYPE_F32, 1, shape, err);
+    float *losses = case_output(out, "losses", DTYPE_F32, 1, shape, err);
     if (!losses) goto done;
     if (adam_config_check(&o.adam, err) != 0 || adam_state_alloc(&opt, m.num_params, err) != 0)
         goto done;
@@ -400,7 +378,7 @@ int training_case_parity(const TensorFile *in, TensorFile *out, StepDeviceOpen o
         /* (the step only reads the batch) */
         Batch b = {N, S, T, (int64_t *)x, (int64_t *)t_in, (int64_t *)y, NULL};
         if (step_on(open ? &device : NULL, &m, &s, &opt, &step, &b, &r, &inner) != 0) {
-            call_failed(in, open ? "the device's step" : "train_step", &inner, err);
+            case_call_failed(in, open ? "the device's step" : "train_step", &inner, err);
             goto done;
         }
         losses[k] = (float)r.loss;

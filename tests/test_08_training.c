@@ -899,7 +899,8 @@ static void test_csv_log_new(void **state)
     print_message("%s", text);
     assert_int_equal(strncmp(text, "step,epoch,lr,train_loss,val_loss,val_accuracy,seconds\n",
                              55), 0);
-    double s1 = row_seconds(text, "1,0,0.001,2.5,,,"), s2 = row_seconds(text, "2,0,0,2.25,2.125,0.5,");
+    double s1 = row_seconds(text, "1,0,0.001,2.5,,,");
+    double s2 = row_seconds(text, "2,0,0,2.25,2.125,0.5,");
     assert_true(s1 >= 0 && s1 <= s2 && s2 < 60);
     assert_ok(csv_log_close(&log, &err));
     assert_ok(csv_log_close(&log, &err));  /* safe twice */
@@ -915,7 +916,8 @@ static void test_csv_log_resume_trims(void **state)
     char path[256];
     log_path(path, sizeof path, "resume");
     write_text(path, CSV_LOG_HEADER "\n1,0,0.1,3,,,1.5\n2,0,0.2,2,,,2.5\n"
-                                    "3,0,0.3,1,0.9,0.25,3000.5\n4,1,0.4,0.5,,,4000\n5,1,0.5,0.25,,,5000\n");
+                                    "3,0,0.3,1,0.9,0.25,3000.5\n4,1,0.4,0.5,,,4000\n"
+                                    "5,1,0.5,0.25,,,5000\n");
     CsvLog log;
     Error err;
     assert_ok(csv_log_open(&log, path, 3, &err));
@@ -923,7 +925,8 @@ static void test_csv_log_resume_trims(void **state)
     assert_ok(csv_log_close(&log, &err));
     const char *text = slurp(path);
     print_message("%s", text);
-    const char *kept = CSV_LOG_HEADER "\n1,0,0.1,3,,,1.5\n2,0,0.2,2,,,2.5\n3,0,0.3,1,0.9,0.25,3000.5\n";
+    const char *kept = CSV_LOG_HEADER "\n1,0,0.1,3,,,1.5\n2,0,0.2,2,,,2.5\n"
+                                      "3,0,0.3,1,0.9,0.25,3000.5\n";
     assert_int_equal(strncmp(text, kept, strlen(kept)), 0);
     /* the resumed run's time goes on from the last kept row's */
     double s4 = row_seconds(text, "4,1,0.4,0.75,,,");

@@ -899,5 +899,6 @@ int main(void)
     for (int i = 0; i < N_FIXED; i++) tests[n++] = fixed[i];
     for (int i = 0; i < N_BAD; i++)
         tests[n++] = (struct CMUnitTest){BAD[i].name, test_bad_case, NULL, NULL, (void *)&BAD[i]};
-    return run_tests_selected("chapter 12: next-token loss, sampling, the language model", tests, n);
+    return run_tests_selected("chapter 12: next-token loss, sampling, the language model", tests,
+                              n);
 }

@@ -8,7 +8,7 @@
  *     build/12_generation --generate MODEL PROMPT [options]   write a review
  *     build/12_generation --bench-generate MODEL [N] N bytes with and without the cache
  *     build/12_generation --demo                     the shipped model writes a few reviews
- *     build/12_generation --plot-data DIR            the shipped model's training log, for make plots
+ *     build/12_generation --plot-data DIR            its training log, for make plots
  *     build/12_generation --case in.safetensors --out out.safetensors
  *
  * The training command is the one every task program shares (runtime/
