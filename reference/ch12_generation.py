@@ -391,6 +391,11 @@ def unbreak(text):
     return text.replace(b"<br />", b" ")
 
 
+def byte_ids(stream):
+    """The bytes of stream as an int64 tensor of ids 0..255."""
+    return torch.frombuffer(bytearray(stream), dtype=torch.uint8).to(torch.int64)
+
+
 def windows(L, S, R):
     """lm_bits's windows over L predicted bytes: [(start, first scored index)]."""
     out, scored = [(0, 0)], S
@@ -407,7 +412,7 @@ def bits(model, stream, R=0, batch=32):
     L = len(stream) - 1
     S = min(model.cfg["max_len"], L)
     R = R or (model.cfg["max_len"] + 1) // 2
-    data = torch.tensor(list(stream), dtype=torch.int64)
+    data = byte_ids(stream)
     wins = windows(L, S, R)
     total = 0.0
     for i in range(0, len(wins), batch):
@@ -503,13 +508,13 @@ def train(args):
                       dim_feedforward=args.ffn, num_encoder_layers=args.layers, max_len=S,
                       learned_pos=1, final_norm=1, norm_first=1, pad_id=-1, dropout=0.0)
     model = build_model(cfg)
-    data = torch.tensor(list(train_s), dtype=torch.int64)
+    data = byte_ids(train_s)
     n = (len(train_s) - 1) // S
     per_epoch = n // B
     total = per_epoch * args.epochs
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
     sched = CosineWarmupScheduler(opt, args.warmup, total)
-    val = torch.tensor(list(val_s), dtype=torch.int64)
+    val = byte_ids(val_s)
     n_val = (len(val_s) - 1) // S
     val_x = torch.stack([val[i * S:i * S + S + 1] for i in range(n_val)])
 
