@@ -3,7 +3,7 @@
 # optimizer step (lr = base_lr * 0.5 (1 + cos(pi i / max_iters)), times
 # i / warmup during the warm-up).
 #
-# Data: train_log.csv (step,epoch,lr,train_loss,val_loss,val_acc), written
+# Data: train_log.csv (step,epoch,lr,train_loss,val_loss,val_accuracy,seconds), written
 # by `build/08_training --demo` into build/plots.
 # needs: train_log.csv
 if (!exists("terminal")) terminal = "pngcairo"

@@ -2,7 +2,7 @@
 # with the validation token accuracy on the right-hand axis.
 #
 # Data: train_log.csv, the loss log `build/08_training --demo` writes into
-# build/plots: step,epoch,lr,train_loss,val_loss,val_acc, one row per
+# build/plots: step,epoch,lr,train_loss,val_loss,val_accuracy,seconds, one row per
 # optimizer step; the validation columns are filled at the end of each epoch
 # and empty otherwise (gnuplot skips empty fields).
 # `make demo` renders it; by hand: cd build/plots && gnuplot ../../plots/training_loss.gp
