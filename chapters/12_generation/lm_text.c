@@ -43,7 +43,7 @@ int lm_text_read(LmText *t, const char *dir, int64_t train_reviews, int64_t test
     if (all.n != 25000)
         rc = error_set(err, "%s: %" PRId64 " reviews, the IMDb set has 25000 (run make imdb "
                        "again)", path, all.n);
-    if (rc == 0) rc = reviews_split(&all, &train, &test, err);
+    if (rc == 0) rc = reviews_split(&all, 5, &train, &test, err);
     reviews_free(&all);
     if (test_reviews <= 0 || test_reviews > test.n) test_reviews = test.n;
     for (int64_t i = 0; rc == 0 && i < test_reviews; i++)
