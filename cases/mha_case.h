@@ -3,7 +3,7 @@
  * work behind `build/03_mha --case IN --out OUT`, kept in the library so the
  * tests can hand it broken cases directly.
  *
- * Letters as in mha.h: N batch, L queries, S keys, E embed_dim, H num_heads,
+ * Letters as in mha.h: N batch, L queries, S keys, E embed_dim, H nhead,
  * Ek kdim, Ev vdim. Every float tensor is F32.
  *
  * Inputs (ops mha and mha_backward):
@@ -22,11 +22,11 @@
  *     attn_mask         optional, (L, S) or (N * H, L, S): BOOL (true = not
  *                       allowed) or F32 (added)
  *     grad_output (N, L, E) or (L, E)                     op mha_backward only
- * Metadata: op; num_heads (required); embed_dim, kdim, vdim, bias (optional,
- * checked against the tensors); need_weights and average_attn_weights
- * (default true); is_causal and self_attention (default false); batch_first
- * (default true; false is refused), dropout (0 only), add_bias_kv and
- * add_zero_attn (false only).
+ * Metadata: op; nhead (required; PyTorch's num_heads); embed_dim, kdim,
+ * vdim, bias (optional, checked against the tensors); need_weights and
+ * average_attn_weights (default true); is_causal and self_attention
+ * (default false); batch_first (default true; false is refused), dropout
+ * (0 only), add_bias_kv and add_zero_attn (false only).
  *
  * Outputs: output (N, L, E); with need_weights attn_weights, (N, L, S)
  * averaged over the heads or (N, H, L, S) per head (unbatched: without N);
@@ -46,7 +46,7 @@
  *
  * Everything is checked before any arithmetic: each tensor's presence, dtype
  * and shape, masks of the right shape with bytes 0 or 1, embed_dim divisible
- * by num_heads, the parameters of the right form for kdim and vdim, options
+ * by nhead, the parameters of the right form for kdim and vdim, options
  * that parse. A problem is one line in err naming the file (or "(case)") and
  * the problem, and -1; run_case_file then writes no output file.
  */
