@@ -68,7 +68,7 @@ static int run(const MhaParams *p, const float *x, const uint8_t *key_padding_ma
 
 static int demo(void)
 {
-    /* Identity projections: W_q = W_k = W_v = W_o = I (4, 4), no biases. */
+    /* Identity projections: w[0] = w[1] = w[2] = out_proj_weight = I (4, 4), no biases. */
     float in_proj_weight[3 * E * E] = {0}, out_proj_weight[E * E] = {0};
     for (int i = 0; i < 3 * E; i++) in_proj_weight[i * E + i % E] = 1.0f;
     for (int i = 0; i < E; i++) out_proj_weight[i * E + i] = 1.0f;

@@ -1,15 +1,9 @@
 /*
- * mha.c - multi-head attention; see mha.h for the shapes, the parameter
- * layouts and the mask conventions.
- *
- * The layer is chapter 00's linear layer four times and chapter 02's
- * attention once, glued together by two reshapes (split and merge of the
- * heads). Nothing here computes attention itself: the H heads of the N
- * sequences are N * H independent attention problems, which is exactly the
- * batch dimension B = N * H of sdpa_forward and sdpa_backward.
- *
- * Letters: N batch, L queries, S keys, E embed_dim, H heads, Dh = E / H,
- * Ek kdim, Ev vdim.
+ * mha.c - multi-head attention: chapter 00's linear layer four times and
+ * chapter 02's attention once, with the N * H (sequence, head) pairs as
+ * sdpa's batch B, glued together by two copies (split and merge of the
+ * heads). The contract is mha.h's; the formulas, their names and the
+ * numbered steps 1-5 are the README's.
  */
 #include "mha.h"
 
@@ -113,8 +107,8 @@ int mha_forward(float *out, MhaCache *cache, const float *query, const float *ke
     mha_in_proj_params(params, E, w, b);
 
     /* 1. Three linear layers project queries, keys and values to E features:
-     *    q (N, L, E) = query (N, L, E) W_q^T + b_q, and likewise k and v from
-     *    key (N, S, Ek) and value (N, S, Ev). */
+     *    q (N, L, E) = query (N, L, E) w[0]^T + b[0], and likewise k and v
+     *    from key (N, S, Ek) and value (N, S, Ev). */
     if (linear_forward(c->q, query, w[0], b[0], N * L, E, E) != 0 ||
         linear_forward(c->k, key, w[1], b[1], N * S, c->Ek, E) != 0 ||
         linear_forward(c->v, value, w[2], b[2], N * S, c->Ev, E) != 0)
@@ -135,7 +129,8 @@ int mha_forward(float *out, MhaCache *cache, const float *query, const float *ke
     /* 4. Concatenate the heads' outputs: (N, H, L, Dh) -> (N, L, E). */
     if (mha_merge_heads(c->o, c->oh, N, L, H, Dh) != 0) return -1;
 
-    /* 5. The output projection mixes the heads: out = o W_o^T + b_o. */
+    /* 5. The output projection mixes the heads:
+     *    out = o out_proj_weight^T + out_proj_bias. */
     return linear_forward(out, c->o, params->out_proj_weight, params->out_proj_bias, N * L, E,
                           E);
     /* END SOLUTION */
@@ -154,8 +149,9 @@ int mha_backward(float *dquery, float *dkey, float *dvalue, const MhaParams *gra
     mha_in_proj_params(params, E, w, b);
     mha_in_proj_params(grads, E, dw, db);
 
-    /* 5. out = o W_o^T + b_o: d_o (N, L, E) = dout W_o, and the gradients of
-     *    W_o and b_o. linear_backward adds, so d_o starts at zero. */
+    /* 5. d_o (N, L, E) = dout out_proj_weight, and the gradients of
+     *    out_proj_weight and out_proj_bias. linear_backward adds, so d_o
+     *    starts at zero. */
     memset(c->d_o, 0, nl * sizeof *c->d_o);
     if (linear_backward(c->d_o, grads->out_proj_weight, grads->out_proj_bias, dout, c->o,
                         params->out_proj_weight, N * L, E, E) != 0)

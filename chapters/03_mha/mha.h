@@ -1,69 +1,21 @@
 /*
- * mha.h - multi-head attention, forward and backward, with the semantics of
- * PyTorch's nn.MultiheadAttention(embed_dim, num_heads, batch_first=True,
- * dropout=0).
+ * mha.h - multi-head attention, forward and backward, as PyTorch's
+ * nn.MultiheadAttention(embed_dim, num_heads, batch_first=True) computes
+ * it. What it computes and why: chapters/03_mha/README.md.
  *
- * Letters, used the same way in every file of this chapter:
- *     N   batch (sequences)               L   queries (target length)
- *     S   keys and values (source length) E   embed_dim, the model width
- *     H   num_heads                       Dh  head_dim = E / H
- *     Ek  kdim, the features of a key     Ev  vdim, the features of a value
+ * Sizes: N batch, L queries, S keys and values, H heads, E the width
+ * (embed_dim: the book's D), Dh = E / H, and Ek, Ev the features of the key
+ * and value inputs (kdim, vdim). Buffers are float32, row-major, batch first.
  *
- * The layer, for one batch of sequences:
+ * Masks reach mha_forward as one additive bias (N, H, L, S) made by
+ * mha_mask_bias; in nn.MultiheadAttention's masks a boolean true means
+ * MASKED, the opposite of chapter 02's. A query whose every key is masked
+ * gets weights 0 and an output row equal to out_proj_bias (0 without it),
+ * and passes no gradient back.
  *
- *     q  = query W_q^T + b_q            (N, L, E)    query (N, L, E)
- *     k  = key   W_k^T + b_k            (N, S, E)    key   (N, S, Ek)
- *     v  = value W_v^T + b_v            (N, S, E)    value (N, S, Ev)
- *     qh, kh, vh = split heads          (N, H, L, Dh), (N, H, S, Dh), (N, H, S, Dh)
- *     oh = sdpa(qh, kh, vh, bias)       (N, H, L, Dh)  chapter 02, scale 1/sqrt(Dh)
- *     o  = merge heads of oh            (N, L, E)
- *     out = o W_o^T + b_o               (N, L, E)
- *
- * "Split heads" cuts the last dimension E into H blocks of Dh features and
- * makes the head a batch dimension: qh[n, h, i, d] = q[n, i, h * Dh + d].
- * "Merge heads" is the inverse. Every head attends on its own, with its own
- * Dh-dimensional slice of the projections.
- *
- * Parameters (MhaParams), under nn.MultiheadAttention's state_dict names:
- *   - packed, when Ek == Ev == E:   in_proj_weight (3E, E) = [W_q; W_k; W_v]
- *   - separate, when Ek or Ev differs:  q_proj_weight (E, E),
- *                                   k_proj_weight (E, Ek), v_proj_weight (E, Ev)
- *   - in_proj_bias (3E,) = [b_q; b_k; b_v], packed in both cases, or NULL
- *   - out_proj.weight (E, E) = W_o, out_proj.bias (E,) = b_o, or NULL
- * bias=False in PyTorch removes both in_proj_bias and out_proj.bias.
- * The gradients are an MhaParams too, with the same fields and shapes.
- *
- * Masks. sdpa_forward() sees one additive float bias (N, H, L, S): 0 where a
- * query may attend to a key, -inf where it may not. mha_mask_bias() builds it
- * from nn.MultiheadAttention's two masks, whose boolean convention is the
- * OPPOSITE of F.scaled_dot_product_attention's:
- *     key_padding_mask (N, S)               bool: true = IGNORE this key (-inf)
- *     attn_mask (L, S) or (N * H, L, S)     bool: true = NOT allowed (-inf)
- * A float mask of either kind is added as it is; with both masks the two
- * biases are added. is_causal needs no bias: sdpa_forward masks key j for
- * query i when j > i (top-left aligned). How PyTorch's is_causal hint decides
- * between the causal pattern and attn_mask is the case reader's business
- * (cases/mha_case.h); these functions always do what they are told.
- *
- * Fully-masked rows. A query that may attend to no key gets attention
- * weights 0 and an attention output of 0 (so out = b_o for that row), and it
- * passes no gradient back: the rule of chapter 02, and what PyTorch returns
- * with need_weights=False. (With need_weights=True PyTorch returns NaN for
- * such rows instead; see the chapter README.)
- *
- * Self-attention is query == key == value (the same pointer is fine). Pass
- * the same gradient buffer as dquery, dkey and dvalue: the backward adds all
- * three paths into it, which is the gradient of the shared input.
- *
- * Dropout on the attention weights (nn.MultiheadAttention(dropout=p) in
- * training mode): set cache->drop to a keep mask (N, H, L, S) and
- * cache->dropout_p to p before mha_forward; chapter 02 applies it.
- *
- * Not here: add_bias_kv, add_zero_attn,
- * static_k/static_v, batch_first=False (transpose the inputs instead).
- *
- * Read next: mha.c, then cases/mha_case.c (how a case file becomes these calls).
- * The int functions return 0, or -1 on failure (the exercise stubs return -1).
+ * The int functions return 0, or -1 on failure (the exercise stubs return
+ * -1). Read next: mha.c, then cases/mha_case.h (how a case file becomes
+ * these calls, with PyTorch's is_causal rules).
  */
 #ifndef MHA_H
 #define MHA_H
@@ -72,9 +24,10 @@
 
 #include "error.h"
 
-/* The layer's parameters, or their gradients: one type for both (llm.c's
- * ParameterTensors), NULL where the layer has none (see above). A backward
- * reads the parameters from one and ADDS into the other. */
+/* The layer's parameters under nn.MultiheadAttention's state_dict names, or
+ * their gradients: one type for both (llm.c's ParameterTensors), NULL where
+ * the layer has none (bias=False removes both biases). A backward reads the
+ * parameters from one and ADDS into the other. */
 typedef struct {
     float *in_proj_weight;          /* (3E, E) when Ek == Ev == E, else NULL */
     float *q_proj_weight;           /* (E, E)  when in_proj_weight is NULL */
@@ -155,9 +108,11 @@ int mha_mask_bias(float *bias, const void *key_padding_mask, int kpm_is_bool,
 /* Forward pass; the sizes are the cache's.
  *   out      (N, L, E)
  *   cache    its activations are written (see MhaCache)
- *   query (N, L, E), key (N, S, Ek), value (N, S, Ev)
+ *   query (N, L, E), key (N, S, Ek), value (N, S, Ev); in self-attention
+ *            the same pointer three times
  *   bias     (N, H, L, S) from mha_mask_bias, or NULL for no mask
- *   is_causal  1: query i attends only to keys j <= i (top-left aligned)
+ *   is_causal  1: query i attends only to keys j <= i (top-left aligned),
+ *            on top of bias
  * The attention weights of every head are cache->att afterwards.
  * Results do not depend on the number of OpenMP threads. */
 int mha_forward(float *out, MhaCache *cache, const float *query, const float *key,
@@ -166,7 +121,9 @@ int mha_forward(float *out, MhaCache *cache, const float *query, const float *ke
 
 /* Backward pass, after mha_forward on the same cache and inputs. ADDS the
  * gradients into dquery (N, L, E), dkey (N, S, Ek), dvalue (N, S, Ev) (each
- * may be NULL: not wanted) and into every parameter gradient of `grads`.
+ * may be NULL: not wanted; in self-attention one buffer for all three, which
+ * collects the sum of the three paths) and into every parameter gradient of
+ * `grads`.
  *   dout   (N, L, E) gradient of the loss with respect to out
  * The cache must have been allocated with backward = 1; its scratch buffers
  * are overwritten, its activations only read, so calling the backward twice
