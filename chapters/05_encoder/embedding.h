@@ -1,33 +1,15 @@
 /*
- * embedding.h - the token embedding, nn.Embedding(V, D), forward and backward.
+ * embedding.h - the token embedding, nn.Embedding(V, D), with the paper's
+ * optional scale and nn.Embedding's padding_idx: a gather forward and a
+ * scatter-add backward. Why, and a worked example: the chapter's README,
+ * "Token embeddings".
  *
- * Letters (the same in every file of this chapter): B batch, T sequence
- * length, D d_model (the embedding size), V vocabulary size.
+ * Letters: B batch (the book's N), T sequence length, D d_model, V
+ * vocabulary size.
  *
- * A token embedding is a table weight (V, D), one learned row per token id.
- * Embedding a batch of ids (B, T) gathers one row per id:
- *
- *     out[b, t, :] = scale * weight[ids[b, t], :]                 (B, T, D)
- *
- * scale is 1 for plain nn.Embedding; "Attention Is All You Need" multiplies
- * by sqrt(D) (section 3.4) so the embeddings are not drowned by the positional
- * encoding that is added next. The backward is the transpose of a gather, a
- * scatter-add: every position sends its gradient to the row it read,
- *
- *     dweight[ids[b, t], :] += scale * dout[b, t, :]
- *
- * so an id that occurs n times collects n contributions. Like every backward
- * in this project it ADDS into dweight; zero it once per step.
- *
- * padding_idx mirrors nn.Embedding(V, D, padding_idx=p): the row of the
- * padding token gets no gradient, so it never moves from its initial value
- * (nn.Embedding initialises it to zeros). The forward still returns whatever
- * that row holds, as PyTorch does. Pass EMBEDDING_NO_PADDING for none; a
- * negative padding_idx of PyTorch (counted from the end) must be turned into
- * V + padding_idx by the caller.
- *
- * The ids are not checked here: a kernel has no good way to report an id
- * outside [0, V). Call embedding_check_ids() on untrusted ids first.
+ * The kernels do not check the ids (they have no good way to report one):
+ * call embedding_check_ids() on untrusted ids first. The backward ADDS into
+ * dweight (+=), like every backward here; zero it once per step.
  *
  * Read next: positional.h (where the positions come in), then dropout.h.
  *
@@ -42,11 +24,16 @@
 
 #define EMBEDDING_NO_PADDING (-1)
 
+/* out[b, t] = scale * weight[ids[b, t]]; scale is 1 for a plain nn.Embedding,
+ * sqrt(D) in the paper. The padding row is returned as it is. */
 int embedding_forward(float *out,              /* (B, T, D) */
                       const int64_t *ids,      /* (B, T), each in [0, V) */
                       const float *weight,     /* (V, D) */
                       int B, int T, int D, float scale);
 
+/* dweight[ids[b, t]] += scale * dout[b, t] for every position whose id is not
+ * padding_idx (that row gets no gradient, as in PyTorch). PyTorch's negative
+ * padding_idx p is the row V + p here: the caller converts it. */
 int embedding_backward(float *dweight,         /* (V, D), accumulated */
                        const float *dout,      /* (B, T, D) */
                        const int64_t *ids,     /* (B, T) */

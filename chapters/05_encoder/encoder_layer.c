@@ -58,9 +58,8 @@ static int draw_masks(EncoderLayerCache *c, Rng *rng)
     /* END SOLUTION */
 }
 
-/* Post-norm, the paper's layer (h is ln1):
- *     res1 = src + dropout1(attn(src));    ln1 = norm1(res1)
- *     res2 = ln1 + dropout2(ffn(ln1));     out = norm2(res2)               */
+/* Post-norm (norm_first = 0), the paper's layer: the README's formula, one
+ * line at a time, each tensor into the cache field of its name. */
 static int post_norm_forward(float *out, EncoderLayerCache *c, const float *src,
                              const EncoderLayerParams *p, const float *bias)
 {
@@ -81,9 +80,8 @@ static int post_norm_forward(float *out, EncoderLayerCache *c, const float *src,
     /* END SOLUTION */
 }
 
-/* Pre-norm, norm_first=True (h is res1):
- *     ln1 = norm1(src);     res1 = src + dropout1(attn(ln1))
- *     ln2 = norm2(res1);    out  = res1 + dropout2(ffn(ln2))               */
+/* Pre-norm (norm_first = 1): the README's second formula; the second
+ * residual sum goes straight into out. */
 static int pre_norm_forward(float *out, EncoderLayerCache *c, const float *src,
                             const EncoderLayerParams *p, const float *bias)
 {
@@ -115,10 +113,10 @@ int encoder_layer_forward(float *out, EncoderLayerCache *c, const float *src,
     /* END SOLUTION */
 }
 
-/* The backward passes run the formulas above from the bottom up. Every
- * backward they call ADDS into its gradients, so a buffer is zeroed before it
- * collects a new one; the three (N, S, D) scratch buffers d_a, d_b, d_c are
- * named below for the gradient each holds at the time. */
+/* The backward passes are the README's backward formulas, top to bottom.
+ * Every backward they call ADDS into its gradients, so a buffer is zeroed
+ * before it collects a new one; the three (N, S, D) scratch buffers d_a,
+ * d_b, d_c are named below for the gradient each holds at the time. */
 static int post_norm_backward(float *dsrc, const EncoderLayerParams *g, const float *dout,
                               const float *src, const EncoderLayerParams *p,
                               EncoderLayerCache *c)

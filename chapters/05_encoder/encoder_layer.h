@@ -7,66 +7,30 @@
  *     nn.TransformerEncoder(layer, num_layers, norm=None | nn.LayerNorm(D),
  *                           enable_nested_tensor=False)
  *
+ * The layer's formulas (post-norm and pre-norm), its dropout, masks and
+ * backward are in the chapter's README, "The encoder layer" and after;
+ * EncoderLayerCache names its buffers after the tensors of those formulas.
+ *
  * Letters: N batch, S source length, D d_model, H nhead, Dh = D / H,
  * F dim_feedforward, K num_layers.
  *
- * A layer is two sub-layers, self-attention (chapter 03) and the
- * feed-forward network (ffn.h), each wrapped in a residual connection
- * (chapter 04) with dropout on the sub-layer's output and a LayerNorm
- * (chapter 04). Where the norm sits is the only difference between the two
- * variants:
+ * Masks: self-attention takes one additive bias (N, H, S, S), or NULL for
+ * none, which chapter 03's mha_mask_bias() builds from src_key_padding_mask
+ * (N, S) and src_mask (S, S) (True = masked, as in nn.MultiheadAttention).
+ * Padded positions still get an output row. Every query must keep at least
+ * one key (chapter 03's rule for fully masked rows applies otherwise). A
+ * causal layer (LayerDims.causal) also lets query i see only keys j <= i.
  *
- *   post-norm (norm_first = 0, the paper's layer and PyTorch's default)
- *       r1  = src + dropout1(self_attn(src, src, src))     (N, S, D)
- *       h   = norm1(r1)                                    (N, S, D)
- *       r2  = h + dropout2(ffn(h))                         (N, S, D)
- *       out = norm2(r2)                                    (N, S, D)
+ * Parameters: EncoderLayerParams has one field per state_dict name of
+ * nn.TransformerEncoderLayer (the stack's are "layers.<k>." + the name, and
+ * norm.weight, norm.bias of the final norm). Biases may be NULL (the
+ * layer's bias=False). The same types hold the gradients, which every
+ * backward ADDS to (+=).
  *
- *   pre-norm (norm_first = 1)
- *       h   = src + dropout1(self_attn(n1, n1, n1)),  n1 = norm1(src)
- *       out = h   + dropout2(ffn(n2)),                n2 = norm2(h)
- *
- * In post-norm every residual sum is normalised, so the output of a layer
- * has rows of mean bias and spread weight; the gradient on the skip path
- * passes through two norms per layer. In pre-norm the residual stream src
- * -> h -> out is never normalised: the gradient flows back along it
- * unchanged, which is why deep pre-norm stacks train without warm-up, and
- * why such a stack usually ends in a final LayerNorm (EncoderParams.norm_*).
- *
- * Dropout sits in four places, all with the same p, as in PyTorch's layer:
- * on the attention weights (inside self_attn, chapter 02), dropout1 on the
- * attention output, the FFN's inner dropout (after ReLU), and dropout2 on
- * the FFN's output, each of the last three before its residual addition.
- *
- * Masks: self-attention takes the additive bias (N, H, S, S) that
- * mha_mask_bias() builds from nn.TransformerEncoderLayer's two masks,
- *     src_key_padding_mask (N, S)  bool: true = this key is PADDING, ignore it
- *     src_mask (S, S)              bool: true = NOT allowed; or float, added
- * (the same convention as nn.MultiheadAttention, the opposite of
- * F.scaled_dot_product_attention). A padding mask removes padded KEYS only:
- * the padded positions still get a query row and an output, computed from
- * the real tokens, exactly as in PyTorch (its nested-tensor fast path in
- * evaluation mode returns 0 there instead; see the README). Every query must
- * keep at least one key (chapter 03's rule for fully masked rows applies
- * otherwise).
- *
- * A causal layer (LayerDims.causal, nn.TransformerEncoderLayer's is_causal)
- * also lets query i see only keys j <= i: the decoder-only language model
- * of chapter 12 is a stack of these.
- *
- * Parameters, under the state_dict names of nn.TransformerEncoderLayer:
- *     self_attn.in_proj_weight (3D, D)  self_attn.in_proj_bias (3D,)
- *     self_attn.out_proj.weight (D, D)  self_attn.out_proj.bias (D,)
- *     linear1.weight (F, D)  linear1.bias (F,)  linear2.weight (D, F)  linear2.bias (D,)
- *     norm1.weight (D,)  norm1.bias (D,)  norm2.weight (D,)  norm2.bias (D,)
- * and in the stack "layers.<k>." before each of them, plus norm.weight and
- * norm.bias of the final norm. Biases may be NULL (the layer's bias=False);
- * the gradients have the same fields and are ADDED to (+=), like every
- * backward here.
+ * The layer and stack functions return 0, or -1 on failure (the exercise
+ * stubs return -1).
  *
  * Read next: encoder_layer.c; chapter 07 stacks these layers into models.
- * The layer functions return 0, or -1 on failure (the exercise stubs
- * return -1).
  */
 #ifndef ENCODER_LAYER_H
 #define ENCODER_LAYER_H
@@ -107,14 +71,13 @@ typedef struct {
 } LayerDims;
 
 /* The sizes and options of one layer and the buffers its forward fills for
- * the backward. The names follow the formulas above; in pre-norm "res1" is h
- * and "ln2" is n2, in post-norm "ln1" is h and ln2 is unused (norm2's output
- * is the layer's output). */
+ * the backward, named after the tensors of the README's formulas (ln2 is
+ * unused in post-norm, res2 in pre-norm). */
 typedef struct {
     int N, S, D, H, F, norm_first;
     int causal;                       /* self-attention is causal (LayerDims.causal) */
     float eps;                        /* layer_norm_eps, inside the square root */
-    float dropout;                    /* p of all three dropouts */
+    float dropout;                    /* p of every dropout */
     MhaCache attn;                    /* self-attention's activations and scratch */
     float *ln1;                       /* (N, S, D) norm1's output */
     float *mean1, *rstd1;             /* (N, S) norm1's statistics */
@@ -147,9 +110,10 @@ void encoder_layer_cache_free(EncoderLayerCache *c);
  *   out    (N, S, D); must not be src
  *   src    (N, S, D)
  *   bias   (N, H, S, S) from mha_mask_bias, or NULL for no mask
- *   rng    training mode: the three dropout masks are drawn from it (in the
- *          order dropout1, FFN, dropout2; nothing is drawn when p = 0);
- *          NULL: evaluation mode, dropout is the identity
+ *   rng    training mode: the four dropout masks are drawn from it (in the
+ *          order dropout1, the FFN's, dropout2, the attention weights';
+ *          nothing is drawn when p = 0); NULL: evaluation mode, dropout is
+ *          the identity
  * Results do not depend on the number of OpenMP threads. */
 int encoder_layer_forward(float *out, EncoderLayerCache *cache, const float *src,
                           const EncoderLayerParams *params, const float *bias, Rng *rng);
@@ -166,10 +130,9 @@ int encoder_layer_backward(float *dsrc, const EncoderLayerParams *grads, const f
 /* The stack                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/*     x_0 = src,  x_k = layer_k(x_{k-1}) for k = 1..K,  out = norm(x_K)
- * with the same masks for every layer, and norm the optional final
- * LayerNorm (norm_weight NULL: none, out = x_K). The parameters, or their
- * gradients: */
+/* K layers applied in turn, with the same masks for every layer, then the
+ * optional final LayerNorm (norm_weight NULL: none; README, "The encoder
+ * stack"). The parameters, or their gradients: */
 typedef struct {
     int num_layers;                   /* K */
     EncoderLayerParams *layers;       /* K layers */

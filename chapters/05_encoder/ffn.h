@@ -1,37 +1,16 @@
 /*
- * ffn.h - the position-wise feed-forward network of the Transformer, the
- * block nn.TransformerEncoderLayer computes as
+ * ffn.h - the position-wise feed-forward block of nn.TransformerEncoderLayer,
+ * linear2(dropout(relu(linear1(x)))), applied to every position on its own:
+ * the functions see rows = B * T independent rows of width D. The formulas,
+ * forward and backward, and a worked example: the chapter's README, "The
+ * feed-forward block".
  *
- *     linear2(dropout(relu(linear1(x))))
+ * Letters: D d_model, F dim_feedforward (the hidden width); rows the
+ * positions, N * T in the book's letters.
  *
- * Letters: B batch, T sequence length, D d_model, F dim_feedforward (the
- * hidden width; 2048 = 4 x 512 in the paper).
- *
- * "Position-wise": the same two-layer network is applied to every one of the
- * B * T positions on its own; nothing here mixes positions (attention does
- * that). So the functions see B * T independent rows of width D:
- *
- *     pre    = x W1^T + b1                 (B, T, F)   W1 = linear1.weight (F, D)
- *     hidden = dropout(relu(pre))          (B, T, F)
- *     out    = hidden W2^T + b2            (B, T, D)   W2 = linear2.weight (D, F)
- *
- * The parameter names are those of nn.TransformerEncoderLayer's state_dict:
- * linear1.weight, linear1.bias, linear2.weight, linear2.bias. The biases may
- * be NULL (the layer's bias=False).
- *
- * The forward saves pre and hidden for the backward. Dropout takes a mask
- * (see dropout.h): draw it with dropout_mask() in training, pass NULL in
- * evaluation mode or with p = 0. The dropout after linear2 is not part of
- * this block: in the encoder layer it belongs to the residual connection.
- *
- * The backward goes through the same steps in reverse:
- *
- *     dhidden = dout W2;          dW2 += dout^T hidden;   db2 += sum of dout rows
- *     dpre    = dhidden * mask / (1 - p) * [pre > 0]
- *     dx     += dpre W1;          dW1 += dpre^T x;        db1 += sum of dpre rows
- *
- * ReLU's derivative is taken as 0 at pre == 0 exactly, as PyTorch does. All
- * five gradients are ADDED (+=); dx may be NULL.
+ * The dropout after linear2 is not part of this block: in the encoder layer
+ * it belongs to the residual connection (dropout2). The biases may be NULL
+ * (the layer's bias=False).
  *
  * Read next: the encoder layer, which wraps this block (and self-attention)
  * in residual connections and LayerNorm.
@@ -68,7 +47,8 @@ int ffn_forward(float *out, FfnCache *c, const float *x, const FfnParams *p, int
 
 /* dx (rows, D) += the gradient of x, or dx NULL; g += the parameters'
  * gradients. dout (rows, D) is the gradient of the output, x and c what the
- * forward saw and kept, dhidden (rows, F) scratch the backward overwrites. */
+ * forward saw and kept, dhidden (rows, F) scratch the backward overwrites.
+ * ReLU's slope at pre == 0 is taken as 0, as in PyTorch. */
 int ffn_backward(float *dx, const FfnParams *g, float *dhidden, const float *dout,
                  const float *x, const FfnParams *p, const FfnCache *c, int rows);
 

@@ -1,13 +1,9 @@
 /*
  * positional.c - see positional.h for the two tables and the addition.
  *
- * The sinusoidal table is computed in float32. Its error grows with the
- * position: the argument pos * w_i is rounded to float32 (up to pos * 6e-8
- * radians when w_i is near 1), w_i has a rounding error of its own, and sin
- * and cos pass the argument's error on unchanged. Measured: up to
- * 8.6e-8 * pos, 4e-5 at position 500, far more than the error of sinf
- * itself. reference/ch05_encoder.py sets each case's tolerance from its
- * length accordingly.
+ * The sinusoidal table is computed in float32, and its error grows with the
+ * position (the rounded angle pos * w_i; the README's "Accuracy in
+ * float32"), so each case's tolerance grows with its length.
  */
 #include "positional.h"
 
