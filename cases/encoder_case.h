@@ -19,10 +19,10 @@
  *                              metadata: max_len (optional, = L); T <= L
  *   dropout_mask               input (any shape), mask BOOL (same shape) -> output
  *   dropout_mask_backward      + grad_output -> output, grad_input
- *                              metadata: p (required, in [0, 1]), training (default
+ *                              metadata: dropout (required, in [0, 1]), training (default
  *                              true; false: the identity, mask not needed)
  *   dropout_rng                input (any shape) -> mask BOOL, output, the mask drawn
- *                              by dropout_mask(); metadata p, rng_seed, rng_stream
+ *                              by dropout_mask(); metadata dropout, rng_seed, rng_stream
  *   ffn                        input (B, T, D), linear1.weight (F, D), linear1.bias (F,),
  *                              linear2.weight (D, F), linear2.bias (D,),
  *                              dropout_mask BOOL (B, T, F) -> output (B, T, D)
@@ -54,7 +54,7 @@
  *                              (default: norm.weight is present)
  *
  * Everything is checked before any arithmetic: each tensor's presence, dtype
- * and shape, ids inside the vocabulary, T against the position table, p in
+ * and shape, ids inside the vocabulary, T against the position table, dropout in
  * [0, 1], mask bytes 0 or 1, sizes that fit an int. A problem is one line in
  * err naming the file (or "(case)" for a TensorFile built in memory) and the
  * problem, and -1; run_case_file then writes no output file.
