@@ -119,12 +119,21 @@ static inline HD float hd_online_lse(float m, float l)
 /* LayerNorm (chapter 04)                                                    */
 /* ------------------------------------------------------------------------ */
 
-/* The mean from the shifted sum: sum_dev = sum_c (x[c] - shift), where shift
- * is the row's first value (layernorm.c explains why: the distances are
- * small and add up almost exactly; a constant row gets exactly its value). */
-static inline HD float hd_layernorm_mean(float shift, float sum_dev, int C)
+/* The mean is kept as a pair, mean = shift + delta (layernorm.c explains
+ * why): shift is the row's first value and delta = sum_dev / C the mean
+ * distance from it, sum_dev = sum_c (x[c] - shift). A constant row gets
+ * delta = 0 exactly. */
+static inline HD float hd_layernorm_delta(float sum_dev, int C)
 {
-    return shift + sum_dev / C;
+    return sum_dev / C;
+}
+
+/* The deviation x - mean, made from the pair: x - shift is exact when the two
+ * are within a factor 2 of each other, and delta is small, so nothing is
+ * lost to the rounding of a large mean to one float. */
+static inline HD float hd_layernorm_dev(float x, float shift, float delta)
+{
+    return (x - shift) - delta;
 }
 
 /* 1 / sqrt(var + eps) with the biased variance ss / C, ss = sum (x - mean)^2. */
@@ -141,19 +150,28 @@ static inline HD float hd_layernorm_dx(float g, float n, float mean_g, float mea
     return rstd * (g - mean_g - n * mean_gn);
 }
 
-/* The statistics of one row, serially, in layernorm_forward()'s order. */
-static inline HD void hd_layernorm_row_stats(const float *x, int C, float eps, float *mean,
+/* The statistics of one row, serially, in layernorm_forward()'s order: each
+ * sum in blocks of 16 values, the block totals added into the row's. The
+ * mean is the pair (x[0], *delta); the forward saves x[0] + *delta. */
+static inline HD void hd_layernorm_row_stats(const float *x, int C, float eps, float *delta,
                                              float *rstd)
 {
     float shift = x[0], sum = 0.0f;
-    for (int c = 0; c < C; c++) sum += x[c] - shift;
-    float m = hd_layernorm_mean(shift, sum, C);
-    float ss = 0.0f;
-    for (int c = 0; c < C; c++) {
-        float d = x[c] - m;
-        ss += d * d;
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        float block = 0.0f;
+        for (int c = c0; c < c0 + 16 && c < C; c++) block += x[c] - shift;
+        sum += block;
     }
-    *mean = m;
+    *delta = hd_layernorm_delta(sum, C);
+    float ss = 0.0f;
+    for (int c0 = 0; c0 < C; c0 += 16) {
+        float block = 0.0f;
+        for (int c = c0; c < c0 + 16 && c < C; c++) {
+            float d = hd_layernorm_dev(x[c], shift, *delta);
+            block += d * d;
+        }
+        ss += block;
+    }
     *rstd = hd_layernorm_rstd(ss, C, eps);
 }
 

@@ -11,11 +11,16 @@
  * one partial per warp, common.cuh). The statistics follow layernorm.c
  * step by step, with the formulas of hostdev.h:
  *
- *     mean = x[0] + sum_c (x[c] - x[0]) / C       hd_layernorm_mean
- *     rstd = 1 / sqrt(sum_c (x[c] - mean)^2 / C + eps)   hd_layernorm_rstd
+ *     delta = sum_c (x[c] - x[0]) / C                   hd_layernorm_delta
+ *     d[c]  = (x[c] - x[0]) - delta    (x[c] - mean)    hd_layernorm_dev
+ *     rstd  = 1 / sqrt(sum_c d[c]^2 / C + eps)          hd_layernorm_rstd
  *
- * (the shifted sum and the two passes keep the digits of large-mean and
- * near-constant rows; layernorm.c explains why).
+ * The mean is kept as the pair (x[0], delta) and never rounded to one float
+ * before the deviations are made; the saved mean is x[0] + delta. (The
+ * pair, the shifted sum and the two passes keep the digits of large-mean and
+ * near-constant rows; layernorm.c explains why. Its sums go in blocks of 16
+ * values; here each thread's strided partial and the reduction tree keep the
+ * running totals small in the same way.)
  *
  * The backward's input gradient is the three-term formula hd_layernorm_dx,
  * again one block per row. The parameter gradients sum over rows, so there
@@ -42,26 +47,27 @@ __global__ void layernorm_forward_kernel(float *out, float *mean, float *rstd, c
     const float *x = inp + r * C;                      /* (C,) */
     float *y = out + r * C;                            /* (C,) */
 
-    /* Pass 1: the mean, from the distances to the row's first value. */
+    /* Pass 1: the mean as the pair (shift, delta), from the distances to the
+     * row's first value. */
     float shift = x[0], sum = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x) sum += x[c] - shift;
-    float m = hd_layernorm_mean(shift, block_sum(sum, shared), C);
+    float delta = hd_layernorm_delta(block_sum(sum, shared), C);
 
-    /* Pass 2: the variance of the deviations from that mean. */
+    /* Pass 2: the variance of the deviations from the pair. */
     float ss = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float d = x[c] - m;
+        float d = hd_layernorm_dev(x[c], shift, delta);
         ss += d * d;
     }
     float s = hd_layernorm_rstd(block_sum(ss, shared), C, eps);
 
     for (int c = threadIdx.x; c < C; c += blockDim.x) {
-        float n = (x[c] - m) * s;
+        float n = hd_layernorm_dev(x[c], shift, delta) * s;
         float scaled = weight ? n * weight[c] : n;
         y[c] = bias ? scaled + bias[c] : scaled;
     }
     if (threadIdx.x == 0) {
-        if (mean) mean[r] = m;
+        if (mean) mean[r] = shift + delta;     /* one float, for the backward */
         if (rstd) rstd[r] = s;
     }
 }

@@ -106,22 +106,33 @@ static void test_online_softmax_matches_two_pass(void **state)
 
 /* ---- LayerNorm ---------------------------------------------------------- */
 
+/* The statistics, and the deviations made from them, bit for bit those of
+ * the chapter: a row of values in [-2, 2], a constant row, large means (the
+ * mean must be kept as the pair x[0] + delta), a near-constant row. */
 static void test_layernorm_stats_match_chapter(void **state)
 {
     (void)state;
-    enum { N = 4, C = 48 };
-    float x[N * C], y[N * C], mean[N], rstd[N], got_mean[N], got_rstd[N];
+    enum { N = 5, C = 48 };
+    float x[N * C], y[N * C], mean[N], rstd[N], got_mean[N], got_rstd[N], got_y[N * C];
     Rng rng;
     rng_seed(&rng, 3, 0);
     fill(&rng, x, N * C, -2.0f, 2.0f);
     for (int c = 0; c < C; c++) x[1 * C + c] = 0.375f;                /* constant row */
     for (int c = 0; c < C; c++) x[2 * C + c] += 1e4f;                 /* large mean */
     for (int c = 0; c < C; c++) x[3 * C + c] = 1.0f + 1e-3f * x[3 * C + c]; /* near constant */
-    layernorm_forward(y, mean, rstd, x, NULL, NULL, 1, N, C, 1e-5f);
-    for (int r = 0; r < N; r++)
-        hd_layernorm_row_stats(x + r * C, C, 1e-5f, &got_mean[r], &got_rstd[r]);
+    for (int c = 0; c < C; c++) x[4 * C + c] += 1e6f;                 /* values 1/16 apart */
+    layernorm_forward(y, mean, rstd, x, NULL, NULL, 1, N, C, 1e-5f);  /* y = n */
+    for (int r = 0; r < N; r++) {
+        const float *row = x + r * C;
+        float delta;
+        hd_layernorm_row_stats(row, C, 1e-5f, &delta, &got_rstd[r]);
+        got_mean[r] = row[0] + delta;
+        for (int c = 0; c < C; c++)
+            got_y[r * C + c] = hd_layernorm_dev(row[c], row[0], delta) * got_rstd[r];
+    }
     assert_near("hd_layernorm_row_stats mean vs chapter", got_mean, mean, N, 0.0, 1e-7);
     assert_near("hd_layernorm_row_stats rstd vs chapter", got_rstd, rstd, N, 0.0, 1e-6);
+    assert_near("hd_layernorm_dev * rstd vs chapter's n", got_y, y, N * C, 0.0, 0.0);
     assert_true(got_mean[1] == 0.375f);                              /* exactly the value */
     assert_true(got_rstd[1] == 1.0f / sqrtf(1e-5f));                 /* var 0: 1/sqrt(eps) */
 }

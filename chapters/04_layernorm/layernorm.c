@@ -4,8 +4,9 @@
  *
  * One row of C values at a time, rows shared among OpenMP threads. The
  * forward makes two passes over a row before writing it: the mean first,
- * then the variance of the deviations from that mean. The backward rebuilds
- * the normalised row n from the saved mean and rstd instead of storing it.
+ * kept as a pair (the row's first value and the mean distance from it), then
+ * the variance of the deviations from that mean. The backward rebuilds the
+ * normalised row n from the saved mean and rstd instead of storing it.
  *
  * Letters: B batch, T sequence, C channels; N = B * T rows.
  */
@@ -26,39 +27,60 @@ int layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
         const float *x = inp + (size_t)r * C;     /* (C,) */
         float *y = out + (size_t)r * C;           /* (C,) */
 
-        /* Pass 1, the mean. We add up the distances from the row's first
-         * value and put that value back at the end. For a row like
-         * 1e4 + N(0, 1) the plain sum grows to C * 1e4 (2.56e6 for C = 256),
-         * where float32 numbers lie a quarter apart, and each addition rounds
-         * away the digits that say how the values differ; the distances are
-         * small and add up almost exactly.
-         * A row of equal values sums to exactly 0 and gets exactly its value
-         * as the mean, so x - mean below is exactly 0 however large rstd is. */
+        /* Pass 1, the mean, kept as a pair: mean = shift + delta, where
+         * shift is the row's first value and delta the mean distance from
+         * it. For a row like 1e4 + N(0, 1) the plain sum of the values grows
+         * to C * 1e4, where float32 numbers lie a quarter apart or more, and
+         * each addition rounds away the digits that say how the values
+         * differ; the distances are small and add up almost exactly. The
+         * pair is never added up into one float: near 1e4 float32 numbers
+         * lie 1e-3 apart, so that float would be off by up to 5e-4, and
+         * every deviation with it (README, "Keeping the mean as a pair").
+         *
+         * Each sum is made in blocks of 16 values: a block's own total first,
+         * then the block totals into the row's. A running total that has grown
+         * large rounds away the low bits of every small number added to it,
+         * and when many numbers share those bits (rows of values on a coarse
+         * float32 grid, like 1e6 + N(0, 1)) the losses pile up on one side;
+         * a block total stays small. */
         float shift = x[0];
         float sum = 0.0f;
-        for (int c = 0; c < C; c++) sum += x[c] - shift;
-        float m = shift + sum / C;
+        for (int c0 = 0; c0 < C; c0 += 16) {
+            float block = 0.0f;
+            for (int c = c0; c < c0 + 16 && c < C; c++) block += x[c] - shift;
+            sum += block;
+        }
+        float delta = sum / C;
 
-        /* Pass 2, the variance of the deviations from the mean. The one-pass
-         * formula var = mean(x^2) - mean^2 subtracts two numbers of size 1e8
-         * for the row above to get one of size 1; float32 spaces numbers near
-         * 1e8 eight apart, so that difference is noise (even negative, and
-         * sqrt of it NaN). Squared deviations are never negative and carry
-         * their full precision. Dividing by C (not C - 1) is the biased
-         * variance that nn.LayerNorm uses. */
+        /* Pass 2, the variance of the deviations from the mean, each made as
+         * (x[c] - shift) - delta: x[c] - shift is exact when the two are
+         * within a factor 2 of each other (Sterbenz's lemma), and delta is a
+         * small number known to float32 precision. A row of equal values gets
+         * delta = 0 and deviations of exactly 0, so its output is exactly the
+         * bias however large rstd is. The one-pass formula var = mean(x^2) -
+         * mean^2 would subtract two numbers of size 1e8 for the row above to
+         * get one of size 1; float32 spaces numbers near 1e8 eight apart, so
+         * that difference is noise (even negative, and sqrt of it NaN).
+         * Squared deviations are never negative and carry their full
+         * precision. Dividing by C (not C - 1) is the biased variance that
+         * nn.LayerNorm uses. */
         float ss = 0.0f;
-        for (int c = 0; c < C; c++) {
-            float d = x[c] - m;
-            ss += d * d;
+        for (int c0 = 0; c0 < C; c0 += 16) {
+            float block = 0.0f;
+            for (int c = c0; c < c0 + 16 && c < C; c++) {
+                float d = (x[c] - shift) - delta;
+                block += d * d;
+            }
+            ss += block;
         }
         float s = 1.0f / sqrtf(ss / C + eps);     /* eps inside the root: finite for var = 0 */
 
         for (int c = 0; c < C; c++) {
-            float n = (x[c] - m) * s;                 /* normalised */
+            float n = ((x[c] - shift) - delta) * s;   /* normalised */
             float scaled = weight ? n * weight[c] : n;
             y[c] = bias ? scaled + bias[c] : scaled;
         }
-        if (mean) mean[r] = m;
+        if (mean) mean[r] = shift + delta;        /* one float for the backward (see there) */
         if (rstd) rstd[r] = s;
     }
     return 0;
@@ -78,6 +100,15 @@ int layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
  *         n[c]; that costs n[i] times how much the loss cares about scale.
  * README.md derives it. The parameters see only the last step y = n w + b:
  *     dL/dweight[c] = sum over rows of dout[c] * n[c],  dL/dbias[c] = sum of dout[c].
+ *
+ * n is rebuilt as (x - mean) * rstd from the saved mean, one float, not from
+ * the forward's pair (shift, delta). On a row whose mean dwarfs its spread
+ * that float is off by up to half its spacing (5e-4 near 1e4), so the
+ * gradients carry the relative error the forward had before it kept the
+ * pair: the error of torch's float32 backward, which also saves a float
+ * mean, and what the backward tolerances (cond) allow for. We leave it so:
+ * the pair could only come back by summing each row again (delta, in both
+ * loops below), for rows that a Transformer's residual stream rarely has.
  */
 int layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                        const float *inp, const float *weight, const float *mean,
