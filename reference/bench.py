@@ -7,8 +7,23 @@ fresh processes, one the C program (build/08_training --bench CHECKPOINT ...)
 and one PyTorch (this module with --worker), each with the same number of
 threads, and prints
 
-    model, threads, C ms/step, PyTorch ms/step, speed-up (PyTorch / C),
+    model, threads, C ms/step, PyTorch ms/step (eager), speed-up (PyTorch / C),
+    PyTorch ms/step with torch.compile, its speed-up, C ms/step on one thread,
     C peak memory, PyTorch peak memory, PyTorch memory before training
+
+Then each step's model FLOPs (the matrix products of the forward, counted
+twice more for the backward's two products per layer: 6 M K N per linear
+layer of M rows, and 3 x 4 N H Lq Lk Dh for the attention's two products;
+the element-wise work is left out) and the share of the machine's peak that
+C's step reaches: FLOPs / C's time, against the best GFLOP/s that any matrix
+product of the table below reached on as many threads (C's or torch.mm's),
+the peak this machine's multiply-adds show in practice.
+
+torch.compile (the default inductor backend) compiles the model's forward,
+and so its backward, in a third process before its first step; the compile
+is not timed (the warm-up steps include it), only the steps after it.
+Inductor writes C++ and needs a C++ compiler (g++): where the compiling
+worker fails, its columns say n/a and a line after the table says why.
 
 Each side warms up for a few steps, then reports the median of several
 timed runs of `steps` steps (the median resists a busy neighbour on a shared
@@ -117,6 +132,32 @@ MATMUL_ROUNDS = 3
 BUSY_RUNS = 3
 
 
+def step_flops(spec):
+    """The matrix-product FLOPs of one training step of a MODELS spec."""
+    c, N = spec["config"], spec["batch"]
+    S, T, D, F, H = spec["src_len"], spec["tgt_len"], c["d_model"], c["dim_feedforward"], c["nhead"]
+
+    def linear(rows, k, n):                    # forward 2 M K N, backward twice that
+        return 6 * rows * k * n
+
+    def attention(lq, lk):                     # scores and weighted sum, and their backward
+        return 3 * 4 * N * H * lq * lk * (D // H)
+
+    def self_block(rows, lq):                  # in_proj, out_proj, the attention, the FFN
+        return (linear(rows, D, 3 * D) + linear(rows, D, D) + attention(lq, lq)
+                + linear(rows, D, F) + linear(rows, F, D))
+
+    flops = c["num_encoder_layers"] * self_block(N * S, S)
+    if c["kind"] == "seq2seq":
+        cross = (linear(N * T, D, D) + linear(N * S, D, 2 * D) + linear(N * T, D, D)
+                 + attention(T, S))
+        flops += c["num_decoder_layers"] * (self_block(N * T, T) + cross)
+        flops += linear(N * T, D, c["tgt_vocab"])
+    else:
+        flops += linear(N * S, D, c["tgt_vocab"])
+    return flops
+
+
 def checkpoint_path(name):
     return ROOT / "build" / "bench" / f"{name}.safetensors"
 
@@ -133,9 +174,10 @@ def write_checkpoint(name):
     save_checkpoint(build_model(cfg), cfg, checkpoint_path(name))
 
 
-def torch_worker(name, threads, device="cpu"):
+def torch_worker(name, threads, device="cpu", compiled=False):
     """Times PyTorch's training step for MODELS[name] on device ("cpu" or
-    "cuda"); prints one JSON line."""
+    "cuda"), with the model through torch.compile when compiled; prints one
+    JSON line."""
     import torch
     import torch.nn.functional as F
 
@@ -153,6 +195,7 @@ def torch_worker(name, threads, device="cpu"):
     model.to(device)                               # before the optimiser takes the parameters
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    run = torch.compile(model) if compiled else model
     N, S, T = spec["batch"], spec["src_len"], spec["tgt_len"]
     low = 3 if cfg["pad_id"] >= 0 else 0           # keep pad/sos/eos out of the data
     src = torch.randint(low, cfg["src_vocab"], (N, S), device=device)
@@ -165,7 +208,7 @@ def torch_worker(name, threads, device="cpu"):
 
     def step():
         opt.zero_grad(set_to_none=False)
-        logits = model(src, tgt_in) if tgt_in is not None else model(src)
+        logits = run(src, tgt_in) if tgt_in is not None else run(src)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1),
                                ignore_index=ignore)
         loss.backward()
@@ -264,6 +307,8 @@ def matmul_table(thread_counts):
             row += f" {c:>8.1f} {py:>8.1f} {c / py:>6.2f}"
         print(row, flush=True)
     print(f"lowest ratio C / torch: {worst:.2f} (target >= 0.9)")
+    return {t: max(g for (side, threads, shape), g in best.items() if threads == t)
+            for t in thread_counts}
 
 
 def resident_mb(field):
@@ -283,6 +328,22 @@ def worker_lines(command, threads):
         raise SystemExit(f"make bench: {' '.join(map(str, command))} failed "
                          f"(exit {proc.returncode})")
     return proc.stdout.decode().strip().splitlines()
+
+
+def measure_or_why(command, threads):
+    """measure(), or (None, the last line the worker wrote to stderr) when it
+    fails: for the columns that may be missing on a machine."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                          cwd=ROOT)
+    lines = proc.stdout.decode().strip().splitlines()
+    if proc.returncode == 0 and lines:
+        try:
+            return json.loads(lines[-1])["ms_per_step"], None
+        except (ValueError, KeyError):
+            pass
+    err = proc.stderr.decode().strip().splitlines()
+    return None, (err[-1] if err else f"exit {proc.returncode}")
 
 
 def measure(command, threads, keys=("ms_per_step", "peak_mb")):
@@ -309,10 +370,11 @@ def c_command(program, name, device=None, warmup=WARMUP_STEPS):
                "--repeats", str(spec["repeats"]), "--warmup", str(warmup)])
 
 
-def torch_command(name, threads, device=None):
+def torch_command(name, threads, device=None, compiled=False):
     """This module's worker command line for MODELS[name]."""
     return ([sys.executable, "-m", "reference.bench", "--worker", "torch", "--model", name,
-             "--threads", str(threads)] + (["--device", device] if device else []))
+             "--threads", str(threads)] + (["--device", device] if device else [])
+            + (["--compile"] if compiled else []))
 
 
 def no_gpu_reason():
@@ -327,18 +389,20 @@ def no_gpu_reason():
     return "; ".join(reasons) or None
 
 
-def cpu_table(names, threads, written):
-    """The training-step table; returns {name: C's single-thread ms} for the
-    busy-neighbour rows."""
+def cpu_table(names, threads, written, peak):
+    """The training-step table, then each step's FLOPs against peak (the best
+    GFLOP/s of the matrix-product table, by threads; empty without it);
+    returns {name: C's single-thread ms} for the busy-neighbour rows."""
     if not PROGRAM.exists():
         raise SystemExit(f"make bench: {PROGRAM.relative_to(ROOT)} is not built (run make)")
     print(f"make bench: one training step (forward, cross-entropy, backward, Adam), "
           f"{threads} threads (and C on 1), median of {MODELS[names[0]]['repeats']} runs")
-    header = (f"{'model':<9} {'C ms':>9} {'torch ms':>9} {'speed-up':>9} {'C 1t ms':>9} "
-              f"{'C peak MB':>10} {'torch peak MB':>14} {'torch base MB':>14}")
+    header = (f"{'model':<9} {'C ms':>9} {'torch ms':>9} {'speed-up':>9} {'compile ms':>11} "
+              f"{'speed-up':>9} {'C 1t ms':>9} {'C peak MB':>10} {'torch peak MB':>14} "
+              f"{'torch base MB':>14}")
     print(header)
     print("-" * len(header))
-    single = {}
+    single, c_ms, why = {}, {}, None
     for name in names:
         write_checkpoint(name)
         written.add(name)
@@ -347,10 +411,30 @@ def cpu_table(names, threads, written):
                            for _ in range(BUSY_RUNS))
         t = measure(torch_command(name, threads), threads,
                     keys=("ms_per_step", "peak_mb", "rss_before_mb"))
+        tc, failed = measure_or_why(torch_command(name, threads, compiled=True), threads)
+        why = why or failed
+        c_ms[name] = c["ms_per_step"]
+        compiled = (f"{tc:>11.2f} {tc / c['ms_per_step']:>8.2f}x" if tc is not None
+                    else f"{'n/a':>11} {'n/a':>9}")
         print(f"{name:<9} {c['ms_per_step']:>9.2f} {t['ms_per_step']:>9.2f} "
-              f"{t['ms_per_step'] / c['ms_per_step']:>8.2f}x {single[name]:>9.2f} "
+              f"{t['ms_per_step'] / c['ms_per_step']:>8.2f}x {compiled} {single[name]:>9.2f} "
               f"{c['peak_mb']:>10.1f} {t['peak_mb']:>14.1f} "
               f"{t['rss_before_mb']:>14.1f}", flush=True)
+    if why:
+        print(f"make bench: no torch.compile figure: {why}")
+    if peak:
+        print(f"make bench: each step's model FLOPs, and C's share of the best GFLOP/s of the "
+              f"matrix-product table ({threads} threads: {peak[threads]:.1f}; "
+              f"1 thread: {peak[1]:.1f})")
+        header = (f"{'model':<9} {'MFLOP/step':>11} {'C GFLOP/s':>10} {'share':>6} "
+                  f"{'C 1t GFLOP/s':>13} {'share':>6}")
+        print(header)
+        print("-" * len(header))
+        for name in names:
+            f = step_flops(MODELS[name])
+            g, g1 = f / c_ms[name] * 1e-6, f / single[name] * 1e-6
+            print(f"{name:<9} {f * 1e-6:>11.1f} {g:>10.1f} {g / peak[threads]:>6.2f} "
+                  f"{g1:>13.1f} {g1 / peak[1]:>6.2f}", flush=True)
     return single
 
 
@@ -425,6 +509,8 @@ def main():
     parser.add_argument("--worker", choices=["torch", "matmul"], help=argparse.SUPPRESS)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                         help=argparse.SUPPRESS)           # the worker's device
+    parser.add_argument("--compile", action="store_true",
+                        help=argparse.SUPPRESS)           # the worker runs torch.compile
     parser.add_argument("--model", choices=sorted(MODELS), help="only this model")
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="threads for both sides (default: every core)")
@@ -433,16 +519,15 @@ def main():
         torch_matmul_worker(args.threads, MATMUL_SHAPES)
         return 0
     if args.worker:
-        torch_worker(args.model, args.threads, args.device)
+        torch_worker(args.model, args.threads, args.device, args.compile)
         return 0
 
     names = [args.model] if args.model else list(MODELS)
     cpu_names = [n for n in names if not MODELS[n].get("gpu_only")]
     written = set()                         # checkpoints this run has written
     if cpu_names:
-        if not args.model:
-            matmul_table(sorted({1, args.threads}))
-        single = cpu_table(cpu_names, args.threads, written)
+        peak = matmul_table(sorted({1, args.threads})) if not args.model else {}
+        single = cpu_table(cpu_names, args.threads, written, peak)
         busy_table(cpu_names, args.threads, single)
         if not args.model:
             decode_table(args.threads)
