@@ -120,7 +120,8 @@ static int run_demo(Error *err)
     for (int i = 0; rc == 0 && i < 6; i++) {
         const Text *t = &d.test.text[pick[i]];     /* cleaned: a space, then the text */
         printf("%.100s%s\n  label %s, model %s (p(positive) = %.3f)\n\n",
-               (const char *)t->data + 1, t->len > 101 ? "..." : "", names[r->label[pick[i]]], names[p[i] >= 0.5], p[i]);
+               (const char *)t->data + 1, t->len > 101 ? "..." : "", names[r->label[pick[i]]],
+               names[p[i] >= 0.5], p[i]);
     }
     if (rc == 0) rc = imdb_report(&m, &d.test_rows, "IMDb test", &acc, err);
     if (rc == 0) rc = imdb_report(&m, &d.rt_rows, "Rotten Tomatoes", &acc, err);
