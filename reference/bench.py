@@ -23,7 +23,8 @@ torch.compile (the default inductor backend) compiles the model's forward,
 and so its backward, in a third process before its first step; the compile
 is not timed (the warm-up steps include it), only the steps after it.
 Inductor writes C++ and needs a C++ compiler (g++): where the compiling
-worker fails, its columns say n/a and a line after the table says why.
+worker fails, its error is printed, its columns say n/a and a line after
+the table names the failed command.
 
 Each side warms up for a few steps, then reports the median of several
 timed runs of `steps` steps (the median resists a busy neighbour on a shared
@@ -331,19 +332,12 @@ def worker_lines(command, threads):
 
 
 def measure_or_why(command, threads):
-    """measure(), or (None, the last line the worker wrote to stderr) when it
-    fails: for the columns that may be missing on a machine."""
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                          cwd=ROOT)
-    lines = proc.stdout.decode().strip().splitlines()
-    if proc.returncode == 0 and lines:
-        try:
-            return json.loads(lines[-1])["ms_per_step"], None
-        except (ValueError, KeyError):
-            pass
-    err = proc.stderr.decode().strip().splitlines()
-    return None, (err[-1] if err else f"exit {proc.returncode}")
+    """(ms per step, None) from measure(), or (None, why) where the worker
+    fails: for the columns a machine may lack (its error is printed above)."""
+    try:
+        return measure(command, threads)["ms_per_step"], None
+    except SystemExit as failed:
+        return None, str(failed)
 
 
 def measure(command, threads, keys=("ms_per_step", "peak_mb")):
