@@ -147,6 +147,70 @@ static void test_matmul_thread_count_independent(void **state)
     }
 }
 
+/* A uniform draw in [-1, 1) from a 32-bit xorshift state: the test's own
+ * numbers, independent of chapter 00's Rng (which a student writes). */
+static float uniform_pm1(uint32_t *state)
+{
+    uint32_t x = *state;
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    *state = x;
+    return (float)(x >> 8) / 8388608.0f - 1.0f;
+}
+
+/* Products with few tiles of C and many blocks of k (a weight gradient over
+ * thousands of rows), where several threads take whole blocks of k: with
+ * 1, 2 and 3 threads, overwriting and accumulating into a C that is not
+ * zero, the results are bit-identical, and within float32 rounding of the
+ * product in double. */
+static void test_matmul_blocks_of_k_thread_count_independent(void **state)
+{
+    static const struct { const char *op; int M, N, K; } shapes[] = {
+        {"matmul_tn", 64, 64, 2000}, {"matmul_nt", 40, 48, 1300}, {"matmul_nn", 30, 50, 777},
+    };
+    uint32_t seed = 12345;
+    for (size_t s = 0; s < 2 * sizeof shapes / sizeof *shapes; s++) {
+        const char *op = shapes[s / 2].op;
+        int M = shapes[s / 2].M, N = shapes[s / 2].N, K = shapes[s / 2].K, accumulate = s % 2;
+        size_t mn = (size_t)M * N;
+        float *a = test_floats((int64_t)M * K), *b = test_floats((int64_t)K * N);
+        float *c0 = test_floats((int64_t)mn), *c[3];
+        for (int64_t i = 0; i < (int64_t)M * K; i++) a[i] = uniform_pm1(&seed);
+        for (int64_t i = 0; i < (int64_t)K * N; i++) b[i] = uniform_pm1(&seed);
+        for (size_t i = 0; i < mn; i++) c0[i] = uniform_pm1(&seed);
+        int saved = omp_get_max_threads();
+        for (int t = 0; t < 3; t++) {
+            c[t] = test_floats((int64_t)mn);
+            memcpy(c[t], c0, mn * sizeof *c0);
+            omp_set_num_threads(t + 1);
+            assert_ok(matmul_op(op, c[t], a, b, M, N, K, accumulate));
+        }
+        omp_set_num_threads(saved);
+        assert_memory_equal(c[0], c[1], mn * sizeof(float));
+        assert_memory_equal(c[0], c[2], mn * sizeof(float));
+        /* The same sums in double: A[i, k] and B[k, j] through each form's
+         * layout (tn: A stored (K, M); nt: B stored (N, K)). */
+        float *expected = test_floats((int64_t)mn);
+        int tn = !strcmp(op, "matmul_tn"), nt = !strcmp(op, "matmul_nt");
+        for (int i = 0; i < M; i++)
+            for (int j = 0; j < N; j++) {
+                double sum = accumulate ? c0[(size_t)i * N + j] : 0.0;
+                for (int k = 0; k < K; k++)
+                    sum += (double)(tn ? a[(size_t)k * M + i] : a[(size_t)i * K + k]) *
+                           (nt ? b[(size_t)j * K + k] : b[(size_t)k * N + j]);
+                expected[(size_t)i * N + j] = (float)sum;
+            }
+        /* Sums of K products of size <= 1: float32's rounding over K terms
+         * stays well under 1e-3 (2e-5 measured); a block of k lost or added
+         * twice, or C's old value kept, is off by far more. */
+        assert_close(op, c[0], expected, (int64_t)mn, 1e-3, 1e-5);
+        for (int t = 0; t < 3; t++) free(c[t]);
+        free(a);
+        free(b);
+        free(c0);
+        free(expected);
+    }
+}
+
 /* softmax_exp against exp in double: within 2 units in the last place of
  * float32 over [-87, 0] (a million points, and the ends), 0 below -87 and
  * for -inf, exactly 1 at 0. */
@@ -917,6 +981,7 @@ int main(void)
         GOLDEN_TEST(test_linear_case, "linear_backward_7x20x9_nobias"),
         GOLDEN_TEST(test_linear_case, "linear_backward_128x32x64"),
         cmocka_unit_test(test_matmul_thread_count_independent),
+        cmocka_unit_test(test_matmul_blocks_of_k_thread_count_independent),
         cmocka_unit_test(test_softmax_exp_accuracy),
 
         GOLDEN_TEST(test_softmax_case, "softmax_normal_4x7"),

@@ -11,54 +11,65 @@
  *     matmul_nt   A (M, K): a_row K, a_k 1   B (N, K): b_k 1, b_col K
  *
  * The arithmetic is in one small function, matmul_tile (the exercise): one
- * tile of C, TILE_ROWS x TILE_COLS (6 x 16), summed over a run of k in
- * registers:
+ * tile of C, TILE_ROWS x TILE_COLS, summed over a run of k in registers:
  *
- *     for k:  acc[r][c] += A[i0 + r, k] * b[k][c]     r < 6, c < 16
+ *     for k:  acc[r][c] += A[i0 + r, k] * b[k][c]     r < TILE_ROWS, c < TILE_COLS
  *
- * Each step loads one row of 16 values of b (two 8-wide vector registers)
- * and 6 values of A, and does 96 multiply-adds with them; the tile's 12
- * accumulator registers never travel to memory until the end. The plain
- * loop `C[i, :] += a * B[k, :]` instead loads and stores a row of C for
- * every k, and runs at a fifth of the speed.
+ * The tile's size is the machine's. With AVX2 (16 vector registers of 8
+ * floats) it is 6 x 16: each step loads one row of 16 values of b (two
+ * registers) and 6 values of A, and does 96 multiply-adds with them in 12
+ * accumulator registers. With AVX-512 (32 registers of 16 floats) it is
+ * 12 x 32: 384 multiply-adds a step in 24 registers of 16, twice the work
+ * of each instruction and twice the sums for each load of b. Either way the
+ * accumulators never travel to memory until the end. The plain loop
+ * `C[i, :] += a * B[k, :]` instead loads and stores a row of C for every k,
+ * and runs at a fifth of the speed.
  *
  * The rest of this file (given code, in the style of GotoBLAS and BLIS) feeds
  * the tile so that it runs near the machine's peak:
  *
  *   - Blocks of k. K is cut into blocks of at most K_BLOCK (256) values, so
- *     that the 16 columns of B a tile reads (K_BLOCK * 16 floats, 16 KB)
- *     stay in the first-level cache while every row tile of C uses them.
+ *     that the columns of B a tile reads (K_BLOCK * TILE_COLS floats, 16 KB
+ *     with AVX2, 32 KB with AVX-512) stay in the first-level cache while
+ *     every row tile of C uses them.
  *     N is cut into blocks of N_BLOCK (256) columns, so that a block of B
  *     (256 x 256 floats, 256 KB) stays in the second-level cache of each
  *     core that works on it (with 2048 columns, two threads streamed 2 MB
  *     blocks from the shared cache and ran at 0.7 of PyTorch's speed).
- *   - Packed panels of B. The tile wants each row of its 16 columns of B as
- *     16 consecutive floats. matmul_nn and matmul_tn have them in place
+ *   - Packed panels of B. The tile wants each row of its TILE_COLS columns
+ *     of B as TILE_COLS consecutive floats. matmul_nn and matmul_tn have them in place
  *     (b_col 1); matmul_nt's B^T has them K apart. There, and whenever B is
  *     reused by many row tiles (M >= PACK_B_MIN_ROWS; M >= PACK_B_MIN_ROWS_AT
  *     for matmul_tn, whose A^T takes a new cache line at every k and so
  *     pushes an unpacked B out of the first-level cache sooner), a block of
- *     B is first copied into panels: panel p holds columns 16p .. 16p + 15,
- *     row after row, kc * 16 floats, zero beyond the last column of B. That
+ *     B is first copied into panels: panel p holds TILE_COLS columns from
+ *     TILE_COLS * p, row after row, zero beyond the last column of B. That
  *     copy is all matmul_nt costs over the others; B^T is never built whole.
- *   - Packed slivers of A. The tile reads 6 rows of A at once. In place they
- *     are 6 streams through memory; that is fine for A (M, K) (each row is
+ *   - Packed slivers of A. The tile reads TILE_ROWS rows of A at once. In
+ *     place they are as many streams through memory; that is fine for A (M, K) (each row is
  *     contiguous in k) and for A^T (K, M) while few tiles use each row, but
  *     for A^T (K, M) with many columns of B (N >= PACK_A_MIN_COLS) each
- *     sliver of 6 rows is copied once into 6 * kc consecutive floats. The
- *     last sliver of C, when M is not a multiple of 6, is always copied and
- *     padded with zero rows, so that the tile can always compute 6 rows.
- *   - Threads. The tiles of one block of k (row tile by panel, row tile
- *     major, so a thread reuses its sliver of A across the panels) are
- *     shared out among OpenMP threads in equal, contiguous ranges, in one
- *     parallel region for the whole product. A product below PARALLEL_MIN
- *     multiply-adds, or one called inside a parallel loop, runs on the
- *     calling thread.
+ *     sliver of TILE_ROWS rows is copied once into TILE_ROWS * kc
+ *     consecutive floats. The last sliver, when M is not a multiple of
+ *     TILE_ROWS, is always copied and padded with zero rows, so that the tile
+ *     can always compute all its rows.
+ *   - Threads, two ways, in one parallel region for the whole product. Most
+ *     products share out the tiles of each block of k (row tile by panel,
+ *     row tile major, so a thread reuses its sliver of A across the panels)
+ *     in equal, contiguous ranges. A product with few tiles and many blocks
+ *     of k (a weight gradient: dy^T x over thousands of rows, C only 64 x
+ *     64) would leave the threads waiting on each other at every block, so
+ *     there the threads take whole blocks of k instead, one each per round:
+ *     thread 0 adds its block to C, the others write theirs to a buffer of
+ *     their own, and then every thread adds those buffers, in block order,
+ *     to its share of C's rows. A product below PARALLEL_MIN multiply-adds,
+ *     or one called inside a parallel loop, runs on the calling thread.
  *
  * Every element of C is computed by one tile call per block of k, summed
  * over k in order, and added to C block after block in order, whatever the
- * number of threads: the result does not depend on it (a test checks it
- * bit for bit). Packing only moves values; it changes no sum.
+ * number of threads and whichever way they share the work: the result does
+ * not depend on it (a test checks it bit for bit). Packing only moves
+ * values; it changes no sum.
  *
  * Letters: C is (M, N); K is the summed dimension; kc the k values of one
  * block, nc the columns of one block.
@@ -71,33 +82,40 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef __AVX512F__                /* 32 vector registers of 16 floats */
+#define TILE_ROWS 12
+#define TILE_COLS 32
+#else                             /* AVX2: 16 registers of 8 floats */
 #define TILE_ROWS 6
 #define TILE_COLS 16
-#define K_BLOCK 256               /* k values per block: a panel of B is 16 KB */
+#endif
+#define K_BLOCK 256               /* k values per block: a panel of B is 16 or 32 KB */
 #define N_BLOCK 256               /* columns per block: packed B is at most 256 KB */
 #define PACK_B_MIN_ROWS 256       /* pack B in place of reading it when M is this large, */
 #define PACK_B_MIN_ROWS_AT 96     /* or this large when A is read as A^T (matmul_tn) */
 #define PACK_A_MIN_COLS 256       /* pack the slivers of A^T when N is this large */
 #define PARALLEL_MIN (1L << 15)   /* multiply-adds below which one thread is faster */
-#define SMALL_PACK 4096           /* floats of packing buffer kept on the stack (16 KB) */
+#define SPLIT_K_TILES 64          /* tiles per block and thread below which threads take blocks of k */
+#define SMALL_PACK 8192           /* floats of packing buffer kept on the stack (32 KB) */
 
 /* One tile of C: C[r, c] (+)= sum over k < kc of A[r, k] * b[k, c], for
- * r < rows (<= 6) and c < cols (<= 16); C's rows are ldc floats apart.
- *   a   6 rows of A: A[r, k] = a[r * a_row + k * a_k]; all 6 are readable
- *       (rows beyond `rows` are zeros)
- *   b   kc rows of 16 consecutive floats, b_k floats apart: b[k, c] =
- *       b[k * b_k + c]; all 16 are readable
- * The whole 6 x 16 tile is computed; only rows x cols of it is written. */
+ * r < rows (<= TILE_ROWS) and c < cols (<= TILE_COLS); C's rows are ldc
+ * floats apart.
+ *   a   TILE_ROWS rows of A: A[r, k] = a[r * a_row + k * a_k]; all are
+ *       readable (rows beyond `rows` are zeros)
+ *   b   kc rows of TILE_COLS consecutive floats, b_k floats apart: b[k, c] =
+ *       b[k * b_k + c]; all TILE_COLS are readable
+ * The whole tile is computed; only rows x cols of it is written. */
 static int matmul_tile(float *C, size_t ldc, const float *a, size_t a_row, size_t a_k,
                        const float *b, size_t b_k, int kc, int rows, int cols,
                        int accumulate)
 {
     /* BEGIN SOLUTION */
-    float acc[TILE_ROWS][TILE_COLS];          /* lives in 12 vector registers */
+    float acc[TILE_ROWS][TILE_COLS];          /* lives in 12 or 24 vector registers */
     for (int r = 0; r < TILE_ROWS; r++)
         for (int c = 0; c < TILE_COLS; c++) acc[r][c] = 0.0f;
     for (int k = 0; k < kc; k++) {
-        const float *bk = b + k * b_k;                       /* b[k, 0:16] */
+        const float *bk = b + k * b_k;                       /* b[k, :] */
         for (int r = 0; r < TILE_ROWS; r++) {
             float ark = a[r * a_row + k * a_k];              /* A[r, k] */
             #pragma omp simd
@@ -121,8 +139,8 @@ static int matmul_tile(float *C, size_t ldc, const float *a, size_t a_row, size_
     /* END SOLUTION */
 }
 
-/* rows (<= 6) rows of A over kc values of k -> dst (kc, 6): dst[k * 6 + r] =
- * A[r, k], zero for r >= rows. */
+/* rows (<= TILE_ROWS) rows of A over kc values of k -> dst (kc, TILE_ROWS):
+ * dst[k * TILE_ROWS + r] = A[r, k], zero for r >= rows. */
 static void pack_a_sliver(float *dst, const float *a, size_t a_row, size_t a_k, int rows, int kc)
 {
     for (int k = 0; k < kc; k++) {
@@ -131,8 +149,9 @@ static void pack_a_sliver(float *dst, const float *a, size_t a_row, size_t a_k, 
     }
 }
 
-/* cols (<= 16) columns of B over kc values of k -> dst (kc, 16): dst[k * 16 +
- * c] = B[k, c], zero for c >= cols. Walks B in the order it is stored. */
+/* cols (<= TILE_COLS) columns of B over kc values of k -> dst (kc,
+ * TILE_COLS): dst[k * TILE_COLS + c] = B[k, c], zero for c >= cols. Walks B
+ * in the order it is stored. */
 static void pack_b_panel(float *dst, const float *b, size_t b_k, size_t b_col, int kc, int cols)
 {
     if (b_col == 1) {                                        /* rows of B are contiguous */
@@ -149,78 +168,144 @@ static void pack_b_panel(float *dst, const float *b, size_t b_k, size_t b_col, i
 }
 
 /* One product C (M, N) (+)= A @ B through the strides above, and its
- * packing buffer: the packed block of B, then one sliver of A per thread. */
+ * buffers. */
 typedef struct {
     float *C;
     const float *A, *B;
     size_t a_row, a_k, b_k, b_col;
     int M, N, K, accumulate;
     int pack_a;             /* copy every sliver of A (else only the last, short one) */
-    float *packed;
+    float *work;            /* each thread's packed block of B and sliver of A, then
+                               when threads take blocks of k, a block of C per thread */
     size_t b_floats, a_floats;
 } Product;
 
-/* Thread `me` of `threads`: its share of every block of the product, block
- * by block of columns and of k. Within a block the panels of B are packed by
- * all threads, panel p by thread p % threads; the tiles (row tile by panel,
- * row tile major) are cut into `threads` equal, contiguous ranges. Between
- * the packing and its use, and before the next block is packed over it, the
- * threads wait for each other (only when there are several: called
- * outside a parallel region, it runs alone). A failed tile (an exercise
- * stub) skips the rest of the tiles, so the failure is reported once. */
-static int product_share(const Product *p, int me, int threads)
+/* Whether the columns j0 .. j0 + nc - 1 of B are packed into panels. The
+ * last panel always needs its zero columns when nc is not a multiple of
+ * TILE_COLS: the tile reads TILE_COLS. */
+static int packs_b(const Product *p, int nc)
 {
-    float *sliver = p->packed + p->b_floats + me * p->a_floats;
+    return p->b_col != 1 || nc % TILE_COLS != 0 ||
+           p->M >= (p->a_k == 1 ? PACK_B_MIN_ROWS : PACK_B_MIN_ROWS_AT);
+}
+
+/* Panels me, me + threads, ... of the block of B at columns j0 .. j0 + nc - 1
+ * and k0 .. k0 + kc - 1, into packed. */
+static void pack_b_block(const Product *p, float *packed, int j0, int nc, int k0, int kc,
+                         int me, int threads)
+{
+    int panels = (nc + TILE_COLS - 1) / TILE_COLS;
+    for (int q = me; q < panels; q += threads) {
+        int j = j0 + q * TILE_COLS;
+        pack_b_panel(packed + (size_t)q * kc * TILE_COLS, p->B + k0 * p->b_k + j * p->b_col,
+                     p->b_k, p->b_col, kc, p->N - j < TILE_COLS ? p->N - j : TILE_COLS);
+    }
+}
+
+/* The tiles first .. last - 1 (row tile by panel, row tile major) of the
+ * block at columns j0 .. j0 + nc - 1 and k0 .. k0 + kc - 1: written into C
+ * (p->N floats a row, the product's C or a block buffer shaped like it),
+ * stored or added (add). packed holds the block of B when pack_b. Returns
+ * -1 at the first failed tile (an exercise stub), else 0. */
+static int block_tiles(const Product *p, float *C, int j0, int nc, int k0, int kc, int add,
+                       const float *packed, int pack_b, float *sliver, long first, long last)
+{
+    int panels = (nc + TILE_COLS - 1) / TILE_COLS;
+    int t = (int)(first / panels), q = (int)(first % panels);
+    int sliver_tile = -1;                                /* the row tile in sliver */
+    for (long n = first; n < last; n++) {
+        int i = t * TILE_ROWS, rows = p->M - i < TILE_ROWS ? p->M - i : TILE_ROWS;
+        int j = j0 + q * TILE_COLS, cols = p->N - j < TILE_COLS ? p->N - j : TILE_COLS;
+        const float *a = p->A + i * p->a_row + k0 * p->a_k;
+        size_t row_step = p->a_row, k_step = p->a_k;
+        if (p->pack_a || rows < TILE_ROWS) {
+            if (sliver_tile != t) pack_a_sliver(sliver, a, p->a_row, p->a_k, rows, kc);
+            sliver_tile = t;
+            a = sliver, row_step = 1, k_step = TILE_ROWS;
+        }
+        const float *b = pack_b ? packed + (size_t)q * kc * TILE_COLS : p->B + k0 * p->b_k + j;
+        if (matmul_tile(C + (size_t)i * p->N + j, p->N, a, row_step, k_step, b,
+                        pack_b ? TILE_COLS : p->b_k, kc, rows, cols, add) != 0)
+            return -1;
+        if (++q == panels) q = 0, t++;                  /* the next tile */
+    }
+    return 0;
+}
+
+/* Thread `me` of `threads`, sharing the tiles: its share of every block of
+ * the product, block by block of columns and of k. Within a block the
+ * panels of B are packed by all threads, panel q by thread q % threads, and
+ * the tiles are cut into `threads` equal, contiguous ranges. Between the
+ * packing and its use, and before the next block is packed over it, the
+ * threads wait for each other (only when there are several: called outside
+ * a parallel region, it runs alone). After a failed tile the thread skips
+ * the rest, so the failure is reported once. */
+static int share_tiles(const Product *p, int me, int threads)
+{
+    float *sliver = p->work + p->b_floats + me * p->a_floats;
     int row_tiles = (p->M + TILE_ROWS - 1) / TILE_ROWS, failed = 0;
     for (int j0 = 0; j0 < p->N; j0 += N_BLOCK) {
         int nc = p->N - j0 < N_BLOCK ? p->N - j0 : N_BLOCK;
-        int panels = (nc + TILE_COLS - 1) / TILE_COLS;
-        /* The last panel always needs its zero columns when nc is not a
-         * multiple of 16: the tile reads 16. */
-        int pack_b = p->b_col != 1 || nc % TILE_COLS != 0 ||
-                     p->M >= (p->a_k == 1 ? PACK_B_MIN_ROWS : PACK_B_MIN_ROWS_AT);
+        long tiles = (long)row_tiles * ((nc + TILE_COLS - 1) / TILE_COLS);
+        int pack_b = packs_b(p, nc);
         for (int k0 = 0; k0 < p->K; k0 += K_BLOCK) {
             int kc = p->K - k0 < K_BLOCK ? p->K - k0 : K_BLOCK;
             /* The first block of k stores into C (unless accumulating), the
              * later ones add to it. */
             int add = p->accumulate || k0 > 0;
             if (pack_b) {
-                for (int q = me; q < panels; q += threads) {
-                    int j = j0 + q * TILE_COLS;
-                    pack_b_panel(p->packed + (size_t)q * kc * TILE_COLS,
-                                 p->B + k0 * p->b_k + j * p->b_col, p->b_k, p->b_col, kc,
-                                 p->N - j < TILE_COLS ? p->N - j : TILE_COLS);
-                }
+                pack_b_block(p, p->work, j0, nc, k0, kc, me, threads);
                 if (threads > 1) {
                     #pragma omp barrier
                 }
             }
-            /* This thread's tiles: numbers first .. last - 1 of row tile t,
-             * panel q, counted row tile major. */
-            long tiles = (long)row_tiles * panels;
-            long first = tiles * me / threads, last = tiles * (me + 1) / threads;
-            int t = (int)(first / panels), q = (int)(first % panels);
-            int sliver_tile = -1;                            /* the row tile in sliver */
-            for (long n = first; n < last && !failed; n++) {
-                int i = t * TILE_ROWS, rows = p->M - i < TILE_ROWS ? p->M - i : TILE_ROWS;
-                int j = j0 + q * TILE_COLS, cols = p->N - j < TILE_COLS ? p->N - j : TILE_COLS;
-                const float *a = p->A + i * p->a_row + k0 * p->a_k;
-                size_t row_step = p->a_row, k_step = p->a_k;
-                if (p->pack_a || rows < TILE_ROWS) {
-                    if (sliver_tile != t) pack_a_sliver(sliver, a, p->a_row, p->a_k, rows, kc);
-                    sliver_tile = t;
-                    a = sliver, row_step = 1, k_step = TILE_ROWS;
-                }
-                const float *b = pack_b ? p->packed + (size_t)q * kc * TILE_COLS
-                                        : p->B + k0 * p->b_k + j;
-                failed = matmul_tile(p->C + (size_t)i * p->N + j, p->N, a, row_step, k_step, b,
-                                     pack_b ? TILE_COLS : p->b_k, kc, rows, cols, add) != 0;
-                if (++q == panels) q = 0, t++;                  /* the next tile */
-            }
+            if (!failed)
+                failed = block_tiles(p, p->C, j0, nc, k0, kc, add, p->work, pack_b, sliver,
+                                     tiles * me / threads, tiles * (me + 1) / threads) != 0;
             if (threads > 1) {
                 #pragma omp barrier
             }
         }
+    }
+    return failed;
+}
+
+/* Thread `me` of `threads`, sharing the blocks of k (N <= N_BLOCK: one block
+ * of columns). Round after round, thread me takes block round * threads + me
+ * whole, with its own packed B and sliver: thread 0 adds its block to C as
+ * share_tiles would, the others store theirs in their block buffer. Then,
+ * all blocks of the round done, each thread adds the buffers in block order
+ * to its share of C's rows, so every element of C is C + block 0 + block 1
+ * + ..., in that order, as with one thread. */
+static int share_k(const Product *p, int me, int threads)
+{
+    float *packed = p->work + me * (p->b_floats + p->a_floats), *sliver = packed + p->b_floats;
+    float *blocks = p->work + threads * (p->b_floats + p->a_floats);      /* threads - 1 of them */
+    size_t mn = (size_t)p->M * p->N;
+    long tiles = (long)((p->M + TILE_ROWS - 1) / TILE_ROWS) * ((p->N + TILE_COLS - 1) / TILE_COLS);
+    int pack_b = packs_b(p, p->N), failed = 0;
+    int i0 = (int)((long)p->M * me / threads), i1 = (int)((long)p->M * (me + 1) / threads);
+    for (int first = 0; first < p->K; first += threads * K_BLOCK) {
+        int k0 = first + me * K_BLOCK, kc = p->K - k0 < K_BLOCK ? p->K - k0 : K_BLOCK;
+        if (k0 < p->K && !failed) {
+            if (pack_b) pack_b_block(p, packed, 0, p->N, k0, kc, 0, 1);
+            failed = me == 0
+                ? block_tiles(p, p->C, 0, p->N, k0, kc, p->accumulate || k0 > 0, packed,
+                              pack_b, sliver, 0, tiles) != 0
+                : block_tiles(p, blocks + (me - 1) * mn, 0, p->N, k0, kc, 0, packed, pack_b,
+                              sliver, 0, tiles) != 0;
+        }
+        #pragma omp barrier
+        for (int t = 1; t < threads && first + t * K_BLOCK < p->K; t++) {
+            const float *block = blocks + (t - 1) * mn;
+            for (int i = i0; i < i1; i++) {
+                float *c = p->C + (size_t)i * p->N;
+                const float *w = block + (size_t)i * p->N;
+                #pragma omp simd
+                for (int j = 0; j < p->N; j++) c[j] += w[j];
+            }
+        }
+        #pragma omp barrier
     }
     return failed;
 }
@@ -243,24 +328,32 @@ static int blocked_product(Product p)
                                                                          : 1;
     int max_kc = K < K_BLOCK ? K : K_BLOCK;
     int max_panels = ((N < N_BLOCK ? N : N_BLOCK) + TILE_COLS - 1) / TILE_COLS;
+    long tiles = (long)((M + TILE_ROWS - 1) / TILE_ROWS) * max_panels;
+    /* Few tiles, blocks of k enough for every thread: threads take blocks. */
+    int by_k = threads > 1 && N <= N_BLOCK && K >= threads * K_BLOCK &&
+               tiles < (long)SPLIT_K_TILES * threads;
     p.pack_a = p.a_k != 1 && N >= PACK_A_MIN_COLS;
     p.b_floats = (size_t)max_panels * max_kc * TILE_COLS;
     p.a_floats = (size_t)TILE_ROWS * max_kc;
-    /* The packing buffer: on the stack for a small product (attention makes
+    /* The work buffer: on the stack for a small product (attention makes
      * thousands per step, one per head, and a malloc each would cost more
      * than packing), from the heap for a large one. */
     float small[SMALL_PACK];
-    size_t need = p.b_floats + threads * p.a_floats;
-    p.packed = need <= SMALL_PACK ? small : malloc(need * sizeof *p.packed);
-    if (!p.packed) return -1;
+    size_t need = by_k ? threads * (p.b_floats + p.a_floats) + (threads - 1) * (size_t)M * N
+                       : p.b_floats + threads * p.a_floats;
+    p.work = need <= SMALL_PACK ? small : malloc(need * sizeof *p.work);
+    if (!p.work) return -1;
     int failed = 0;
     if (threads == 1) {
-        failed = product_share(&p, 0, 1);
+        failed = share_tiles(&p, 0, 1);
     } else {
         #pragma omp parallel num_threads(threads) reduction(|:failed)
-        failed |= product_share(&p, omp_get_thread_num(), omp_get_num_threads());
+        {
+            int me = omp_get_thread_num(), n = omp_get_num_threads();
+            failed |= by_k ? share_k(&p, me, n) : share_tiles(&p, me, n);
+        }
     }
-    if (p.packed != small) free(p.packed);
+    if (p.work != small) free(p.work);
     return failed ? -1 : 0;
 }
 
