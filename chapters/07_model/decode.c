@@ -1,13 +1,15 @@
 /*
- * decode.c - see decode.h for the algorithms. Both decoders take one
- * position per step through the key/value cache (decode_cache_step). With
- * no_cache they run the whole model instead, on a target of M = max_new
- * positions, and read the position of the step; the causal mask makes the
- * positions after it irrelevant, so they hold filler (pad_id, or eos_id
- * without padding).
+ * decode.c - see decode.h for the contracts and the chapter's README,
+ * "Decoding", for the algorithms (beam search's pseudocode among them).
+ * Both decoders take one position per step through the key/value cache
+ * (decode_cache_step). With no_cache they run the whole model instead, on
+ * a target of M = max_new positions, and read the position of the step;
+ * the causal mask makes the positions after it irrelevant, so they hold
+ * filler (pad_id, or eos_id without padding).
  *
- * Letters as in the top README; in the beam search K is beam_width (the
- * README's K, layers, is num_decoder_layers in the cache).
+ * Letters as in the top README, but in the beam search K is beam_width and
+ * F = (M + 1) K the most finished hypotheses (the top README's K, layers,
+ * is the cache's layers; its F, dim_feedforward, the cache's F).
  */
 #include "decode.h"
 

@@ -168,7 +168,7 @@ static int demo(void)
     if (rc == 0) rc = demo_encoder_only(MODEL_CLASSIFIER, src, &rng);
     if (rc == 0)
         printf("\nThese models are untrained: what they write is noise. Chapter 08 trains "
-               "them\n(build/08_training --train-demo); reference/ch07_model.py loads their "
+               "them\n(build/08_training --demo); reference/ch07_model.py loads their "
                "checkpoints into PyTorch.\n");
     return rc;
 }

@@ -1,13 +1,15 @@
 /*
- * model.c - see model.h. The models are glue around chapters 05 and 06: an
- * embedding front end, the stacks, and a linear generator. What this file
- * decides is the table of the parameters (which tensors a config has, their
- * shapes, their order in the flat array, how each starts), the masks made
- * from the ids, and which gradient flows where.
+ * model.c - see model.h, and the chapter's README for the formulas. The
+ * models are glue around chapters 05 and 06: an embedding front end, the
+ * stacks, and a linear generator. What this file decides is the table of
+ * the parameters (which tensors a config has, their shapes, their order in
+ * the flat array, how each starts), the masks made from the ids, and which
+ * gradient flows where.
  *
- * Letters: N batch, S source length, T target length, D d_model, H nhead,
- * F dim_feedforward, V a vocabulary, I input_dim, max_len (the top README's
- * letters).
+ * Letters: N batch, S source length, T target length, L queries of one
+ * attention call, D d_model, H nhead, F dim_feedforward, V a vocabulary,
+ * I input_dim, max_len (the top README's letters); the front end's len is
+ * S or T, the side's length.
  *
  * Not here (runtime/): the config's checks, checkpoints, the work buffers.
  */

@@ -1,80 +1,32 @@
 /*
  * model.h - whole models built from the layers of chapters 03-06: the
- * encoder-decoder Transformer, the encoder-only sequence labeller of the
- * reverse task, the mean-pooled classifier and the set scorer of chapter
- * 11; forward and backward, initialisation, and loading and saving under
- * PyTorch's state_dict names.
+ * encoder-decoder Transformer (MODEL_SEQ2SEQ), the encoder-only labeller,
+ * the decoder-only language model of chapter 12 (MODEL_LM, an encoder stack
+ * with a causal mask), the mean-pooled classifier and the set scorer of
+ * chapter 11; their forward and backward, the table of their parameters
+ * under PyTorch's state_dict names, and PyTorch's initialisation.
+ *
+ * The lesson is in the chapter's README: each kind's formula, the masks,
+ * the parameter table, the initialisation, the backward's wiring. This file
+ * states the contract.
  *
  * Letters (the top README's table): N batch, S source length, T target
  * length, D d_model, H nhead, F dim_feedforward, Ke / Kd encoder / decoder
  * layers, Vs / Vt source / target vocabulary (for the labeller and the
  * classifier Vt is the number of classes), I input_dim, max_len.
  *
- * Every kind but the set model shares the front end, which turns ids into vectors:
+ * Masks are made from the ids: a position whose id is pad_id is a padding
+ * key to every attention (pad_id -1: none); the decoder's self-attention
+ * and a language model's encoder are causal too.
  *
- *     x = dropout(embed(ids) * scale + pos[0..len))                 (N, len, D)
+ * Parameters: one flat array, params, in state_dict order, and their
+ * gradients in grads with the same layout; views and grad_views, one
+ * ModelParams type for both, point into them. Every backward ADDS into
+ * grads.
  *
- * with scale 1 (scale_embedding 0), sqrt(D) (1: the paper, section 3.4) or
- * a learned scalar that starts at sqrt(D) (2: seed 002's tutorial), and pos
- * the sinusoidal table of chapter 05 or a learned nn.Embedding(max_len, D).
- *
- *   MODEL_SEQ2SEQ      the paper's model:
- *                        memory = encoder(x_src, src padding mask)   (N, S, D)
- *                        y      = decoder(x_tgt, memory, causal + tgt padding,
- *                                         memory padding)             (N, T, D)
- *                        logits = generator(y)                        (N, T, Vt)
- *   MODEL_LABELLER     one class per source position (seeds 000 and 004):
- *                        logits = generator(encoder(x_src))           (N, S, Vt)
- *   MODEL_CLASSIFIER   one class per sequence (seed 003): the encoder's
- *                      output averaged over the non-padding positions, then
- *                        logits = generator(mean)                     (N, Vt)
- *   MODEL_SET          one score per element of a set (seed 004's set anomaly
- *                      detection): the elements are vectors of input_dim
- *                      features, not ids, and a set has no order, so the
- *                      front end is a linear layer and no position is added:
- *                        x      = dropout(input_net(features))        (N, S, D)
- *                        scores = generator(encoder(x))               (N, S)
- *                      (Vt = 1). A softmax over the S scores of a set says
- *                      which element is the odd one (chapter 11).
- *   MODEL_LM           the decoder-only language model of chapter 12 (GPT,
- *                      Bloem's generative Transformer): the labeller with a
- *                      causal self-attention, so that position t sees ids
- *                      0..t only and its logits predict id t+1:
- *                        logits = generator(encoder(x_src, causal))   (N, S, V)
- *                      (Vs = Vt = V). It is the encoder stack with a causal
- *                      mask, as PyTorch's own word-language-model example
- *                      builds it, so it keeps the encoder's names.
- *
- * Masks are built here from the ids, as seed 002 builds them: a position
- * whose id is pad_id is padding, ignored as a KEY by every attention (source
- * padding in the encoder and the cross-attention, target padding in the
- * decoder's self-attention), and the decoder's self-attention is also
- * causal (query t sees keys 0..t). With pad_id < 0 nothing is padding.
- *
- * Parameters, under the state_dict names of reference/ch07_model.py (the
- * PyTorch twin), in this order:
- *     src_embed.weight (Vs, D)        tgt_embed.weight (Vt, D)  seq2seq, unless shared
- *     input_net.weight (D, I)  input_net.bias (D,)   a set model instead of src_embed
- *     src_scale (1,)  tgt_scale (1,)  scale_embedding 2 (tgt_scale: seq2seq)
- *     src_pos.weight (max_len, D)  tgt_pos.weight (max_len, D)   learned positions
- *     encoder.layers.<k>.<chapter 05 names>, encoder.norm.weight/.bias (final_norm)
- *     decoder.layers.<k>.<chapter 06 names>, decoder.norm.weight/.bias (final_norm)
- *     generator.weight (Vt, D)  generator.bias (Vt,)
- * One table in model.c describes them: each layer kind's tensors, with
- * their names, shapes in the letters above, and initialisation. From it come
- * the layout (one array, params, in that order, and their gradients in
- * grads with the same layout, so the optimizer and gradient clipping of
- * chapter 08 see one flat vector), the checkpoint names, and the views: a
- * ModelParams of pointers into params and another, of the same type, into
- * grads, which the forward and backward use. share_embeddings (seq2seq with
- * Vs == Vt) makes the target side read src_embed.weight, as weight tying
- * does; its gradient then collects both uses.
- *
- * A checkpoint is a safetensors file of these tensors with the config in the
- * metadata (model.kind, model.d_model, ...), so a model saved here loads into
- * PyTorch with load_state_dict and back; runtime/model_file.h reads and
- * writes them, runtime/model_config.h checks a config, runtime/model_work.h
- * allocates the work buffers of a batch shape.
+ * Not here (runtime/): model_config.h checks a config, model_work.h
+ * allocates the work buffers of a batch shape, model_file.h reads and
+ * writes checkpoints (safetensors, the config in the metadata).
  *
  * Read next: model.c; decode.h turns a seq2seq model into a translator.
  * The int functions return 0, or -1 on failure.
@@ -161,15 +113,15 @@ typedef struct {
     ModelParams grad_views;         /* the same pointers into grads */
     int n_tensors;
     ModelTensor tensors[MODEL_MAX_TENSORS];   /* the table, in state_dict order */
-    float *pos_table;               /* (max_len, D) the sinusoidal table (not a parameter), or NULL */
+    float *pos_table;               /* (max_len, D) the sinusoidal table (not a parameter),
+                                       or NULL */
 } Model;
 
 /* Allocates a model and initialises it as PyTorch initialises the reference
- * (uniform(+-1/sqrt(in)) for linear layers, Xavier-uniform for the packed
- * attention projections with zero biases, N(0, 1) for embeddings, ones and
- * zeros for LayerNorm, sqrt(D) for learned scales), drawing from rng. The
- * padding row of an embedding starts at 0, as nn.Embedding(padding_idx)
- * does, and receives no gradient. The config must pass model_config_check. */
+ * (ModelInit per tensor; the README, "The parameters and their names"),
+ * drawing from rng tensor by tensor in the table's order. The padding row
+ * of an embedding starts at 0, as nn.Embedding(padding_idx) does, and
+ * receives no gradient. The config must pass model_config_check. */
 int model_init(Model *m, const ModelConfig *cfg, Rng *rng, Error *err);
 /* The same allocation with every parameter 0 (a checkpoint fills them). */
 int model_alloc(Model *m, const ModelConfig *cfg, Error *err);
