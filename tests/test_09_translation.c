@@ -2,7 +2,8 @@
  * test_09_translation.c - chapter 09: the pair reader and the Taylor task's
  * split against the reference (golden/09_translation/taylor_split, made by
  * reference/ch09_translation.py from the same file), the reader's refusals,
- * exact match, and decoding with a cache against decoding without one.
+ * a learned tokenizer, exact match and the kinds of miss. Decoding with a
+ * cache against decoding without one is tested in test_07_model.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>

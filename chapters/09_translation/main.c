@@ -15,8 +15,8 @@
  * task.h). The defaults are the Taylor task: reference/data/taylor's
  * pairs, the Taylor tokenizers of chapter 01, the seed's limits and split,
  * and the seed's model (d_model 64, 2 + 2 layers, 8 heads, FFN 128, dropout
- * 0.1, learned positions, a learned embedding scale). plots.c has the
- * commands around the shipped model.
+ * 0.1, learned positions, a learned embedding scale). taylor_commands.c
+ * has the commands around the shipped model.
  */
 #include <inttypes.h>
 #include <stdio.h>

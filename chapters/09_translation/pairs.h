@@ -1,32 +1,18 @@
 /*
- * pairs.h - a translation dataset read from a text file of pairs, one per
- * line:
- *
- *     source|target
- *     cosh(a*x)**3+tanh(b*x)|1+b*x+3*a**2*x**2/2-b**3*x**3/3+...+O(x**6)
- *
- * Each side is tokenized by a chapter 01 tokenizer of its own (the Taylor
- * task: taylor-source and taylor-target; any other file: char, word or bpe,
- * learned from that side of the whole file) and framed as chapter 01 frames
- * a sequence:
+ * pairs.h - a translation dataset read from a text file of "source|target"
+ * lines, each side tokenized by a chapter 01 tokenizer of its own and framed
+ * as chapter 01 frames a sequence:
  *
  *     src row  <sos> s1 .. sn <eos> <pad> ..         S = max_src + 2 ids
- *     tgt row  <sos> t1 .. tm <eos> <pad> ..         max_tgt + 2 ids
+ *     tgt row  <sos> t1 .. tm <eos> <pad> ..         T + 1 = max_tgt + 2 ids
  *
- * A pair whose source has more than max_src tokens or whose target has more
- * than max_tgt is skipped, in file order, as seed 002 skips them (its limits
- * are 20 and 83: 11,850 of the 14,367 pairs stay).
+ * A pair with more than max_src source or max_tgt target tokens is skipped,
+ * in file order. The examples (pairs_examples) give the decoder the target
+ * row shifted by one, teacher forcing (the seed's trg[:, :-1] and trg[:, 1:]):
+ * tgt_in is the row without its last id, target without its first, T ids
+ * each. Why, and the Taylor task's numbers: chapters/09_translation/README.md.
  *
- * Teacher forcing reads the target row twice, shifted by one (the seed's
- * trg[:, :-1] and trg[:, 1:]):
- *
- *     tgt_in  = tgt row without its last id     <sos> t1 .. tm <eos> <pad> ..   T ids
- *     target  = tgt row without its first id    t1 .. tm <eos> <pad> ..         T ids
- *
- * T = max_tgt + 1. The decoder's input never needs its <eos> (nothing is
- * predicted after it), and the <pad> targets are ignored by the loss.
- *
- * Read next: main.c, the chapter program that trains and evaluates on pairs.
+ * Read next: translate.h (the task's split and exact match), then main.c.
  */
 #ifndef PAIRS_H
 #define PAIRS_H

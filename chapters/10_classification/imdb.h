@@ -1,10 +1,13 @@
 /*
- * imdb.h - the data of chapter 10's task: the IMDb reviews (train and
- * test, review.h's split) and the Rotten Tomatoes sentences, cleaned, the
- * BPE tokenizer learned on the training reviews, and the rows the model
- * reads. The tokenizer travels in the metadata of every checkpoint and
- * model file (bpe.merges, with review.max_len), so a model file is all
- * --eval and --classify need besides the reviews.
+ * imdb.h - the data of chapter 10's task: the IMDb reviews (training,
+ * validation and test, review.h's split) and the Rotten Tomatoes sentences,
+ * cleaned, the BPE tokenizer learned on the training reviews, and the rows
+ * the model reads (L ids each: the book's S). The tokenizer travels in the
+ * metadata of every checkpoint and model file (bpe.merges, with
+ * review.max_len), so a model file is all --eval and --classify need
+ * besides the reviews.
+ *
+ * Read next: imdb_commands.h, then main.c, the chapter program.
  */
 #ifndef IMDB_H
 #define IMDB_H

