@@ -1,5 +1,6 @@
 /*
- * data.c - see data.h for the tasks, the seq2seq layout and the Batcher.
+ * data.c - the synthetic tasks, the two batch layouts and the Batcher
+ * (data.h; the chapter's README, "The data: synthetic tasks and the batcher").
  */
 #include "data.h"
 

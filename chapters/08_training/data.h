@@ -1,42 +1,14 @@
 /*
- * data.h - the synthetic sequence tasks, and cutting a dataset into batches.
+ * data.h - the synthetic sequence tasks of seeds 000 and 004 (reverse and
+ * copy), their two batch layouts, and cutting a dataset into shuffled
+ * batches. The tasks, teacher forcing and the shuffle are taught in the
+ * chapter's README, "The data: synthetic tasks and the batcher".
  *
  * Letters: n sequences, S = seq_len ids per sequence, C = num_categories
  * (the ids of the task are 0..C-1), N sequences in a batch.
  *
- * The tasks of seeds 000 and 004: x is a random sequence of S ids, each
- * uniform in [0, C), and the answer y is
- *
- *     reverse   y[s] = x[S-1-s]        (seed 004's ReverseDataset)
- *     copy      y[s] = x[s]
- *
- * Copying is easy for a model that can attend to its own position; reversing
- * needs the model to find the position S-1-s, which is what the positional
- * encoding is for. The data is drawn from the project's RNG (rng_below, x
- * row by row, position by position), so a seed gives the same dataset in C
- * and in reference/ch08_training.py, which has the Python twin.
- *
- * Two ways of feeding a task to a model:
- *
- *   batch_encoder   for the encoder-only labeller of the seeds: one output
- *                   class per source position.
- *                       src (N, S) = x,  target (N, S) = y
- *   batch_seq2seq   for the encoder-decoder, with teacher forcing: the decoder
- *                   reads the answer shifted right by one and predicts it
- *                   one position ahead, then <eos>:
- *                       src    (N, S)     = x + FIRST
- *                       tgt_in (N, S + 1) = <sos>  y_0 ... y_{S-1}      (+ FIRST)
- *                       target (N, S + 1) = y_0 ... y_{S-1}  <eos>      (+ FIRST)
- *                   The ids move past the three specials (<pad> 0, <sos> 1,
- *                   <eos> 2, as in chapter 01), so the vocabulary is C + 3.
- *
- * The Batcher visits a dataset in batches: a permutation of [0, n) cut into
- * consecutive pieces of batch_size (the last one shorter, or dropped with
- * drop_last). batcher_shuffle draws a fresh permutation each epoch, as
- * DataLoader(shuffle=True) does: it starts again from 0, 1, ..., n-1 and
- * runs Fisher-Yates on it, so the order of an epoch depends only on the RNG
- * state when it starts. A checkpoint that stores the RNG therefore resumes
- * with the same batches as the run that did not stop.
+ * The data is drawn from the project's RNG, so a seed gives the same
+ * dataset, and the same shuffles, in C and in reference/ch08_training.py.
  *
  * Read next: trainer.h, the training loop that reads these batches.
  */
@@ -62,8 +34,8 @@ typedef struct {
 } SeqDataset;
 
 /* n sequences of S ids, x[i, s] = rng_below(rng, C) in row-major order, and
- * y from x by the task. n >= 1, S >= 1, 1 <= C <= 2^31 - 4 (the seq2seq ids
- * go up to C + 2). */
+ * y from x by the task (reverse: y[s] = x[S-1-s]; copy: y = x). n >= 1,
+ * S >= 1, 1 <= C <= 2^31 - 4 (the seq2seq ids go up to C + 2). */
 int seq_dataset_make(SeqDataset *ds, SeqTask task, int64_t n, int seq_len, int num_categories,
                      Rng *rng, Error *err);
 
@@ -75,22 +47,29 @@ int seq_dataset_split(const SeqDataset *all, int64_t n_first, SeqDataset *first,
 /* Frees x and y; safe on a zeroed or freed dataset. */
 void seq_dataset_free(SeqDataset *ds);
 
-/* The seq2seq id layout: the task's ids shifted past three specials. */
+/* The seq2seq ids: the task's ids shifted past chapter 01's three specials,
+ * so the vocabulary is C + 3. */
 #define SEQ2SEQ_PAD 0
 #define SEQ2SEQ_SOS 1
 #define SEQ2SEQ_EOS 2
 #define SEQ2SEQ_FIRST 3
 
-/* src (N, S) and target (N, S): rows idx[0..N) of x and y. An index outside
- * [0, n) is an error. */
+/* The encoder-only labeller's layout: src (N, S) = x and target (N, S) = y
+ * at rows idx[0..N). An index outside [0, n) is an error. */
 int batch_encoder(int64_t *src, int64_t *target, const SeqDataset *ds, const int64_t *idx,
                   int N, Error *err);
 
-/* src (N, S), tgt_in (N, S+1), target (N, S+1), as above. */
+/* The encoder-decoder's layout (teacher forcing) at rows idx[0..N), the
+ * task's ids shifted by SEQ2SEQ_FIRST:
+ *     src    (N, S)     = x
+ *     tgt_in (N, S + 1) = <sos>  y_0 ... y_{S-1}
+ *     target (N, S + 1) = y_0 ... y_{S-1}  <eos>
+ * An index outside [0, n) is an error. */
 int batch_seq2seq(int64_t *src, int64_t *tgt_in, int64_t *target, const SeqDataset *ds,
                   const int64_t *idx, int N, Error *err);
 
-/* A permutation of [0, n) cut into batches. */
+/* A permutation of [0, n) cut into consecutive batches of batch_size (the
+ * last one shorter, or dropped with drop_last). */
 typedef struct {
     int64_t n;              /* dataset size */
     int batch_size;
@@ -105,9 +84,11 @@ int batcher_init(Batcher *b, int64_t n, int batch_size, int drop_last, Error *er
 /* ceil(n / batch_size), or floor with drop_last. */
 int64_t batcher_num_batches(const Batcher *b);
 
-/* A fresh permutation: order = identity, then Fisher-Yates,
+/* A fresh permutation, as DataLoader(shuffle=True) draws one each epoch:
+ * order = identity, then Fisher-Yates,
  *     for i = n-1 down to 1:  j = rng_below(rng, i + 1);  swap order[i], order[j]
- * (n - 1 draws; every permutation equally likely). */
+ * (n - 1 draws). Starting from the identity, an epoch's order depends only
+ * on the RNG's state, which a checkpoint stores. */
 void batcher_shuffle(Batcher *b, Rng *rng);
 
 /* Batch k (0 <= k < batcher_num_batches): *idx points at its *count indices

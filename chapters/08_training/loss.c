@@ -1,5 +1,6 @@
 /*
- * loss.c - see loss.h for the formula, the ignored rows and label smoothing.
+ * loss.c - cross-entropy and its gradient (the contract in loss.h; the
+ * formulas in the chapter's README, "The loss: cross-entropy").
  */
 #include "loss.h"
 

@@ -1,5 +1,6 @@
 /*
- * optim.c - see optim.h for Adam, AdamW and the global-norm clipping.
+ * optim.c - Adam, AdamW and the global-norm clipping (the contract in
+ * optim.h; the formulas in the chapter's README).
  */
 #include "optim.h"
 

@@ -3,31 +3,10 @@
  * clipping by the global norm (torch.nn.utils.clip_grad_norm_).
  *
  * The optimizer sees the model's parameters as one flat float array of n
- * values, and their gradients as another of the same layout (chapter 07 keeps
- * every parameter in one array for exactly this reason).
- *
- * Adam (Kingma & Ba 2015) keeps two moving averages per parameter, the
- * gradient's mean m and its uncentred variance v, and steps each parameter
- * by roughly lr in the direction of m / sqrt(v): a step size that does not
- * depend on the gradient's scale. At step t = 1, 2, ... with gradient g:
- *
- *     Adam:   g = g + wd * p              (L2 regularisation, in the gradient)
- *     AdamW:  p = p * (1 - lr * wd)       (decoupled weight decay, on the weight)
- *     m = beta1 m + (1 - beta1) g
- *     v = beta2 v + (1 - beta2) g^2
- *     p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
- *
- * The bias corrections 1 - beta^t undo the pull towards 0 of averages that
- * start at 0. In Adam the weight decay passes through the moments and is
- * divided by sqrt(v) like the gradient, so parameters with large gradients
- * are hardly decayed; AdamW (Loshchilov & Hutter 2019) decays every weight by
- * the same factor, which is why it is the usual choice for Transformers.
- *
- * adam_step follows torch.optim.Adam/AdamW's single-tensor code (foreach=False)
- * line by line: the order of the operations above, m updated as
- * m.lerp_(g, 1 - beta1), eps added after the division by sqrt(1 - beta2^t).
- * The per-step constants are computed in double from the step counter, as
- * torch does in Python, and the per-element arithmetic in float32.
+ * values, and their gradients as another of the same layout (chapter 07).
+ * The update, the two ways of weight decay, and clipping are taught in the
+ * chapter's README, "The optimizer: Adam and AdamW" and "Gradient clipping";
+ * its appendix says how adam_step follows torch's single-tensor code.
  *
  * Read next: schedule.h (the lr handed to each step).
  */
@@ -68,27 +47,19 @@ typedef struct {
 int adam_state_alloc(AdamState *s, size_t n, Error *err);
 void adam_state_free(AdamState *s);
 
-/* One step over the s->n parameters: increments s->step first (the first
- * step is t = 1), then updates params (n,) in place from grads (n,). lr is
+/* One Adam step (AdamW's with c->decoupled) over the s->n parameters:
+ * increments s->step first (the first step is t = 1), then updates params
+ * (n,), m and v in place from grads (n,). lr is
  * this step's learning rate (the schedule's); c->lr is only the base.
  * Returns 0 (the exercise stub returns -1). */
 int adam_step(float *params, const float *grads, AdamState *s, const AdamConfig *c, float lr);
 
-/* Scales grads (n,) in place so that their global L2 norm is at most
- * max_norm, as torch.nn.utils.clip_grad_norm_ does:
- *
- *     total = sqrt(sum_i g_i^2)
- *     coef  = max_norm / (total + 1e-6), clamped to at most 1
- *     g_i   = g_i * coef
- *
- * (the 1e-6 keeps a zero gradient from dividing by zero; with coef clamped
- * to 1 gradients are never scaled up). Returns total, the norm before
- * clipping: training logs it, and a growing norm is the first sign of an
- * unstable run. The sum of squares is taken in double, in fixed chunks
- * whose partial sums are added in order, so the result does not depend on
- * the number of threads. A non-finite total (a NaN or inf gradient) leaves
- * the gradients as they are, where torch would make them all NaN, so the
- * caller can see it in the return value and skip the step. */
+/* Scales grads (n,) in place by max_norm / (total + 1e-6), at most 1, as
+ * torch.nn.utils.clip_grad_norm_ does: their global L2 norm ends at most
+ * max_norm, and a gradient is never scaled up. Returns total, the norm
+ * before clipping, the same on any number of threads. A non-finite total
+ * (a NaN or inf gradient) leaves the gradients as they are, where torch
+ * would make them all NaN. */
 double clip_grad_norm(float *grads, size_t n, float max_norm);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * schedule.c - see schedule.h for the two schedules and how steps are counted.
+ * schedule.c - the two schedules (schedule.h; the chapter's README,
+ * "Learning-rate schedules", says why and how steps are counted).
  */
 #include "schedule.h"
 

@@ -1,24 +1,16 @@
 /*
- * trainer.h - one training step, evaluation, and resumable checkpoints: the
- * pieces of this chapter (loss.h, optim.h, schedule.h, data.h) joined with
- * chapter 07's model.
+ * trainer.h - one training step, evaluation, and the training loop with its
+ * resumable checkpoints: the pieces of this chapter (loss.h, optim.h,
+ * schedule.h, data.h) joined with chapter 07's model. The step's five lines
+ * and PyTorch's, the loop, the checkpoints and the devices are taught in the
+ * chapter's README, "One training step, and the loop around it" and after.
  *
- * A training step is the loop every framework runs:
+ * Letters: N batch, S source and T target length, R rows of logits.
  *
- *     grads = 0
- *     logits = model(batch)                      model_forward
- *     loss, dlogits = cross_entropy(logits, y)   loss.h
- *     grads += d loss / d params                 model_backward
- *     clip grads to max_norm (optional)          clip_grad_norm
- *     params = adam(params, grads, lr(step))     adam_step, schedule.h
+ * The functions that take an Error return 0, or -1 with err set.
  *
- * which is exactly, in that order, what PyTorch's
- *     opt.zero_grad(); loss = F.cross_entropy(model(x), y); loss.backward();
- *     clip_grad_norm_(model.parameters(), max_norm); opt.step(); sched.step()
- * does, so the two can be compared step by step (the parity case).
- *
- * The loop writes a checkpoint after every epoch (runtime/checkpoint.h):
- * resuming from it reproduces the run that did not stop, bit for bit.
+ * Read next: runtime/checkpoint.h (what a checkpoint holds), runtime/
+ * progress.h (the progress line and the loss log).
  */
 #ifndef TRAINER_H
 #define TRAINER_H
@@ -70,7 +62,10 @@ typedef struct {
     Rng *dropout_rng;       /* training mode: dropout masks drawn from it (NULL: no dropout) */
 } StepConfig;
 
-/* One optimizer step on one batch. */
+/* One optimizer step on one batch: zero the gradients, forward, cross_entropy,
+ * backward, clip_grad_norm when c->max_norm > 0, adam_step with c->lr. res
+ * receives the batch's loss, count, correct and the gradient norm before
+ * clipping (NaN without clipping). The exercise stub returns -1. */
 int train_step(Model *m, StepWork *s, AdamState *opt, const StepConfig *c, const Batch *b,
                StepResult *res, Error *err);
 
@@ -207,18 +202,17 @@ typedef struct {
 Examples examples_of_task(const SeqDataset *ds, ModelKind kind);
 
 /* The learning rate of optimizer step `step` (0-based) in epoch `epoch`
- * (0-based) of a run of total_steps steps. */
+ * (0-based): o->adam.lr times o->schedule's factor at step, or at epoch with
+ * o->per_epoch; the cosine schedule ends at steps_per_epoch * o->epochs. */
 double train_lr(const TrainOptions *o, const Model *m, int64_t step, int64_t epoch,
                 int64_t steps_per_epoch);
 
 /* Trains m on `train` from where state and opt stand (epoch 0 and a fresh
  * optimizer, or what checkpoint_load read) to o->epochs, validating on
- * `val` after every epoch (res_val: the last validation).
- *
- * Padding costs time and changes nothing: with a pad_id, each batch on the
- * CPU is cut to its longest sequence on either side (model_work_reshape),
- * which with length bucketing (o->bucket) is close to every sequence's own
- * length. */
+ * `val` after every epoch (res_val: the last validation). Full batches only
+ * (the last partial one is dropped); with a pad_id, each batch on the CPU is
+ * cut to its longest sequence on either side. A loss or validation loss
+ * that is not finite stops the run (-1) before the next checkpoint. */
 int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o,
               const Examples *train, const Examples *val, StepResult *res_val, Error *err);
 
