@@ -1,21 +1,20 @@
 /*
- * error.h - how every function in this project reports a failure.
+ * error.h - how every function in this project reports a failure (the
+ * chapter's README, "Errors", says why this way).
  *
  * A function that can fail takes an `Error *err` as its last argument, fills
  * it with one line that names the file or option and the problem, and returns
  * -1. Control characters in the message (from a name or value read out of a
- * file) are written as \xNN, so it is always one line of plain text. The caller decides what to do: main() prints the line and exits 1, a
- * test asserts on it. Nothing here calls exit(), and only the stubs' report
- * below keeps any state.
+ * file) are written as \xNN, so it is always one line of plain text. The
+ * caller decides what to do: main() prints the line and exits 1, a test
+ * asserts on it. Nothing here calls exit(), and only the stubs' report below
+ * keeps any state.
  *
  * Exercise stubs call not_implemented(__func__), which prints
- * "not implemented: <function> (<its source file>)" and returns -1 so the
- * tests fail cleanly. It says so once per function in a program: a stub
- * called in a loop does not fill the screen. The file tells `make grade`
- * which chapter a failing test is waiting for. This is why the exercise
- * functions return int even where they cannot fail: a stub must stop its
- * caller at once, not leave it computing on unwritten buffers (the top
- * README says more). Given code that cannot fail returns void.
+ * "not implemented: <function> (<its source file>)" once per function in a
+ * program and returns -1.
+ *
+ * Read next: safetensors.h.
  */
 #ifndef ERROR_H
 #define ERROR_H

@@ -1,26 +1,22 @@
 /*
- * matmul.h - the three matrix products a linear layer needs.
+ * matmul.h - the three matrix products a linear layer needs, and the linear
+ * layer (nn.Linear) built from them. Why three, and how the tile and the
+ * blocking driver compute them: the chapter's README.
  *
- * A linear layer stores its weight as W (out, in), as PyTorch does, and
- * computes y = x W^T + b. Its forward and backward passes need three forms of
- * the product, all on row-major float arrays:
- *
- *     forward          y  (M, N) = x  (M, K) @ W^T        W  is (N, K)   matmul_nt
- *     input gradient   dx (M, K) = dy (M, N) @ W          W  is (N, K)   matmul_nn
- *     weight gradient  dW (N, K) = dy^T      @ x          dy is (M, N)   matmul_tn
- *
- * Written generally, with C (M, N) the result:
- *     matmul_nt: C = A (M, K) @ B^T, B stored (N, K)
- *     matmul_nn: C = A (M, K) @ B,   B stored (K, N)
- *     matmul_tn: C = A^T @ B,        A stored (K, M), B stored (K, N)
+ * Letters local to this file: C (M, N) is the result and K the summed
+ * index. All arrays are row-major floats.
+ *     matmul_nt: C = A (M, K) @ B^T, B stored (N, K)             forward x W^T
+ *     matmul_nn: C = A (M, K) @ B,   B stored (K, N)             input gradient dy W
+ *     matmul_tn: C = A^T @ B,        A stored (K, M), B (K, N)   weight gradient dy^T x
  *
  * With accumulate != 0 the product is added to C (backward passes add into
- * gradient buffers); otherwise C is overwritten.
- *
- * Each element of C is summed by one thread in a fixed order, so the result
- * does not depend on the number of OpenMP threads.
+ * gradient buffers); otherwise C is overwritten. Each element of C is summed
+ * by one thread in a fixed order, so the result does not depend on the
+ * number of OpenMP threads.
  *
  * Returns 0 (the exercise stubs return -1).
+ *
+ * Read next: softmax.h.
  */
 #ifndef MATMUL_H
 #define MATMUL_H

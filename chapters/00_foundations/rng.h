@@ -11,6 +11,8 @@
  * PCG32 (O'Neill 2014, "PCG: A Family of Simple Fast Space-Efficient
  * Statistically Good Algorithms"): a 64-bit linear congruential state and a
  * permuted 32-bit output (xorshift, then a rotation chosen by the top bits).
+ *
+ * Read next: threads.h.
  */
 #ifndef RNG_H
 #define RNG_H

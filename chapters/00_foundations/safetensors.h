@@ -1,35 +1,19 @@
 /*
- * safetensors.h - reading and writing tensor files in the safetensors format.
+ * safetensors.h - reading and writing tensor files in the safetensors format,
+ * the format of every golden case, every case file `make verify` draws and
+ * every model checkpoint. The layout (an 8-byte header length, a JSON
+ * header, the data section) and every check the reader makes are in the
+ * chapter's README.
  *
- * Every golden case, every case file that `make verify` draws and every model
- * checkpoint is a safetensors file, the format PyTorch users already share
- * weights in. The layout is three parts:
- *
- *     [8 bytes]  N, the header length, unsigned 64-bit little-endian
- *     [N bytes]  a JSON object:
- *                  { "__metadata__": { "op": "sdpa", ... },          (optional)
- *                    "query": { "dtype": "F32", "shape": [2, 3],
- *                               "data_offsets": [0, 24] }, ... }
- *     [rest]     the data section: each tensor's bytes, row-major, little-endian,
- *                at [begin, end) relative to the start of this section
- *
- * The reader trusts nothing: it checks the header length against the file, the
- * JSON, every dtype, that each shape matches its byte range, that ranges lie
- * inside the data section and that they tile it without overlap or gap (the
- * same rules the reference Rust library enforces). Any problem is one line in
- * `err` naming the file, and nothing is leaked.
- *
- * The writer builds the header with cJSON and writes, as file_write_atomic
- * writes any file of the project, to a temporary file beside the
- * destination, flushed to the disk (fsync) and then renamed into place, so a
- * crash of the program or of the machine never leaves a half-written file;
- * the temporary file an interrupted write left behind is removed by the next
- * write to the same path (a write under way holds a lock on its own, which
- * keeps it). The new file's permissions follow the umask. A symbolic link is
- * followed (the file it names is replaced, the link stays); a path that is
- * not a regular file (a FIFO, a device) is refused, never replaced.
+ * The reader trusts nothing: a file that breaks a rule of the format is
+ * refused with one line in err naming the file and the problem, and
+ * nothing is leaked. The writer replaces the destination atomically
+ * (file_write_atomic below), so a crash never leaves a half-written file.
  *
  * This code assumes a little-endian host (x86-64, ARM64).
+ *
+ * Read next: cases/casefile.h (how a chapter program reads a case), then
+ * chapter 01.
  */
 #ifndef SAFETENSORS_H
 #define SAFETENSORS_H
@@ -59,10 +43,12 @@ typedef struct {
 int safetensors_read(const char *path, TensorFile *file, Error *err);
 int safetensors_write(const char *path, const TensorFile *file, Error *err);
 
-/* Writes the parts, one after another, as the file at path, the way the
- * comment above describes (temporary file, fsync, rename; umask; links
- * followed; FIFOs and devices refused): the one writer of every file the
- * project rewrites, the loss log's too. */
+/* Writes the parts, one after another, as the file at path: to a temporary
+ * file beside it, flushed to the disk (fsync), then renamed into place. The
+ * new file's permissions follow the umask; a symbolic link is followed (the
+ * file it names is replaced); a path that exists and is not a regular file
+ * (a FIFO, a device) is refused, never replaced. The one writer of every
+ * file the project rewrites, the loss log's too. */
 typedef struct {
     const void *data;
     size_t size;

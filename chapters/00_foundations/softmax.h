@@ -1,23 +1,20 @@
 /*
  * softmax.h - numerically stable softmax over the last dimension, and its
- * backward pass.
+ * backward pass. The formulas, and why the row maximum is subtracted first:
+ * the chapter's README. Letters local to this file: (R, C) is R rows of C
+ * columns (the arguments rows and cols).
  *
- *     y[r, c] = exp(x[r, c] - m_r) / sum_c' exp(x[r, c'] - m_r),   m_r = max_c x[r, c]
- *
- * Subtracting the row maximum m_r changes nothing mathematically (it cancels)
- * but keeps every exponent <= 0, so exp() never overflows even for inputs
- * like 1e4. An entry of -inf gets probability exactly 0. A row whose entries
- * are all -inf has no maximum to subtract; by this project's rule it gives a
- * row of zeros (not NaN), which is what F.scaled_dot_product_attention returns
- * for a query that may attend to nothing.
- *
- * Backward, for one row with upstream gradient dy:
- *     dx[c] = y[c] * (dy[c] - sum_c' dy[c'] * y[c'])
+ * An entry of -inf gets probability exactly 0. A row whose entries are all
+ * -inf gives a row of zeros (not NaN), what F.scaled_dot_product_attention
+ * returns for a query that may attend to nothing. The backward needs only
+ * the forward's output y.
  *
  * softmax_row and softmax_row_backward do one row (the exercise); attention
  * (chapter 02) calls them row by row. softmax_forward and softmax_backward
- * do every row of an (R, C) matrix, rows shared out among threads.
+ * do every row, rows shared out among threads.
  * Returns 0 (the exercise stubs return -1).
+ *
+ * Read next: rng.h.
  */
 #ifndef SOFTMAX_H
 #define SOFTMAX_H

@@ -5,13 +5,14 @@
  * element (i0, i1, ..., i{n-1}) sits at offset
  *     ((i0 * shape[1] + i1) * shape[2] + i2) ... 
  * There are no strides and no views: every layer takes raw `float *`
- * pointers plus the sizes it needs (B, T, C, ...), the way llm.c does, and a
+ * pointers plus the sizes it needs ((N, T, D), ...), the way llm.c does, and a
  * Tensor is only how data travels in and out of files.
  *
  * Compute is float32 throughout. The integer and boolean dtypes exist because
  * case files carry token ids (I64) and attention masks (BOOL).
  *
- * Read next: safetensors.h (how tensors are stored), matmul.h, softmax.h.
+ * Read next: matmul.h, softmax.h, rng.h, threads.h, error.h, safetensors.h
+ * (the order of the chapter's README).
  */
 #ifndef TENSOR_H
 #define TENSOR_H

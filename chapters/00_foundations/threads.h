@@ -1,31 +1,19 @@
 /*
  * threads.h - how many threads the parallel loops use: never more than the
- * cores other programs leave free.
+ * cores other programs leave free. Why a busy neighbour slows every OpenMP
+ * barrier, and what this saves: the chapter's README.
  *
- * Every `#pragma omp parallel` region ends in a barrier: the calling thread
- * waits until each thread of the team has finished its share. On an idle
- * machine that costs microseconds. When another program keeps one of the
- * cores busy, the thread that shares that core gets only part of it (the
- * kernel hands the core out in slices of a few milliseconds), so at every
- * barrier the whole team waits for the one thread that is not running; and
- * the waiting threads spin (OpenMP's default, which makes the next region
- * start fast) and take even more of the machine. A training step has
- * hundreds of regions, so a two-thread run beside one busy process ran at a
- * third of its single-thread speed (chapter 00's README has the numbers).
+ * The long loops (training steps, evaluation batches, decoding steps) call
+ * threads_adapt() once per iteration. At most every THREADS_CHECK_SECONDS
+ * it sets the team size of the parallel regions that follow to the cores
+ * other programs left free since the last check (/proc/stat, minus this
+ * process's own time), at least 1 and at most what the program started with
+ * (OMP_NUM_THREADS, or one per core; a later omp_set_num_threads by anyone
+ * else becomes the new ceiling). Without /proc (not Linux) it leaves the
+ * team size alone. Results do not depend on the number of threads, so this
+ * changes nothing but speed.
  *
- * The remedy here: the long loops (training steps, evaluation batches,
- * decoding steps) call threads_adapt() once per iteration. At most every
- * THREADS_CHECK_SECONDS it reads how much processor time the machine spent
- * on other programs since the last check (/proc/stat, minus this process's
- * own time from getrusage) and sets the team size of the following regions
- * (omp_set_num_threads) to the cores left free, rounded to the nearest, at
- * least 1 and at most what the program started with (OMP_NUM_THREADS, or one
- * per core; a later omp_set_num_threads by anyone else becomes the new
- * ceiling). Results do not depend on the number of threads (every value is
- * summed by one thread in a fixed order), so changing it mid-run changes
- * nothing but speed.
- *
- * Without /proc (not Linux) threads_adapt() leaves the team size alone.
+ * Read next: error.h.
  */
 #ifndef THREADS_H
 #define THREADS_H

@@ -1,5 +1,6 @@
 /*
- * bpe.c - see bpe.h for the algorithm, its rules and its tie-break.
+ * bpe.c - the algorithm, its rules and its tie-break are in the chapter's
+ * README; bpe.h has the ids and the contracts.
  *
  * Training keeps each distinct piece of the corpus once, as an array of ids
  * with the number of times the piece occurs, and recounts every pair after

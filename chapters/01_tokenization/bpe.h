@@ -1,55 +1,18 @@
 /*
  * bpe.h - byte-level byte-pair encoding (BPE), the subword tokenizer of GPT-2
- * and its successors, trained here on a corpus.
- *
- * Characters make long sequences, words make a huge vocabulary that is still
- * closed. BPE sits between: it starts from the 256 byte values, which can
- * spell anything, and learns merges, each gluing the most frequent adjacent
- * pair of tokens of the corpus into one new token. Frequent words end up as
- * one token (" the", " Program"), rarer ones as a few pieces (" copyleft" is
- * " copy" "le" "f" "t" after 241 merges on the GPL), and any byte string at
- * all can still be encoded, so there is no <unk> and decode(encode(text))
- * == text, byte for byte.
+ * and its successors, trained here on a corpus. The pre-tokenization rules
+ * 1-5, the training loop with its tie-break, and encoding are in the
+ * chapter's README ("Byte-level BPE"); reference/bpe.py is the same
+ * algorithm in Python, and this code reproduces its merges and ids exactly.
  *
  * Ids (V the vocabulary size):
  *     0, 1, 2            <pad> <sos> <eos>
  *     3 .. 258           the bytes 0x00 .. 0xFF (byte b is id 3 + b)
  *     259 + k            merge k (k = 0 .. V - 260)
  *
- * Pre-tokenization cuts the text into pieces, and merges never cross a piece
- * boundary. Scanning left to right, the next piece is the first that applies:
- *     1. a space followed by a letter run or a digit run: the space and the run
- *     2. a run of letters (ASCII A-Z, a-z, and every byte >= 0x80, so that the
- *        bytes of a non-ASCII character stay together)
- *     3. a run of digits 0-9
- *     4. a run of whitespace; when it is longer than one byte and ends in a
- *        space just before a letter or digit, that space is left for rule 1
- *     5. any other single byte
- * "Hello,  world 42" -> "Hello" "," " " " world" " 42"
- *
- * Training on a corpus:
- *     count the distinct pieces
- *     repeat until the vocabulary has V ids:
- *         count every adjacent pair of ids inside every piece, weighted by the
- *         piece's count (overlapping pairs count: "aaa" holds (a, a) twice)
- *         best = the most frequent pair; TIE-BREAK: among equal counts the
- *                smallest (left id, right id), comparing left ids first
- *         stop if best occurs fewer than 2 times
- *         record the merge best -> new id; replace best in every piece, left
- *         to right, without overlap ("aaa" -> "aa" "a")
- *
- * Encoding a text: pre-tokenize it the same way; in each piece, repeatedly
- * merge the pair present with the lowest merge rank (every occurrence, left
- * to right) until no pair of the piece is a merge. Decoding concatenates the
- * bytes of the ids, skipping the specials:
+ * Decoding concatenates the bytes of the ids, skipping the specials, so
+ * decode(encode(text)) == text for any bytes at all:
  *     vocab_decode(&bpe->vocab, ids, n, "", &text, err)
- *
- * reference/bpe.py is the same algorithm in Python; the golden cases hold its
- * merges and ids, which this code reproduces exactly.
- *
- * Deliberately simpler than GPT-2: the pre-tokenizer is a byte scanner, not a
- * regular expression over Unicode classes (no special cases for "'s", "'ll"),
- * and training recounts pairs instead of updating them (see bpe.c).
  *
  * Read next: taylor.h.
  */
@@ -106,7 +69,7 @@ int bpe_add_merge(Bpe *bpe, int64_t left, int64_t right, Error *err);
 enum { BPE_LETTER, BPE_DIGIT, BPE_SPACE, BPE_OTHER };
 int bpe_byte_class(uint8_t b);
 
-/* Cuts text into pieces by rules 1-5. pieces needs room for len entries;
+/* Cuts text into pieces by the README's rules 1-5. pieces needs room for len entries;
  * the number found goes to n_pieces. */
 int bpe_pretokenize(const uint8_t *text, size_t len, Span *pieces, size_t *n_pieces,
                     Error *err);

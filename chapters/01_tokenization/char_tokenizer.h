@@ -1,24 +1,12 @@
 /*
  * char_tokenizer.h - character-level tokenization: one token per Unicode
- * character.
+ * character, a code point decoded from UTF-8 (so "é", two bytes, is one
+ * token). What it is good for and what it costs: the chapter's README.
  *
- * The vocabulary is small (the distinct characters of a corpus: 76 for the
- * GPL), every word can be spelt, and there are no word boundaries to decide.
- * The price is length: a text becomes as many tokens as it has characters,
- * and attention costs grow with the square of that length.
- *
- * A "character" here is a Unicode code point decoded from UTF-8, so "é"
- * (two bytes, 0xC3 0xA9) is one token, not two. The vocabulary is
- *
- *     <pad> <sos> <eos> <unk>, then every distinct code point of the corpus
- *     in increasing code-point order
- *
- * A character the corpus never showed becomes <unk>. Decoding concatenates
- * the characters: vocab_decode(vocab, ids, n, "", &text, err).
- *
- * Deliberately left out: Unicode normalisation. "é" written as one code point
- * (U+00E9) and as "e" plus a combining accent (U+0065 U+0301) are different
- * token sequences here, as they are to any tokenizer that skips NFC.
+ * The vocabulary is <pad> <sos> <eos> <unk>, then every distinct code point
+ * of the corpus in increasing order; a character the corpus never showed
+ * becomes <unk>. Decoding concatenates the characters:
+ *     vocab_decode(vocab, ids, n, "", &text, err)
  *
  * Read next: word_tokenizer.h.
  */

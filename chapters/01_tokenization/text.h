@@ -2,25 +2,13 @@
  * text.h - bytes in and bytes out: a growable byte buffer, reading a whole
  * file (or stdin), byte ranges, and UTF-8.
  *
- * Every tokenizer of this chapter reads UTF-8 text as raw bytes (uint8_t)
- * with an explicit length, never as NUL-terminated strings: a text may hold
- * a zero byte, and the byte-level BPE tokenizer must round-trip any bytes.
+ * Text is raw bytes (uint8_t) with an explicit length, never a NUL-terminated
+ * string: a text may hold a zero byte. utf8_decode accepts what Python's
+ * bytes.decode("utf-8") accepts: the shortest form only (no overlong
+ * encodings), no surrogate (U+D800..U+DFFF), nothing above U+10FFFF. The
+ * chapter's README has the byte layout of UTF-8.
  *
- * UTF-8 writes a Unicode code point in 1 to 4 bytes:
- *
- *     code points        bytes
- *     U+0000..U+007F     0xxxxxxx
- *     U+0080..U+07FF     110xxxxx 10xxxxxx
- *     U+0800..U+FFFF     1110xxxx 10xxxxxx 10xxxxxx
- *     U+10000..U+10FFFF  11110xxx 10xxxxxx 10xxxxxx 10xxxxxx
- *
- * A byte sequence is valid only if it uses the shortest form (no "overlong"
- * encodings), encodes no surrogate (U+D800..U+DFFF) and nothing above
- * U+10FFFF: the same rules as Python's bytes.decode("utf-8").
- *
- * Nothing here converts encodings or normalises Unicode: text is UTF-8 bytes.
- *
- * Read next: vocab.h, then char_tokenizer.h.
+ * Read next: vocab.h.
  */
 #ifndef TEXT_H
 #define TEXT_H

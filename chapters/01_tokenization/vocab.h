@@ -1,24 +1,14 @@
 /*
  * vocab.h - a vocabulary: the list of tokens a model knows, id = position.
  *
- * A tokenizer turns text into a sequence of integer ids; the vocabulary says
- * which token (which bytes) each id stands for. Every vocabulary of this
- * project starts with the special tokens
- *
- *     id 0  <pad>   fills a sequence up to the length of its batch
- *     id 1  <sos>   start of sequence: the first input of the decoder
- *     id 2  <eos>   end of sequence: greedy decoding stops when it appears
- *     id 3  <unk>   stands for anything a closed vocabulary lacks
- *
- * <unk> exists only in closed vocabularies (the character and word
- * tokenizers). Byte-level BPE can spell every text, and the Taylor-series
- * tokenizer refuses text it cannot spell, so neither has one.
+ * Every vocabulary of this project starts with the special tokens
+ *     id 0 <pad>, id 1 <sos>, id 2 <eos>, and id 3 <unk> in a closed
+ *     vocabulary (character and word level)
+ * (the chapter's README says what each is for).
  *
  * A token is a byte string (it may contain a zero byte). Lookup from bytes to
- * id uses an open-addressing hash table: hash the bytes, probe slots from
- * there until the token or an empty slot turns up. Two ids may hold the same
- * bytes (byte-level BPE can build one string by two different merges); lookup
- * then returns the smaller id.
+ * id uses a hash table; where two ids hold the same bytes (byte-level BPE
+ * can build one string by two different merges), it returns the smaller id.
  *
  * Read next: char_tokenizer.h.
  */

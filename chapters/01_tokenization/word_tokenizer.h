@@ -1,30 +1,17 @@
 /*
- * word_tokenizer.h - word-level tokenization: one token per word.
+ * word_tokenizer.h - word-level tokenization: one token per word. The split
+ * rule and what a closed vocabulary of words costs: the chapter's README.
  *
- * Words carry meaning on their own and make short sequences, but the
- * vocabulary is large (1229 distinct words and marks in the GPL alone) and
- * still closed: a word the corpus never showed, a misspelling, a new name,
- * becomes <unk>. Raising min_freq shrinks the vocabulary and makes more
- * <unk>s.
- *
- * The split rule, on bytes:
- *     - a word is a maximal run of word bytes: ASCII letters, digits, the
- *       apostrophe ', and every byte >= 0x80 (so a non-ASCII character, all
- *       of whose UTF-8 bytes are >= 0x80, stays inside its word)
- *     - whitespace (space, \t, \n, \v, \f, \r) separates and is dropped
- *     - every other byte (punctuation) is a token of its own
- * so "Don't stop--now!" splits into  Don't | stop | - | - | now | !
- * Case is kept: "The" and "the" are different words. There is no
- * lowercasing, stemming or Unicode-aware notion of a letter: the rule is
- * simple enough to state in one line and to reproduce exactly in Python.
+ * Split, on bytes: a word is a maximal run of word bytes (ASCII letters,
+ * digits, the apostrophe ', every byte >= 0x80); whitespace (space, \t, \n,
+ * \v, \f, \r) separates and is dropped; every other byte is a token of its
+ * own. Case is kept.
  *
  * The vocabulary is <pad> <sos> <eos> <unk>, then every word seen at least
  * min_freq times in the corpus, most frequent first, words of equal count in
- * bytewise (memcmp) order.
- *
- * Decoding joins the words with single spaces:
+ * bytewise (memcmp) order; any other word becomes <unk>. Decoding joins the
+ * words with single spaces, so the original spacing is lost:
  *     vocab_decode(vocab, ids, n, " ", &text, err)
- * which loses the original spacing: "stop--now!" comes back "stop - - now !".
  *
  * Read next: bpe.h.
  */

@@ -1,6 +1,6 @@
 /*
- * layernorm.c - see layernorm.h for the formula, the shapes and the rules
- * (NULL parameters, accumulated gradients).
+ * layernorm.c - the formula is in the chapter's README; the shapes and the
+ * rules (NULL parameters, accumulated gradients) are in layernorm.h.
  *
  * One row of C values at a time, rows shared among OpenMP threads. The
  * forward makes two passes over a row before writing it: the mean first,
@@ -8,7 +8,8 @@
  * the variance of the deviations from that mean. The backward rebuilds the
  * normalised row n from the saved mean and rstd instead of storing it.
  *
- * Letters: B batch, T sequence, C channels; N = B * T rows.
+ * Letters: the arguments B, T, C are the book's N (batch), T and D (width);
+ * inside, N counts the B * T rows.
  */
 #include "layernorm.h"
 

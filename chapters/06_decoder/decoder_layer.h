@@ -3,57 +3,30 @@
  * forward and backward, with the semantics of PyTorch's
  * nn.TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout,
  * activation="relu", batch_first=True, norm_first=...) and
- * nn.TransformerDecoder(layer, num_layers, norm=...).
+ * nn.TransformerDecoder(layer, num_layers, norm=...). The layer's formula
+ * (post-norm and pre-norm), its masks and its backward are in the chapter's
+ * README; DecoderLayerCache names its buffers after that formula.
  *
  * Letters: N batch, T target length (the decoder's own positions), S source
- * length (the encoder's positions), D d_model, H nhead, F dim_feedforward,
- * K num_layers.
+ * length (the encoder's positions, the memory's), D d_model, H nhead,
+ * F dim_feedforward, K num_layers.
  *
- * Three sub-layers, each wrapped in a residual connection and a LayerNorm:
- *
- *   sa(x)  = self_attn(x, x, x)        masked self-attention over the target
- *   ca(x)  = multihead_attn(x, m, m)   cross-attention: queries from the
- *                                      decoder, keys and values from the
- *                                      encoder output m = memory (N, S, D)
- *   ff(x)  = linear2(relu(linear1(x)))  chapter 05's feed-forward block
- *
- *   post-norm (norm_first = 0, the paper):   pre-norm (norm_first = 1):
- *     x = norm1(x + sa(x))                     x = x + sa(norm1(x))
- *     x = norm2(x + ca(x))                     x = x + ca(norm2(x))
- *     x = norm3(x + ff(x))                     x = x + ff(norm3(x))
- *
- * In training each sub-layer output passes through dropout before the
- * addition (PyTorch's dropout1..3) and the FFN's hidden layer through a
- * fourth (PyTorch's dropout), and both attentions drop attention weights
- * (chapter 02), all with the same p, as PyTorch's layer does.
- *
- * Masks (DecoderMasks) are the additive biases of chapter 03
- * (mha_mask_bias): sa_bias (N, H, T, T) from tgt_mask and
- * tgt_key_padding_mask, ca_bias (N, H, T, S) from memory_key_padding_mask;
- * NULL for none. sa_causal = 1 masks the future without a bias (query i sees
- * keys j <= i), as is_causal does in chapter 03.
+ * Masks (DecoderMasks) are chapter 03's additive biases (mha_mask_bias):
+ * sa_bias (N, H, T, T) from tgt_mask and tgt_key_padding_mask, ca_bias
+ * (N, H, T, S) from memory_key_padding_mask; NULL for none. sa_causal = 1
+ * masks the future without a bias (query i sees keys j <= i).
  *
  * Parameters (DecoderLayerParams) under the layer's state_dict names:
- *   self_attn.*        MhaParams, packed in_proj_weight (3D, D) etc.
- *   multihead_attn.*   MhaParams
- *   linear1.weight (F, D), linear1.bias (F,), linear2.weight (D, F),
- *   linear2.bias (D,); norm1/2/3.weight and .bias (D,) each.
- * The gradients are a DecoderLayerParams too; every backward ADDS (+=).
+ * self_attn.* and multihead_attn.* (MhaParams), linear1.*, linear2.*,
+ * norm1..3.*; the stack's are "layers.<k>." + the name, and norm.* of the
+ * final norm. The gradients are the same types; every backward ADDS (+=),
+ * into dtgt, into dmemory (the memory's gradient, summed over the layers
+ * of a stack: where the encoder's backward starts) and into the gradients.
  *
- * The backward returns the gradient of the target (dtgt) and of the memory
- * (dmemory): the memory enters only as the keys and values of the
- * cross-attention, so its gradient is what that attention's backward sends
- * to its key and value inputs. In a full Transformer that gradient is where
- * the encoder's backward starts.
+ * Results do not depend on the number of OpenMP threads. Every int
+ * function returns 0, or -1 on failure (the exercise stubs -1).
  *
- * The stack runs K layers one after the other, every layer reading the same
- * memory, then an optional final LayerNorm ("norm.*"): DecoderParams,
- * DecoderCache, decoder_forward and decoder_backward, built as chapter 05's
- * encoder stack is. The memory's gradient is the sum over the layers.
- *
- * Results do not depend on the number of OpenMP threads (the chapters below
- * guarantee it for every piece).
- * Every int function returns 0, or -1 on failure (the exercise stubs -1).
+ * Read next: decoder_layer.c; chapter 07 joins the encoder and the decoder.
  */
 #ifndef DECODER_LAYER_H
 #define DECODER_LAYER_H
