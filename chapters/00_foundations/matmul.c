@@ -31,14 +31,14 @@
  *   - Blocks of k. K is cut into blocks of at most K_BLOCK (256) values, so
  *     that the columns of B a tile reads (K_BLOCK * TILE_COLS floats, 16 KB
  *     with AVX2, 32 KB with AVX-512) stay in the first-level cache while
- *     every row tile of C uses them.
- *     N is cut into blocks of N_BLOCK (256) columns, so that a block of B
+ *     every row tile of C uses them. N is cut into blocks of N_BLOCK (256)
+ *     columns, so that a block of B
  *     (256 x 256 floats, 256 KB) stays in the second-level cache of each
  *     core that works on it (with 2048 columns, two threads streamed 2 MB
  *     blocks from the shared cache and ran at 0.7 of PyTorch's speed).
  *   - Packed panels of B. The tile wants each row of its TILE_COLS columns
- *     of B as TILE_COLS consecutive floats. matmul_nn and matmul_tn have them in place
- *     (b_col 1); matmul_nt's B^T has them K apart. There, and whenever B is
+ *     of B as TILE_COLS consecutive floats. matmul_nn and matmul_tn have
+ *     them in place (b_col 1); matmul_nt's B^T has them K apart. There, and whenever B is
  *     reused by many row tiles (M >= PACK_B_MIN_ROWS; M >= PACK_B_MIN_ROWS_AT
  *     for matmul_tn, whose A^T takes a new cache line at every k and so
  *     pushes an unpacked B out of the first-level cache sooner), a block of
@@ -46,24 +46,27 @@
  *     TILE_COLS * p, row after row, zero beyond the last column of B. That
  *     copy is all matmul_nt costs over the others; B^T is never built whole.
  *   - Packed slivers of A. The tile reads TILE_ROWS rows of A at once. In
- *     place they are as many streams through memory; that is fine for A (M, K) (each row is
- *     contiguous in k) and for A^T (K, M) while few tiles use each row, but
+ *     place they are as many streams through memory; that is fine for A
+ *     (M, K) (each row is contiguous in k) and for A^T (K, M) while few
+ *     tiles use each row, but
  *     for A^T (K, M) with many columns of B (N >= PACK_A_MIN_COLS) each
  *     sliver of TILE_ROWS rows is copied once into TILE_ROWS * kc
  *     consecutive floats. The last sliver, when M is not a multiple of
  *     TILE_ROWS, is always copied and padded with zero rows, so that the tile
  *     can always compute all its rows.
  *   - Threads, two ways, in one parallel region for the whole product. Most
- *     products share out the tiles of each block of k (row tile by panel,
- *     row tile major, so a thread reuses its sliver of A across the panels)
- *     in equal, contiguous ranges. A product with few tiles and many blocks
- *     of k (a weight gradient: dy^T x over thousands of rows, C only 64 x
- *     64) would leave the threads waiting on each other at every block, so
- *     there the threads take whole blocks of k instead, one each per round:
- *     thread 0 adds its block to C, the others write theirs to a buffer of
- *     their own, and then every thread adds those buffers, in block order,
- *     to its share of C's rows. A product below PARALLEL_MIN multiply-adds,
- *     or one called inside a parallel loop, runs on the calling thread.
+ *     products share out the tiles of C (row tile by panel, row tile major,
+ *     so a thread reuses its sliver of A across the panels) in equal,
+ *     contiguous ranges, the same for every block of k; each thread packs
+ *     the blocks of B for itself, so that no thread ever waits for another.
+ *     A product with few tiles and many blocks of k (a weight gradient:
+ *     dy^T x over thousands of rows, C only 64 x 64) would give each thread
+ *     a handful of tiles, so there the threads take whole blocks of k
+ *     instead, one each per round: thread 0 adds its block to C, the others
+ *     write theirs to a buffer of their own, and then every thread adds
+ *     those buffers, in block order, to its share of C's rows. A product
+ *     below PARALLEL_MIN multiply-adds, or one called inside a parallel
+ *     loop, runs on the calling thread.
  *
  * Every element of C is computed by one tile call per block of k, summed
  * over k in order, and added to C block after block in order, whatever the
@@ -175,8 +178,9 @@ typedef struct {
     size_t a_row, a_k, b_k, b_col;
     int M, N, K, accumulate;
     int pack_a;             /* copy every sliver of A (else only the last, short one) */
-    float *work;            /* each thread's packed block of B and sliver of A, then
-                               when threads take blocks of k, a block of C per thread */
+    float *work;            /* each thread's packed block of B and sliver of A; when
+                               threads take blocks of k, then a block of C per thread
+                               but the first */
     size_t b_floats, a_floats;
 } Product;
 
@@ -189,13 +193,12 @@ static int packs_b(const Product *p, int nc)
            p->M >= (p->a_k == 1 ? PACK_B_MIN_ROWS : PACK_B_MIN_ROWS_AT);
 }
 
-/* Panels me, me + threads, ... of the block of B at columns j0 .. j0 + nc - 1
- * and k0 .. k0 + kc - 1, into packed. */
-static void pack_b_block(const Product *p, float *packed, int j0, int nc, int k0, int kc,
-                         int me, int threads)
+/* The block of B at columns j0 .. j0 + nc - 1 and k0 .. k0 + kc - 1, into
+ * panels in packed. */
+static void pack_b_block(const Product *p, float *packed, int j0, int nc, int k0, int kc)
 {
     int panels = (nc + TILE_COLS - 1) / TILE_COLS;
-    for (int q = me; q < panels; q += threads) {
+    for (int q = 0; q < panels; q++) {
         int j = j0 + q * TILE_COLS;
         pack_b_panel(packed + (size_t)q * kc * TILE_COLS, p->B + k0 * p->b_k + j * p->b_col,
                      p->b_k, p->b_col, kc, p->N - j < TILE_COLS ? p->N - j : TILE_COLS);
@@ -233,38 +236,28 @@ static int block_tiles(const Product *p, float *C, int j0, int nc, int k0, int k
 }
 
 /* Thread `me` of `threads`, sharing the tiles: its share of every block of
- * the product, block by block of columns and of k. Within a block the
- * panels of B are packed by all threads, panel q by thread q % threads, and
- * the tiles are cut into `threads` equal, contiguous ranges. Between the
- * packing and its use, and before the next block is packed over it, the
- * threads wait for each other (only when there are several: called outside
- * a parallel region, it runs alone). After a failed tile the thread skips
- * the rest, so the failure is reported once. */
+ * the product, block by block of columns and of k. The tiles of a block are
+ * cut into `threads` equal, contiguous ranges, the same in every block of k,
+ * so each tile of C is computed by one thread, block after block, in order.
+ * Each thread packs the block of B for itself: the copy is done `threads`
+ * times, but no thread ever waits for another. After a failed tile the
+ * thread skips the rest, so the failure is reported once. */
 static int share_tiles(const Product *p, int me, int threads)
 {
-    float *sliver = p->work + p->b_floats + me * p->a_floats;
+    float *packed = p->work + me * (p->b_floats + p->a_floats), *sliver = packed + p->b_floats;
     int row_tiles = (p->M + TILE_ROWS - 1) / TILE_ROWS, failed = 0;
-    for (int j0 = 0; j0 < p->N; j0 += N_BLOCK) {
+    for (int j0 = 0; j0 < p->N && !failed; j0 += N_BLOCK) {
         int nc = p->N - j0 < N_BLOCK ? p->N - j0 : N_BLOCK;
         long tiles = (long)row_tiles * ((nc + TILE_COLS - 1) / TILE_COLS);
         int pack_b = packs_b(p, nc);
-        for (int k0 = 0; k0 < p->K; k0 += K_BLOCK) {
+        for (int k0 = 0; k0 < p->K && !failed; k0 += K_BLOCK) {
             int kc = p->K - k0 < K_BLOCK ? p->K - k0 : K_BLOCK;
             /* The first block of k stores into C (unless accumulating), the
              * later ones add to it. */
             int add = p->accumulate || k0 > 0;
-            if (pack_b) {
-                pack_b_block(p, p->work, j0, nc, k0, kc, me, threads);
-                if (threads > 1) {
-                    #pragma omp barrier
-                }
-            }
-            if (!failed)
-                failed = block_tiles(p, p->C, j0, nc, k0, kc, add, p->work, pack_b, sliver,
-                                     tiles * me / threads, tiles * (me + 1) / threads) != 0;
-            if (threads > 1) {
-                #pragma omp barrier
-            }
+            if (pack_b) pack_b_block(p, packed, j0, nc, k0, kc);
+            failed = block_tiles(p, p->C, j0, nc, k0, kc, add, packed, pack_b, sliver,
+                                 tiles * me / threads, tiles * (me + 1) / threads) != 0;
         }
     }
     return failed;
@@ -288,7 +281,7 @@ static int share_k(const Product *p, int me, int threads)
     for (int first = 0; first < p->K; first += threads * K_BLOCK) {
         int k0 = first + me * K_BLOCK, kc = p->K - k0 < K_BLOCK ? p->K - k0 : K_BLOCK;
         if (k0 < p->K && !failed) {
-            if (pack_b) pack_b_block(p, packed, 0, p->N, k0, kc, 0, 1);
+            if (pack_b) pack_b_block(p, packed, 0, p->N, k0, kc);
             failed = me == 0
                 ? block_tiles(p, p->C, 0, p->N, k0, kc, p->accumulate || k0 > 0, packed,
                               pack_b, sliver, 0, tiles) != 0
@@ -339,8 +332,7 @@ static int blocked_product(Product p)
      * thousands per step, one per head, and a malloc each would cost more
      * than packing), from the heap for a large one. */
     float small[SMALL_PACK];
-    size_t need = by_k ? threads * (p.b_floats + p.a_floats) + (threads - 1) * (size_t)M * N
-                       : p.b_floats + threads * p.a_floats;
+    size_t need = threads * (p.b_floats + p.a_floats) + (by_k ? (threads - 1) * (size_t)M * N : 0);
     p.work = need <= SMALL_PACK ? small : malloc(need * sizeof *p.work);
     if (!p.work) return -1;
     int failed = 0;
