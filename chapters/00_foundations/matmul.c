@@ -32,10 +32,10 @@
  *     that the columns of B a tile reads (K_BLOCK * TILE_COLS floats, 16 KB
  *     with AVX2, 32 KB with AVX-512) stay in the first-level cache while
  *     every row tile of C uses them. N is cut into blocks of N_BLOCK (256)
- *     columns, so that a block of B
- *     (256 x 256 floats, 256 KB) stays in the second-level cache of each
- *     core that works on it (with 2048 columns, two threads streamed 2 MB
- *     blocks from the shared cache and ran at 0.7 of PyTorch's speed).
+ *     columns, so that a block of B (256 x 256 floats, 256 KB) stays in the
+ *     second-level cache of each core that works on it (with 2048 columns,
+ *     two threads streamed 2 MB blocks from the shared cache and ran at 0.7
+ *     of PyTorch's speed).
  *   - Packed panels of B. The tile wants each row of its TILE_COLS columns
  *     of B as TILE_COLS consecutive floats. matmul_nn and matmul_tn have
  *     them in place (b_col 1); matmul_nt's B^T has them K apart. There, and whenever B is
@@ -98,7 +98,7 @@
 #define PACK_B_MIN_ROWS_AT 96     /* or this large when A is read as A^T (matmul_tn) */
 #define PACK_A_MIN_COLS 256       /* pack the slivers of A^T when N is this large */
 #define PARALLEL_MIN (1L << 15)   /* multiply-adds below which one thread is faster */
-#define SPLIT_K_TILES 64          /* tiles per block and thread below which threads take blocks of k */
+#define SPLIT_K_TILES 64          /* tiles per thread below which threads take blocks of k */
 #define SMALL_PACK 8192           /* floats of packing buffer kept on the stack (32 KB) */
 
 /* One tile of C: C[r, c] (+)= sum over k < kc of A[r, k] * b[k, c], for
