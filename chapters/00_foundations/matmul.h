@@ -11,8 +11,8 @@
  *
  * With accumulate != 0 the product is added to C (backward passes add into
  * gradient buffers); otherwise C is overwritten. Each element of C is summed
- * by one thread in a fixed order, so the result does not depend on the
- * number of OpenMP threads.
+ * in one fixed order (block of k after block of k), however the OpenMP
+ * threads share the work, so the result does not depend on their number.
  *
  * Returns 0 (the exercise stubs return -1).
  *
