@@ -62,7 +62,8 @@ help:
 	@echo "make verify [SEED=n] [CASES=n] [CHAPTER=NN_name]  fresh random cases: PyTorch against C"
 	@echo "make plots               render plots/*.gp into build/plots/*.png"
 	@echo "make figures             make demo, then copy every figure into docs/figures/ (the texts show them)"
-	@echo "make docs-check          the texts' test counts, goldens, links and figures against the tree; fails on a stale one"
+	@echo "make docs-check          the texts' test counts, goldens, links, figures and measured blocks against the tree; fails on a stale one"
+	@echo "make docs-check-evals    the same, and the shipped models' figures in the texts against their evaluation now (minutes)"
 	@echo "make bench               training-step time and memory: C against PyTorch"
 	@echo "make cuda                build the CUDA kernels and the GPU case runner (needs nvcc)"
 	@echo "make test-cuda           every golden case on the GPU (says so and exits 0 without one)"
@@ -203,7 +204,7 @@ plots: all
 # PNG copied there under its script's name. Stale PNGs are removed first, so
 # a script that made nothing stops it. (PNG bytes differ between gnuplot
 # builds and fonts, so nothing compares them; make docs-check checks the set.)
-.PHONY: figures docs-check
+.PHONY: figures docs-check docs-check-evals
 figures: all
 	rm -f build/plots/*.png
 	$(MAKE) --no-print-directory demo
@@ -214,8 +215,13 @@ figures: all
 	    echo "make figures: $$n figures in docs/figures/"
 
 # The numbers the texts take from a command, and their links (tools/docs-check.py).
+# docs-check-evals also runs each shipped model's evaluation (minutes: the
+# IMDb classifier's alone takes two and a half on one thread).
 docs-check: all
 	@tools/docs-check.py
+
+docs-check-evals: all
+	@tools/docs-check.py --evals
 
 bench: all $(VENV_OK)
 	$(PYTHON) -m reference.bench
