@@ -112,7 +112,7 @@ const char *case_name(const TensorFile *in);
 /* Fails unless the tensor `name` of the case `in`, t, has the dimensions of
  * `expect` wherever expect[i] >= 0 (ndim entries; -1: any size). The message
  * names the file, the tensor, its shape and the expected one, with `letters`
- * naming the dimensions: "tensor 'key' has shape (2, 5), expected (N, S, E)
+ * naming the dimensions: "tensor 'key' has shape (2, 5), expected (N, S, D)
  * = (2, 6, *)". */
 int case_check_shape(const TensorFile *in, const char *name, const Tensor *t,
                      const int64_t *expect, const char *letters, Error *err);
@@ -125,7 +125,7 @@ const char *case_shape_str(const int64_t *shape, int ndim, char *buf, size_t siz
 int case_check_dims(const TensorFile *in, const char *name, const Tensor *t, Error *err);
 
 /* The F32 tensor `name` of the case with exactly the shape `want` (ndim
- * dims), in *t; `letters` spells the shape for the message, e.g. "(E, kdim)". */
+ * dims), in *t; `letters` spells the shape for the message, e.g. "(D, kdim)". */
 int case_get_shaped(const TensorFile *in, const char *name, const int64_t *want, int ndim,
                     const char *letters, const Tensor **t, Error *err);
 

@@ -164,8 +164,8 @@ static int eval_embedding(const TensorFile *in, const CaseArgs *args, TensorFile
         check_positive(in, "embedding.weight", 0, w, "V (rows, the vocabulary)", err) != 0 ||
         check_positive(in, "embedding.weight", 1, w, "D (columns, d_model)", err) != 0)
         return -1;
-    int64_t B = ids->shape[0], T = ids->shape[1], V = w->shape[0], D = w->shape[1];
-    if (check_size(in, "the output (B, T, D)", B * T * D, err) != 0) return -1;
+    int64_t N = ids->shape[0], T = ids->shape[1], V = w->shape[0], D = w->shape[1];
+    if (check_size(in, "the output (N, T, D)", N * T * D, err) != 0) return -1;
 
     double scale = case_float(args, "scale");
     long long padding_idx = EMBEDDING_NO_PADDING;
@@ -180,22 +180,22 @@ static int eval_embedding(const TensorFile *in, const CaseArgs *args, TensorFile
 
     char where[600];
     snprintf(where, sizeof where, "%s: tensor 'input'", case_name(in));
-    if (embedding_check_ids(ids->data, B * T, V, where, err) != 0) return -1;
+    if (embedding_check_ids(ids->data, N * T, V, where, err) != 0) return -1;
     if (backward &&
-        get_tensor(in, "grad_output", DTYPE_F32, 3, (int64_t[]){B, T, D}, "(B, T, D)", &dy,
+        get_tensor(in, "grad_output", DTYPE_F32, 3, (int64_t[]){N, T, D}, "(N, T, D)", &dy,
                    err) != 0)
         return -1;
 
     Outputs o = {0};
-    float *y = output_f32(&o, "output", 3, (int64_t[]){B, T, D}, err);
+    float *y = output_f32(&o, "output", 3, (int64_t[]){N, T, D}, err);
     float *dw = NULL;
     if (!y || (backward && !(dw = output_f32(&o, "grad_embedding.weight", 2, w->shape, err)))) {
         outputs_free(&o);
         return -1;
     }
-    if (embedding_forward(y, ids->data, w->data, B, T, D, (float)scale) != 0)
+    if (embedding_forward(y, ids->data, w->data, N, T, D, (float)scale) != 0)
         return layer_failed(&o, in, "embedding_forward", err);
-    if (backward && embedding_backward(dw, dy->data, ids->data, B, T, D, (float)scale,
+    if (backward && embedding_backward(dw, dy->data, ids->data, N, T, D, (float)scale,
                                        padding_idx) != 0)
         return layer_failed(&o, in, "embedding_backward", err);
     return outputs_move(&o, out, err);
@@ -211,17 +211,17 @@ static int eval_positional(const TensorFile *in, const CaseArgs *args, TensorFil
     int learned = strncmp(tensorfile_meta(in, "op"), "positional_learned", 18) == 0;
     int backward = case_is_backward(in);
     const Tensor *x, *w = NULL, *dy = NULL;
-    if (get_tensor(in, "input", DTYPE_F32, 3, NULL, "(B, T, D)", &x, err) != 0 ||
+    if (get_tensor(in, "input", DTYPE_F32, 3, NULL, "(N, T, D)", &x, err) != 0 ||
         check_positive(in, "input", 2, x, "D (d_model)", err) != 0)
         return -1;
-    int64_t B = x->shape[0], T = x->shape[1], D = x->shape[2];
+    int64_t N = x->shape[0], T = x->shape[1], D = x->shape[2];
 
     /* The table's length: the rows of a learned table, or the metadata
      * max_len (optional for the sinusoidal table, which has no fixed size). */
     long long max_len;
     if (learned) {
-        if (get_tensor(in, "pos_embedding.weight", DTYPE_F32, 2, (int64_t[]){-1, D}, "(L, D)",
-                       &w, err) != 0)
+        if (get_tensor(in, "pos_embedding.weight", DTYPE_F32, 2, (int64_t[]){-1, D},
+                       "(max_len, D)", &w, err) != 0)
             return -1;
         max_len = w->shape[0];
     } else {
@@ -252,9 +252,9 @@ static int eval_positional(const TensorFile *in, const CaseArgs *args, TensorFil
     }
     if (!learned && positional_sinusoidal_table(pe, T, D) != 0)
         return layer_failed(&o, in, "positional_sinusoidal_table", err);
-    if (positional_forward(y, x->data, learned ? w->data : pe, B, T, D) != 0)
+    if (positional_forward(y, x->data, learned ? w->data : pe, N, T, D) != 0)
         return layer_failed(&o, in, "positional_forward", err);
-    if (backward && positional_backward(dx, dw, dy->data, B, T, D) != 0)
+    if (backward && positional_backward(dx, dw, dy->data, N, T, D) != 0)
         return layer_failed(&o, in, "positional_backward", err);
     return outputs_move(&o, out, err);
 }
@@ -329,10 +329,10 @@ static int eval_ffn(const TensorFile *in, const CaseArgs *args, TensorFile *out,
 {
     int backward = case_is_backward(in);
     const Tensor *x, *w1, *w2, *b1 = NULL, *b2 = NULL, *mask = NULL, *dy = NULL;
-    if (get_tensor(in, "input", DTYPE_F32, 3, NULL, "(B, T, D)", &x, err) != 0 ||
+    if (get_tensor(in, "input", DTYPE_F32, 3, NULL, "(N, T, D)", &x, err) != 0 ||
         check_positive(in, "input", 2, x, "D (d_model)", err) != 0)
         return -1;
-    int64_t B = x->shape[0], T = x->shape[1], D = x->shape[2];
+    int64_t N = x->shape[0], T = x->shape[1], D = x->shape[2];
     if (get_tensor(in, "linear1.weight", DTYPE_F32, 2, (int64_t[]){-1, D}, "(F, D)", &w1,
                    err) != 0 ||
         check_positive(in, "linear1.weight", 0, w1, "F (dim_feedforward)", err) != 0)
@@ -340,7 +340,7 @@ static int eval_ffn(const TensorFile *in, const CaseArgs *args, TensorFile *out,
     int64_t F = w1->shape[0];
     if (get_tensor(in, "linear2.weight", DTYPE_F32, 2, (int64_t[]){D, F}, "(D, F)", &w2,
                    err) != 0 ||
-        check_size(in, "the hidden layer (B, T, F)", B * T * F, err) != 0)
+        check_size(in, "the hidden layer (N, T, F)", N * T * F, err) != 0)
         return -1;
 
     int bias = case_given(args, "bias") ? case_bool(args, "bias")
@@ -357,13 +357,13 @@ static int eval_ffn(const TensorFile *in, const CaseArgs *args, TensorFile *out,
     float p = (float)case_float(args, "dropout");
     int training = case_bool(args, "training");
     /* The shape the mask must have: that of the hidden layer. */
-    Tensor hidden_shape = {.dtype = DTYPE_F32, .ndim = 3, .shape = {B, T, F}};
+    Tensor hidden_shape = {.dtype = DTYPE_F32, .ndim = 3, .shape = {N, T, F}};
     if (training && (p > 0.0f || tensorfile_find(in, "dropout_mask"))) {
         if (!tensorfile_find(in, "dropout_mask"))
             return error_set(err, "%s: dropout is %g in training mode, so the case must hold "
-                             "the BOOL tensor 'dropout_mask' (B, T, F) (C cannot draw "
+                             "the BOOL tensor 'dropout_mask' (N, T, F) (C cannot draw "
                              "PyTorch's mask)", case_name(in), p);
-        if (get_mask(in, "dropout_mask", &hidden_shape, "the hidden layer (B, T, F)", &mask,
+        if (get_mask(in, "dropout_mask", &hidden_shape, "the hidden layer (N, T, F)", &mask,
                      err) != 0)
             return -1;
     }
@@ -391,11 +391,11 @@ static int eval_ffn(const TensorFile *in, const CaseArgs *args, TensorFile *out,
     FfnParams params = {w1->data, pb1, w2->data, pb2};
     FfnCache cache = {(int)D, (int)F, work[0].data, work[1].data, m, p};
     FfnParams grads = {dw1, db1, dw2, db2};
-    if (rc == 0 && ffn_forward(y, &cache, x->data, &params, (int)(B * T)) != 0)
+    if (rc == 0 && ffn_forward(y, &cache, x->data, &params, (int)(N * T)) != 0)
         rc = layer_failed(&o, in, "ffn_forward", err);
     if (rc == 0 && backward &&
         ffn_backward(dx, &grads, work[2].data, dy->data, x->data, &params, &cache,
-                     (int)(B * T)) != 0)
+                     (int)(N * T)) != 0)
         rc = layer_failed(&o, in, "ffn_backward", err);
     for (int i = 0; i < 3; i++) tensor_free(&work[i]);
     if (rc != 0) {

@@ -4,28 +4,28 @@
  * can hand it broken cases directly.
  *
  * Ops, their tensors and metadata (the README has the same table). Letters:
- * B batch, T sequence length, D d_model, V vocabulary, L max_len, F
- * dim_feedforward; every float tensor is F32.
+ * N batch, T sequence length, D d_model, V vocabulary, F dim_feedforward,
+ * max_len the rows of a position table; every float tensor is F32.
  *
- *   embedding                  input I64 (B, T), embedding.weight (V, D) -> output (B, T, D)
- *   embedding_backward         + grad_output (B, T, D) -> output, grad_embedding.weight (V, D)
+ *   embedding                  input I64 (N, T), embedding.weight (V, D) -> output (N, T, D)
+ *   embedding_backward         + grad_output (N, T, D) -> output, grad_embedding.weight (V, D)
  *                              metadata: scale (default 1), padding_idx (optional, -V..V-1)
- *   positional_sinusoidal      input (B, T, D) -> output (B, T, D), pe (T, D)
+ *   positional_sinusoidal      input (N, T, D) -> output (N, T, D), pe (T, D)
  *   positional_sinusoidal_backward  + grad_output -> output, pe, grad_input
  *                              metadata: max_len (optional; T <= max_len)
- *   positional_learned         input (B, T, D), pos_embedding.weight (L, D) -> output
+ *   positional_learned         input (N, T, D), pos_embedding.weight (max_len, D) -> output
  *   positional_learned_backward  + grad_output -> output, grad_input,
- *                              grad_pos_embedding.weight (L, D)
- *                              metadata: max_len (optional, = L); T <= L
+ *                              grad_pos_embedding.weight (max_len, D)
+ *                              metadata: max_len (optional: the table's rows); T <= max_len
  *   dropout_mask               input (any shape), mask BOOL (same shape) -> output
  *   dropout_mask_backward      + grad_output -> output, grad_input
  *                              metadata: dropout (required, in [0, 1]), training (default
  *                              true; false: the identity, mask not needed)
  *   dropout_rng                input (any shape) -> mask BOOL, output, the mask drawn
  *                              by dropout_mask(); metadata dropout, rng_seed, rng_stream
- *   ffn                        input (B, T, D), linear1.weight (F, D), linear1.bias (F,),
+ *   ffn                        input (N, T, D), linear1.weight (F, D), linear1.bias (F,),
  *                              linear2.weight (D, F), linear2.bias (D,),
- *                              dropout_mask BOOL (B, T, F) -> output (B, T, D)
+ *                              dropout_mask BOOL (N, T, F) -> output (N, T, D)
  *   ffn_backward               + grad_output -> output, grad_input, grad_linear1.weight,
  *                              grad_linear1.bias, grad_linear2.weight, grad_linear2.bias
  *                              metadata: dropout (default 0, in [0, 1]), training

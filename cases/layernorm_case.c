@@ -45,16 +45,16 @@ static int get_same_shape(const TensorFile *in, const char *name, const Tensor *
     return 0;
 }
 
-/* weight or bias: an F32 tensor of shape (C,). */
-static int get_param(const TensorFile *in, const char *name, int64_t C, const Tensor **t,
+/* weight or bias: an F32 tensor of shape (D,). */
+static int get_param(const TensorFile *in, const char *name, int64_t D, const Tensor **t,
                      Error *err)
 {
     if (tensorfile_get(in, name, DTYPE_F32, -1, t, err) != 0) return -1;
-    if ((*t)->ndim != 1 || (*t)->shape[0] != C) {
+    if ((*t)->ndim != 1 || (*t)->shape[0] != D) {
         char got[128];
         return error_set(err, "%s: tensor '%s' has shape %s, expected (%lld): one value per "
                          "entry of the normalised last dimension", case_name(in), name,
-                         tensor_shape_str(*t, got, sizeof got), (long long)C);
+                         tensor_shape_str(*t, got, sizeof got), (long long)D);
     }
     return 0;
 }
@@ -69,13 +69,13 @@ static const CaseOption LAYERNORM_OPTIONS[] = {
 };
 
 /* The options of a LayerNorm case: eps, and which parameters it has. */
-static int layernorm_options(const TensorFile *in, const CaseArgs *a, int64_t C, float *eps,
+static int layernorm_options(const TensorFile *in, const CaseArgs *a, int64_t D, float *eps,
                              int *affine, int *has_bias, Error *err)
 {
-    if (case_given(a, "normalized_shape") && case_int(a, "normalized_shape") != C)
+    if (case_given(a, "normalized_shape") && case_int(a, "normalized_shape") != D)
         return error_set(err, "%s: metadata normalized_shape is %lld but tensor 'input' has "
                          "last dimension %lld", case_name(in), case_int(a, "normalized_shape"),
-                         (long long)C);
+                         (long long)D);
     *eps = (float)case_float(a, "eps");
 
     int has_weight_tensor = tensorfile_find(in, "weight") != NULL;
@@ -100,42 +100,42 @@ static int eval_layernorm(const TensorFile *in, const CaseArgs *args, TensorFile
     int backward = strcmp(op, "layernorm_backward") == 0;
     const Tensor *x, *weight = NULL, *bias = NULL, *dy = NULL;
     if (get_input(in, "input", &x, err) != 0) return -1;
-    int64_t C = x->shape[x->ndim - 1];
-    if (C < 1)
+    int64_t D = x->shape[x->ndim - 1];
+    if (D < 1)
         return error_set(err, "%s: tensor 'input' has an empty last dimension; LayerNorm "
                          "needs at least one value to normalise", case_name(in));
-    int64_t N = tensor_numel(x) / C;   /* rows: every dimension but the last, flattened */
+    int64_t rows = tensor_numel(x) / D;   /* rows: every dimension but the last, flattened */
 
     float eps = LAYERNORM_DEFAULT_EPS;
     int affine = 0, has_bias = 0;
-    if (layernorm_options(in, args, C, &eps, &affine, &has_bias, err) != 0) return -1;
-    if (affine && get_param(in, "weight", C, &weight, err) != 0) return -1;
-    if (has_bias && get_param(in, "bias", C, &bias, err) != 0) return -1;
+    if (layernorm_options(in, args, D, &eps, &affine, &has_bias, err) != 0) return -1;
+    if (affine && get_param(in, "weight", D, &weight, err) != 0) return -1;
+    if (has_bias && get_param(in, "bias", D, &bias, err) != 0) return -1;
     if (backward && get_same_shape(in, "grad_output", x, "input", &dy, err) != 0) return -1;
 
-    /* mean and rstd, (N,) each: what the forward saves for the backward. */
+    /* mean and rstd, (rows,) each: what the forward saves for the backward. */
     Tensor stats[2] = {{0}};
     int rc = -1;
-    if (tensor_alloc(&stats[0], DTYPE_F32, 1, &N, err) != 0 ||
-        tensor_alloc(&stats[1], DTYPE_F32, 1, &N, err) != 0)
+    if (tensor_alloc(&stats[0], DTYPE_F32, 1, &rows, err) != 0 ||
+        tensor_alloc(&stats[1], DTYPE_F32, 1, &rows, err) != 0)
         goto done;
     float *mean = stats[0].data, *rstd = stats[1].data;
 
     float *y = case_output_f32(out, "output", x->ndim, x->shape, err);
     if (!y) goto done;
     const float *w = weight ? weight->data : NULL, *b = bias ? bias->data : NULL;
-    if (layernorm_forward(y, mean, rstd, x->data, w, b, 1, (int)N, (int)C, eps) != 0) {
+    if (layernorm_forward(y, mean, rstd, x->data, w, b, 1, (int)rows, (int)D, eps) != 0) {
         error_set(err, "%s: layernorm_forward failed", case_name(in));
         goto done;
     }
     if (backward) {
         float *dx = case_output_f32(out, "grad_input", x->ndim, x->shape, err);
-        float *dw = affine ? case_output_f32(out, "grad_weight", 1, &C, err) : NULL;
-        float *db = has_bias ? case_output_f32(out, "grad_bias", 1, &C, err) : NULL;
+        float *dw = affine ? case_output_f32(out, "grad_weight", 1, &D, err) : NULL;
+        float *db = has_bias ? case_output_f32(out, "grad_bias", 1, &D, err) : NULL;
         if (!dx || (affine && !dw) || (has_bias && !db)) goto done;
         /* The buffers start at zero, so the accumulated gradient is the gradient. */
-        if (layernorm_backward(dx, dw, db, dy->data, x->data, w, mean, rstd, 1, (int)N,
-                               (int)C) != 0) {
+        if (layernorm_backward(dx, dw, db, dy->data, x->data, w, mean, rstd, 1, (int)rows,
+                               (int)D) != 0) {
             error_set(err, "%s: layernorm_backward failed", case_name(in));
             goto done;
         }

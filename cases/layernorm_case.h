@@ -5,15 +5,15 @@
  *
  * Ops and their tensors (every tensor F32; names as in the README):
  *
- *     layernorm            input (..., C), weight (C,), bias (C,)
- *                          -> output (..., C)
- *     layernorm_backward   input, weight, bias, grad_output (..., C)
+ *     layernorm            input (..., D), weight (D,), bias (D,)
+ *                          -> output (..., D)
+ *     layernorm_backward   input, weight, bias, grad_output (..., D)
  *                          -> output, grad_input, grad_weight, grad_bias
  *     residual             input, sublayer_output (same shape) -> output
  *     residual_backward    grad_output -> grad_input, grad_sublayer_output
  *
  * LayerNorm metadata: eps (default 1e-5; must be a positive finite number),
- * normalized_shape (if given, must equal C), elementwise_affine (default: a
+ * normalized_shape (if given, must equal D), elementwise_affine (default: a
  * weight is present) and bias (default: a bias is present). weight and bias
  * are nn.LayerNorm's state_dict names; without elementwise_affine both are
  * absent, and so are their gradients in the output.

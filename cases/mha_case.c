@@ -66,7 +66,7 @@ static const CaseOption MHA_OPTIONS[] = {
     {"vdim", CASE_INT, "[1, 2147483647]", "", "the value's last dimension"},
     {"bias", CASE_BOOL, NULL, "", "in_proj_bias and out_proj.bias present"},
     {"dropout", CASE_FLOAT, "[0, 1)", "0", "dropout on the weights"},
-    {"batch_first", CASE_BOOL, NULL, "true", "(N, L, E) inputs"},
+    {"batch_first", CASE_BOOL, NULL, "true", "(N, L, D) inputs"},
     {"add_bias_kv", CASE_BOOL, NULL, "false", "a learnt key and value appended"},
     {"add_zero_attn", CASE_BOOL, NULL, "false", "a zero key and value appended"},
     {"need_weights", CASE_BOOL, NULL, "true", "the attention weights returned"},
@@ -81,7 +81,7 @@ static int check_unsupported(const TensorFile *in, const CaseArgs *a, Error *err
 {
     if (!case_bool(a, "batch_first"))
         return error_set(err, "%s: metadata 'batch_first' is false; this chapter reads "
-                         "batch-first (N, L, E) inputs only (transpose (L, N, E) ones first)",
+                         "batch-first (N, L, D) inputs only (transpose (L, N, D) ones first)",
                          case_name(in));
     if (case_float(a, "dropout") != 0.0)
         return error_set(err, "%s: metadata 'dropout' is '%s'; this chapter has no dropout on "
@@ -102,8 +102,8 @@ static int read_inputs(const TensorFile *in, MhaCase *c, Error *err)
     const Tensor *q, *k, *v;
     if (tensorfile_get(in, "query", DTYPE_F32, -1, &q, err) != 0) return -1;
     if (q->ndim != 2 && q->ndim != 3)
-        return error_set(err, "%s: tensor 'query' has rank %d; expected (N, L, E) or, "
-                         "unbatched, (L, E)", case_name(in), q->ndim);
+        return error_set(err, "%s: tensor 'query' has rank %d; expected (N, L, D) or, "
+                         "unbatched, (L, D)", case_name(in), q->ndim);
     if (case_check_dims(in, "query", q, err) != 0) return -1;
     if (c->self_attention) {
         if (refuse(in, "key", "a self_attention case holds query alone (key = value = "
@@ -135,7 +135,7 @@ static int read_inputs(const TensorFile *in, MhaCase *c, Error *err)
                          "positions S", case_name(in), kb, vb);
     c->N = b ? (int)q->shape[0] : 1;
     c->L = (int)q->shape[b];
-    c->E = (int)q->shape[b + 1];
+    c->D = (int)q->shape[b + 1];
     c->S = (int)k->shape[b];
     c->Ek = (int)k->shape[b + 1];
     c->Ev = (int)v->shape[b + 1];
@@ -149,16 +149,16 @@ static int read_inputs(const TensorFile *in, MhaCase *c, Error *err)
  * without biases. */
 static int read_params(const TensorFile *in, MhaCase *c, const CaseArgs *a, Error *err)
 {
-    int64_t E = c->E, Ek = c->Ek, Ev = c->Ev;
+    int64_t D = c->D, Ek = c->Ek, Ev = c->Ev;
     const Tensor *t;
     MhaParams *p = &c->params;
-    if (Ek == E && Ev == E) {
+    if (Ek == D && Ev == D) {
         const char *why = "kdim == vdim == embed_dim, where nn.MultiheadAttention packs the "
                           "three projections into in_proj_weight";
         if (refuse(in, "q_proj_weight", why, err) != 0 ||
             refuse(in, "k_proj_weight", why, err) != 0 ||
             refuse(in, "v_proj_weight", why, err) != 0 ||
-            case_get_shaped(in, "in_proj_weight", (int64_t[]){3 * E, E}, 2, "(3E, E)", &t,
+            case_get_shaped(in, "in_proj_weight", (int64_t[]){3 * D, D}, 2, "(3D, D)", &t,
                             err) != 0)
             return -1;
         p->in_proj_weight = t->data;
@@ -166,19 +166,19 @@ static int read_params(const TensorFile *in, MhaCase *c, const CaseArgs *a, Erro
         char why[160];
         snprintf(why, sizeof why, "kdim %lld or vdim %lld differs from embed_dim %lld, where "
                  "nn.MultiheadAttention has separate q/k/v_proj_weight", (long long)Ek,
-                 (long long)Ev, (long long)E);
+                 (long long)Ev, (long long)D);
         if (refuse(in, "in_proj_weight", why, err) != 0) return -1;
-        if (case_get_shaped(in, "q_proj_weight", (int64_t[]){E, E}, 2, "(E, E)", &t, err) != 0)
+        if (case_get_shaped(in, "q_proj_weight", (int64_t[]){D, D}, 2, "(D, D)", &t, err) != 0)
             return -1;
         p->q_proj_weight = t->data;
-        if (case_get_shaped(in, "k_proj_weight", (int64_t[]){E, Ek}, 2, "(E, kdim)", &t, err) != 0)
+        if (case_get_shaped(in, "k_proj_weight", (int64_t[]){D, Ek}, 2, "(D, kdim)", &t, err) != 0)
             return -1;
         p->k_proj_weight = t->data;
-        if (case_get_shaped(in, "v_proj_weight", (int64_t[]){E, Ev}, 2, "(E, vdim)", &t, err) != 0)
+        if (case_get_shaped(in, "v_proj_weight", (int64_t[]){D, Ev}, 2, "(D, vdim)", &t, err) != 0)
             return -1;
         p->v_proj_weight = t->data;
     }
-    if (case_get_shaped(in, "out_proj.weight", (int64_t[]){E, E}, 2, "(E, E)", &t, err) != 0)
+    if (case_get_shaped(in, "out_proj.weight", (int64_t[]){D, D}, 2, "(D, D)", &t, err) != 0)
         return -1;
     p->out_proj_weight = t->data;
 
@@ -196,10 +196,10 @@ static int read_params(const TensorFile *in, MhaCase *c, const CaseArgs *a, Erro
                          "are %s", case_name(in), bias ? "true" : "false",
                          has_in ? "present" : "missing");
     if (has_in) {
-        if (case_get_shaped(in, "in_proj_bias", (int64_t[]){3 * E}, 1, "(3E,)", &t, err) != 0)
+        if (case_get_shaped(in, "in_proj_bias", (int64_t[]){3 * D}, 1, "(3D,)", &t, err) != 0)
             return -1;
         p->in_proj_bias = t->data;
-        if (case_get_shaped(in, "out_proj.bias", (int64_t[]){E}, 1, "(E,)", &t, err) != 0)
+        if (case_get_shaped(in, "out_proj.bias", (int64_t[]){D}, 1, "(D,)", &t, err) != 0)
             return -1;
         p->out_proj_bias = t->data;
     }
@@ -258,13 +258,13 @@ int mha_case_read(const TensorFile *in, MhaCase *c, Error *err)
     if (read_inputs(in, c, err) != 0) return -1;
 
     long long H = case_int(&a, "nhead");
-    if (c->E % H != 0)
+    if (c->D % H != 0)
         return error_set(err, "%s: embed_dim %d (the last dimension of 'query') is not "
-                         "divisible by nhead %lld", case_name(in), c->E, H);
+                         "divisible by nhead %lld", case_name(in), c->D, H);
     c->H = (int)H;
     const char *dims[3] = {"embed_dim", "kdim", "vdim"};
     const char *of[3] = {"query", "key", "value"};
-    const int size[3] = {c->E, c->Ek, c->Ev};
+    const int size[3] = {c->D, c->Ek, c->Ev};
     for (int i = 0; i < 3; i++)
         if (case_given(&a, dims[i]) && case_int(&a, dims[i]) != size[i])
             return error_set(err, "%s: metadata '%s' is %lld but the last dimension of '%s' "
@@ -272,23 +272,23 @@ int mha_case_read(const TensorFile *in, MhaCase *c, Error *err)
                              size[i]);
     /* Every buffer of the layer must fit the int sizes of the layer functions. */
     int64_t att = (int64_t)c->N * c->H * c->L * c->S;
-    int64_t widest = c->E > c->Ek ? c->E : c->Ek;
+    int64_t widest = c->D > c->Ek ? c->D : c->Ek;
     if (c->Ev > widest) widest = c->Ev;
     int64_t rows = (int64_t)c->N * (c->L > c->S ? c->L : c->S) * widest;
     if (att > INT_MAX || rows > INT_MAX)
         return error_set(err, "%s: the case needs buffers of %lld floats (N %d, L %d, S %d, "
-                         "E %d, nhead %d), more than this implementation allows (%d)",
+                         "D %d, nhead %d), more than this implementation allows (%d)",
                          case_name(in), (long long)(att > rows ? att : rows), c->N, c->L, c->S,
-                         c->E, c->H, INT_MAX);
+                         c->D, c->H, INT_MAX);
 
     if (read_params(in, c, &a, err) != 0 || read_masks(in, c, err) != 0) return -1;
 
     if (c->backward) {
         const Tensor *dout;
-        int64_t want[3] = {c->N, c->L, c->E};
+        int64_t want[3] = {c->N, c->L, c->D};
         int b = c->batched;
         if (case_get_shaped(in, "grad_output", want + (1 - b), 2 + b,
-                            b ? "(N, L, E), the output's shape" : "(L, E), the output's shape",
+                            b ? "(N, L, D), the output's shape" : "(L, D), the output's shape",
                             &dout, err) != 0)
             return -1;
         c->dout = dout->data;
@@ -341,13 +341,13 @@ static int eval_mha(const TensorFile *in, const CaseArgs *args, TensorFile *out,
 {
     MhaCase c;
     if (mha_case_read(in, &c, err) != 0) return -1;
-    int N = c.N, L = c.L, S = c.S, E = c.E, H = c.H, b = c.batched;
+    int N = c.N, L = c.L, S = c.S, D = c.D, H = c.H, b = c.batched;
 
     MhaCache cache = {0};
     float *bias = NULL;
     int rc = -1;
 
-    float *y = output_new(out, "output", b, 3, (int64_t[]){N, L, E}, err);   /* (N, L, E) */
+    float *y = output_new(out, "output", b, 3, (int64_t[]){N, L, D}, err);   /* (N, L, D) */
     if (!y) goto done;
     float *weights = NULL;
     if (c.need_weights) {
@@ -357,7 +357,7 @@ static int eval_mha(const TensorFile *in, const CaseArgs *args, TensorFile *out,
         if (!weights) goto done;
     }
     Error alloc_err;
-    if (mha_cache_alloc(&cache, &(MhaDims){N, L, S, E, H, c.Ek, c.Ev}, c.backward,
+    if (mha_cache_alloc(&cache, &(MhaDims){N, L, S, D, H, c.Ek, c.Ev}, c.backward,
                         &alloc_err) != 0) {
         error_set(err, "%s: %s", case_name(in), alloc_err.msg);
         goto done;

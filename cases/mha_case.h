@@ -3,32 +3,32 @@
  * work behind `build/03_mha --case IN --out OUT`, kept in the library so the
  * tests can hand it broken cases directly.
  *
- * Letters as in mha.h: N batch, L queries, S keys, E embed_dim, H nhead,
+ * Letters as in mha.h: N batch, L queries, S keys, D embed_dim, H nhead,
  * Ek kdim, Ev vdim. Every float tensor is F32.
  *
  * Inputs (ops mha and mha_backward):
- *     query (N, L, E)   key (N, S, Ek)   value (N, S, Ev)
- *         or, unbatched, (L, E), (S, Ek), (S, Ev)
+ *     query (N, L, D)   key (N, S, Ek)   value (N, S, Ev)
+ *         or, unbatched, (L, D), (S, Ek), (S, Ev)
  *         With metadata self_attention = true the case holds query alone and
- *         key = value = query (so Ek = Ev = E and S = L).
+ *         key = value = query (so Ek = Ev = D and S = L).
  *     parameters under nn.MultiheadAttention's state_dict names:
- *         in_proj_weight (3E, E)                          when Ek == Ev == E
- *         q_proj_weight (E, E), k_proj_weight (E, Ek), v_proj_weight (E, Ev)
+ *         in_proj_weight (3D, D)                          when Ek == Ev == D
+ *         q_proj_weight (D, D), k_proj_weight (D, Ek), v_proj_weight (D, Ev)
  *                                                         otherwise
- *         in_proj_bias (3E,), out_proj.bias (E,)          both, or neither (bias=False)
- *         out_proj.weight (E, E)
+ *         in_proj_bias (3D,), out_proj.bias (D,)          both, or neither (bias=False)
+ *         out_proj.weight (D, D)
  *     key_padding_mask  optional, (N, S) or unbatched (S,): BOOL (true = ignore
  *                       the key) or F32 (added)
  *     attn_mask         optional, (L, S) or (N * H, L, S): BOOL (true = not
  *                       allowed) or F32 (added)
- *     grad_output (N, L, E) or (L, E)                     op mha_backward only
+ *     grad_output (N, L, D) or (L, D)                     op mha_backward only
  * Metadata: op; nhead (required; PyTorch's num_heads); embed_dim, kdim,
  * vdim, bias (optional, checked against the tensors); need_weights and
  * average_attn_weights (default true); is_causal and self_attention
  * (default false); batch_first (default true; false is refused), dropout
  * (0 only), add_bias_kv and add_zero_attn (false only).
  *
- * Outputs: output (N, L, E); with need_weights attn_weights, (N, L, S)
+ * Outputs: output (N, L, D); with need_weights attn_weights, (N, L, S)
  * averaged over the heads or (N, H, L, S) per head (unbatched: without N);
  * for mha_backward grad_query, grad_key, grad_value (self-attention:
  * grad_query alone, the sum of the three paths) and "grad_" + the name of
@@ -60,11 +60,11 @@
  * letters (N = 1 for unbatched inputs). */
 typedef struct {
     int backward;                      /* op is mha_backward */
-    int batched;                       /* 0: unbatched (L, E) inputs */
+    int batched;                       /* 0: unbatched (L, D) inputs */
     int self_attention;                /* key and value are query */
-    int N, L, S, E, H, Ek, Ev;
-    const float *query, *key, *value;  /* (N, L, E), (N, S, Ek), (N, S, Ev) */
-    const float *dout;                 /* (N, L, E), or NULL for op mha */
+    int N, L, S, D, H, Ek, Ev;
+    const float *query, *key, *value;  /* (N, L, D), (N, S, Ek), (N, S, Ev) */
+    const float *dout;                 /* (N, L, D), or NULL for op mha */
     MhaParams params;
     const Tensor *key_padding_mask;    /* BOOL or F32, or NULL */
     const Tensor *attn_mask;           /* BOOL or F32, (L, S) or (N * H, L, S), or NULL */

@@ -12,7 +12,7 @@
 #include "casefile.h"
 #include "sdpa.h"
 
-/* The attention weights are (B, L, S) floats, and so are three more buffers;
+/* The attention weights are (N, L, S) floats, and so are three more buffers;
  * past 2^31 values per buffer a case is refused rather than left to fail
  * half-way through an allocation. */
 #define SDPA_MAX_ATT_VALUES (1LL << 31)
@@ -100,14 +100,14 @@ int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err)
     tensor_shape_str(q, qbuf, sizeof qbuf);
     tensor_shape_str(k, kbuf, sizeof kbuf);
     tensor_shape_str(v, vbuf, sizeof vbuf);
-    int64_t B = 1;
+    int64_t N = 1;
     for (int d = 0; d < n - 2; d++) {
         if (k->shape[d] != q->shape[d] || v->shape[d] != q->shape[d])
             return error_set(err, "%s: query %s, key %s and value %s differ in batch "
                              "dimension %d; the leading dimensions must be equal",
                              case_name(in), qbuf, kbuf, vbuf, d);
         c->batch_shape[d] = q->shape[d];
-        B *= q->shape[d];
+        N *= q->shape[d];
     }
     if (k->shape[n - 1] != q->shape[n - 1])
         return error_set(err, "%s: query %s and key %s must have the same last dimension E",
@@ -120,12 +120,12 @@ int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err)
     c->E = q->shape[n - 1];
     c->S = k->shape[n - 2];
     c->Ev = v->shape[n - 1];
-    if (B > INT_MAX || (double)B * c->L * c->S > (double)SDPA_MAX_ATT_VALUES)
-        return error_set(err, "%s: the attention weights would hold %lld values (B %lld, L %d, "
+    if (N > INT_MAX || (double)N * c->L * c->S > (double)SDPA_MAX_ATT_VALUES)
+        return error_set(err, "%s: the attention weights would hold %lld values (N %lld, L %d, "
                          "S %d), more than this implementation allows (%lld)", case_name(in),
-                         (long long)(B * c->L * c->S), (long long)B, c->L, c->S,
+                         (long long)(N * c->L * c->S), (long long)N, c->L, c->S,
                          SDPA_MAX_ATT_VALUES);
-    c->B = (int)B;
+    c->N = (int)N;
     c->q = q->data;
     c->k = k->data;
     c->v = v->data;
@@ -205,7 +205,7 @@ static int alloc_batched(Tensor *t, const SdpaCase *c, int64_t rows, int64_t col
 
 SdpaArgs sdpa_case_args(const SdpaCase *c, const float *bias)
 {
-    return (SdpaArgs){c->B, c->L, c->S, c->E, c->Ev, c->scale, c->is_causal, bias, c->drop,
+    return (SdpaArgs){c->N, c->L, c->S, c->E, c->Ev, c->scale, c->is_causal, bias, c->drop,
                       c->dropout_p};
 }
 
@@ -221,10 +221,10 @@ static int eval_sdpa(const TensorFile *in, const CaseArgs *args, TensorFile *out
     memset(t, 0, sizeof t);
     int rc = -1;
 
-    if (alloc_batched(&t[OUTPUT], &c, L, Ev, err) != 0 ||      /* (B, L, Ev) */
-        alloc_batched(&t[ATT], &c, L, S, err) != 0)            /* (B, L, S) */
+    if (alloc_batched(&t[OUTPUT], &c, L, Ev, err) != 0 ||      /* (N, L, Ev) */
+        alloc_batched(&t[ATT], &c, L, S, err) != 0)            /* (N, L, S) */
         goto done;
-    const float *bias = NULL;                                  /* (B, L, S) or NULL */
+    const float *bias = NULL;                                  /* (N, L, S) or NULL */
     if (c.mask) {
         if (alloc_batched(&t[BIAS], &c, L, S, err) != 0) goto done;
         if (sdpa_mask_bias(t[BIAS].data, c.mask->data, c.mask->dtype == DTYPE_BOOL,
@@ -241,9 +241,9 @@ static int eval_sdpa(const TensorFile *in, const CaseArgs *args, TensorFile *out
     }
     if (c.backward) {
         /* sdpa_backward adds into the gradients: tensor_alloc zeroed them. */
-        if (alloc_batched(&t[DQ], &c, L, E, err) != 0 ||       /* (B, L, E) */
-            alloc_batched(&t[DK], &c, S, E, err) != 0 ||       /* (B, S, E) */
-            alloc_batched(&t[DV], &c, S, Ev, err) != 0)        /* (B, S, Ev) */
+        if (alloc_batched(&t[DQ], &c, L, E, err) != 0 ||       /* (N, L, E) */
+            alloc_batched(&t[DK], &c, S, E, err) != 0 ||       /* (N, S, E) */
+            alloc_batched(&t[DV], &c, S, Ev, err) != 0)        /* (N, S, Ev) */
             goto done;
         if (sdpa_backward(t[DQ].data, t[DK].data, t[DV].data, c.dout, c.q, c.k, c.v,
                           t[ATT].data, &attention) != 0) {

@@ -12,7 +12,7 @@
  * "false", default false), scale (a number; absent means 1/sqrt(E)) and
  * dropout_p (in [0, 1), default 0).
  * The leading "..." are batch dimensions, none or several, the same for
- * query, key and value (usually (N, h)).
+ * query, key and value (usually (N, H)).
  *
  * It writes output (..., L, Ev) and attn_weights (..., L, S) (the softmax,
  * before dropout), and for
@@ -36,15 +36,15 @@
  * sdpa.h's letters. */
 typedef struct {
     int backward;                          /* op is sdpa_backward */
-    const float *q, *k, *v;                /* (B, L, E), (B, S, E), (B, S, Ev) */
-    const float *dout;                     /* (B, L, Ev), or NULL for op sdpa */
+    const float *q, *k, *v;                /* (N, L, E), (N, S, E), (N, S, Ev) */
+    const float *dout;                     /* (N, L, Ev), or NULL for op sdpa */
     const Tensor *mask;                    /* attn_mask (BOOL or F32), or NULL */
     int ndim;                              /* rank of query, key and value, >= 2 */
     int64_t batch_shape[TENSOR_MAX_DIMS];  /* the ndim - 2 leading dimensions */
-    int B, L, S, E, Ev;                    /* B: product of batch_shape */
+    int N, L, S, E, Ev;                    /* N: product of batch_shape */
     float scale;                           /* from the case, or 1/sqrt(E) */
     int is_causal;
-    const uint8_t *drop;                   /* dropout_mask (B, L, S), or NULL */
+    const uint8_t *drop;                   /* dropout_mask (N, L, S), or NULL */
     float dropout_p;
 } SdpaCase;
 
@@ -52,7 +52,7 @@ typedef struct {
 int sdpa_case_read(const TensorFile *in, SdpaCase *c, Error *err);
 
 /* The case's sizes, scale, causality and dropout as sdpa_forward takes them,
- * with `bias` (B, L, S) (sdpa_mask_bias of the case's mask) or NULL. */
+ * with `bias` (N, L, S) (sdpa_mask_bias of the case's mask) or NULL. */
 SdpaArgs sdpa_case_args(const SdpaCase *c, const float *bias);
 
 /* Evaluates ops sdpa and sdpa_backward: the CaseEval of the chapter program. */

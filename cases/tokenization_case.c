@@ -137,12 +137,12 @@ static int eval_taylor(const TensorFile *in, const CaseArgs *args, TensorFile *o
     if (get_bytes(in, is_batch ? "texts" : "text", &text, &len, err) != 0) return -1;
 
     /* Lines (one for taylor_*): [line_start[b], line_start[b] + line_len[b]). */
-    int64_t B = 1;
-    for (size_t i = 0; is_batch && i < len; i++) B += text[i] == '\n';
+    int64_t N = 1;
+    for (size_t i = 0; is_batch && i < len; i++) N += text[i] == '\n';
     Tokenizer tk;
     Text decoded = {0};
-    int64_t *ids = malloc((len + 1) * sizeof *ids), *counts = malloc(B * sizeof *counts);
-    int64_t *rows = NULL, *lengths = malloc(B * sizeof *lengths), total = 0;
+    int64_t *ids = malloc((len + 1) * sizeof *ids), *counts = malloc(N * sizeof *counts);
+    int64_t *rows = NULL, *lengths = malloc(N * sizeof *lengths), total = 0;
     int rc = ids && counts && lengths ? 0 : error_set(err, "out of memory");
     if (rc == 0 && tokenizer_build(&tk, kind, NULL, 0, 0, err) != 0) {
         tokenizer_free(&tk);
@@ -153,7 +153,7 @@ static int eval_taylor(const TensorFile *in, const CaseArgs *args, TensorFile *o
         return error_prefix(err, in->path);
     }
     size_t start = 0;
-    for (int64_t b = 0; rc == 0 && b < B; b++) {
+    for (int64_t b = 0; rc == 0 && b < N; b++) {
         size_t end = start;
         while (is_batch && end < len && text[end] != '\n') end++;
         if (!is_batch) end = len;
@@ -165,20 +165,20 @@ static int eval_taylor(const TensorFile *in, const CaseArgs *args, TensorFile *o
         total += rc == 0 ? counts[b] : 0;
         start = end + 1;
     }
-    int64_t T = length ? length : seq_batch_length(counts, B);
+    int64_t T = length ? length : seq_batch_length(counts, N);
     if (rc == 0) {
-        rows = malloc((size_t)(B * T + 1) * sizeof *rows);
-        if (!rows) rc = error_set(err, "out of memory for a (%lld, %lld) batch", (long long)B,
+        rows = malloc((size_t)(N * T + 1) * sizeof *rows);
+        if (!rows) rc = error_set(err, "out of memory for a (%lld, %lld) batch", (long long)N,
                                   (long long)T);
     }
-    if (rc == 0) rc = seq_batch(rows, lengths, ids, counts, B, T, err);
-    for (int64_t b = 0; rc == 0 && b < B; b++) {
+    if (rc == 0) rc = seq_batch(rows, lengths, ids, counts, N, T, err);
+    for (int64_t b = 0; rc == 0 && b < N; b++) {
         if (b > 0) rc = text_append(&decoded, "\n", 1, err);
         if (rc == 0) rc = tokenizer_decode(&tk, rows + b * T, T, &decoded, err);
     }
     if (rc == 0 && is_batch) {
-        rc = add_i64(out, "batch", rows, 2, (int64_t[]){B, T}, err);
-        if (rc == 0) rc = add_i64(out, "lengths", lengths, 1, (int64_t[]){B}, err);
+        rc = add_i64(out, "batch", rows, 2, (int64_t[]){N, T}, err);
+        if (rc == 0) rc = add_i64(out, "lengths", lengths, 1, (int64_t[]){N}, err);
     } else if (rc == 0) {
         rc = add_i64(out, "ids", ids, 1, (int64_t[]){total}, err);
         if (rc == 0) rc = add_i64(out, "sequence", rows, 1, (int64_t[]){T}, err);

@@ -31,9 +31,9 @@
  *   seq_dataset             (no tensors) -> x I64 (n, S), y I64 (n, S)
  *                           metadata: task (reverse or copy), n, seq_len, num_categories,
  *                           rng_seed, rng_stream (default 0)
- *   batcher_shuffle         (no tensors) -> order I64 (E, n): the permutation of each of
- *                           E epochs, batcher_shuffle called once per epoch on one Rng
- *                           metadata: n, epochs (E), rng_seed, rng_stream (default 0)
+ *   batcher_shuffle         (no tensors) -> order I64 (epochs, n): the permutation of
+ *                           each epoch, batcher_shuffle called once per epoch on one Rng
+ *                           metadata: n, epochs, rng_seed, rng_stream (default 0)
  *
  * The schedules' factors are F64: C computes them in double with the same
  * formula as the reference, so they are compared to double precision.

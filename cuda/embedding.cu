@@ -17,7 +17,7 @@
  * threads arrive, so the bits change from run to run. Here one thread takes
  * one column d and walks the positions in order, exactly the C loop with its
  * inner loop parallel: deterministic, and as fast as needed for the
- * vocabularies of this project (D threads, B * T steps each).
+ * vocabularies of this project (D threads, N * T steps each).
  *
  * The sinusoidal table uses hd_sinusoidal() (hostdev.h), the formula of
  * positional.c; the GPU's expf/sinf/cosf differ from glibc's in the last
@@ -52,20 +52,20 @@ __global__ void embedding_backward_kernel(float *dweight, const float *dout, con
     }
 }
 
-extern "C" int cuda_embedding_forward(float *out, const int64_t *ids, const float *weight, int B,
+extern "C" int cuda_embedding_forward(float *out, const int64_t *ids, const float *weight, int N,
                                       int T, int D, float scale)
 {
-    long long n = (long long)B * T * D;
+    long long n = (long long)N * T * D;
     if (n == 0) return 0;
     embedding_forward_kernel<<<blocks_for(n, 256), 256>>>(out, ids, weight, n, D, scale);
     return LAUNCH_CHECK(embedding_forward_kernel);
 }
 
 extern "C" int cuda_embedding_backward(float *dweight, const float *dout, const int64_t *ids,
-                                       int B, int T, int D, float scale, int64_t padding_idx)
+                                       int N, int T, int D, float scale, int64_t padding_idx)
 {
-    if (B * T == 0 || D == 0) return 0;
-    embedding_backward_kernel<<<blocks_for(D, 128), 128>>>(dweight, dout, ids, B * T, D, scale,
+    if (N * T == 0 || D == 0) return 0;
+    embedding_backward_kernel<<<blocks_for(D, 128), 128>>>(dweight, dout, ids, N * T, D, scale,
                                                           padding_idx);
     return LAUNCH_CHECK(embedding_backward_kernel);
 }
@@ -91,44 +91,44 @@ __global__ void positional_forward_kernel(float *out, const float *x, const floa
 }
 
 /* dtable[t, d] += sum over b of dout[b, t, d]; one thread per (t, d), b in order. */
-__global__ void positional_backward_table_kernel(float *dtable, const float *dout, int B, int T,
+__global__ void positional_backward_table_kernel(float *dtable, const float *dout, int N, int T,
                                                  int D)
 {
     long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (long long)T * D) return;
     float sum = dtable[idx];
-    for (int b = 0; b < B; b++) sum += dout[(size_t)b * T * D + idx];
+    for (int b = 0; b < N; b++) sum += dout[(size_t)b * T * D + idx];
     dtable[idx] = sum;
 }
 
-extern "C" int cuda_positional_sinusoidal_table(float *table, int L, int D)
+extern "C" int cuda_positional_sinusoidal_table(float *table, int max_len, int D)
 {
-    long long n = (long long)L * D;
+    long long n = (long long)max_len * D;
     if (n == 0) return 0;
     positional_table_kernel<<<blocks_for(n, 256), 256>>>(table, n, D);
     return LAUNCH_CHECK(positional_table_kernel);
 }
 
-extern "C" int cuda_positional_forward(float *out, const float *x, const float *table, int B,
+extern "C" int cuda_positional_forward(float *out, const float *x, const float *table, int N,
                                        int T, int D)
 {
-    long long n = (long long)B * T * D;
+    long long n = (long long)N * T * D;
     if (n == 0) return 0;
     positional_forward_kernel<<<blocks_for(n, 256), 256>>>(out, x, table, n, T, D);
     return LAUNCH_CHECK(positional_forward_kernel);
 }
 
-extern "C" int cuda_positional_backward(float *dx, float *dtable, const float *dout, int B, int T,
+extern "C" int cuda_positional_backward(float *dx, float *dtable, const float *dout, int N, int T,
                                         int D)
 {
-    long long n = (long long)B * T * D;
+    long long n = (long long)N * T * D;
     if (n == 0) return 0;
     if (dx) {
         if (cuda_add_into(dx, dout, n) != 0) return -1;
     }
     if (dtable) {
         positional_backward_table_kernel<<<blocks_for((long long)T * D, 256), 256>>>(
-            dtable, dout, B, T, D);
+            dtable, dout, N, T, D);
         if (LAUNCH_CHECK(positional_backward_table_kernel) != 0) return -1;
     }
     return 0;

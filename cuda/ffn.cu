@@ -14,6 +14,10 @@
  *   cuda_residual_forward / _backward        residual_forward / residual_backward
  *                                            (chapter 04 residual.c)
  *
+ * Letters: the FFN's are the book's (N batch, T positions, D width, F the
+ * hidden width); the bias kernels keep the matrix product's (M, N) of
+ * chapter 00, M rows of N values, local to them.
+ *
  * Elementwise kernels are one thread per value; the bias gradient (a sum
  * over rows) is one thread per column with the rows in order, as in C.
  * Dropout takes its mask from the caller, like the C code: drawing it on
@@ -164,10 +168,10 @@ extern "C" int cuda_add_into(float *dst, const float *src, long long n)
 
 extern "C" int cuda_ffn_forward(float *out, float *pre, float *hidden, const float *x,
                                 const float *w1, const float *b1, const float *w2,
-                                const float *b2, const uint8_t *mask, float p, int B, int T,
+                                const float *b2, const uint8_t *mask, float p, int N, int T,
                                 int D, int F)
 {
-    int rows = B * T;
+    int rows = N * T;
     if (cuda_linear_forward(pre, x, w1, b1, rows, D, F) != 0) return -1;
     if (cuda_relu_forward(hidden, pre, rows * F) != 0) return -1;
     if (cuda_dropout_forward(hidden, hidden, mask, rows * F, p) != 0) return -1;
@@ -177,10 +181,10 @@ extern "C" int cuda_ffn_forward(float *out, float *pre, float *hidden, const flo
 extern "C" int cuda_ffn_backward(float *dx, float *dw1, float *db1, float *dw2, float *db2,
                                  float *dhidden, const float *dout, const float *x,
                                  const float *pre, const float *hidden, const float *w1,
-                                 const float *w2, const uint8_t *mask, float p, int B, int T,
+                                 const float *w2, const uint8_t *mask, float p, int N, int T,
                                  int D, int F)
 {
-    int rows = B * T;
+    int rows = N * T;
     /* linear2: dhidden = dout W2 (linear_backward adds, so zero it first). */
     cudaError_t e = cudaMemsetAsync(dhidden, 0, (size_t)rows * F * sizeof *dhidden);
     if (e != cudaSuccess) {

@@ -34,7 +34,7 @@ extern "C" {
 typedef struct {
     const Model *host;              /* the layout and config; must outlive this */
     float *params, *grads;          /* (num_params,) each, device */
-    float *pos_table;               /* (L, D) the sinusoidal table (device), or NULL */
+    float *pos_table;               /* (max_len, D) the sinusoidal table (device), or NULL */
     size_t bytes;                   /* the device memory of the three */
     /* chapter 07's views (model_views), pointing into params / grads on the
      * device: host structs of device pointers */

@@ -120,12 +120,12 @@ static inline HD float hd_online_lse(float m, float l)
 /* ------------------------------------------------------------------------ */
 
 /* The mean is kept as a pair, mean = shift + delta (layernorm.c explains
- * why): shift is the row's first value and delta = sum_dev / C the mean
+ * why): shift is the row's first value and delta = sum_dev / D the mean
  * distance from it, sum_dev = sum_c (x[c] - shift). A constant row gets
  * delta = 0 exactly. */
-static inline HD float hd_layernorm_delta(float sum_dev, int C)
+static inline HD float hd_layernorm_delta(float sum_dev, int D)
 {
-    return sum_dev / C;
+    return sum_dev / D;
 }
 
 /* The deviation x - mean, made from the pair: x - shift is exact when the two
@@ -136,10 +136,10 @@ static inline HD float hd_layernorm_dev(float x, float shift, float delta)
     return (x - shift) - delta;
 }
 
-/* 1 / sqrt(var + eps) with the biased variance ss / C, ss = sum (x - mean)^2. */
-static inline HD float hd_layernorm_rstd(float ss, int C, float eps)
+/* 1 / sqrt(var + eps) with the biased variance ss / D, ss = sum (x - mean)^2. */
+static inline HD float hd_layernorm_rstd(float ss, int D, float eps)
 {
-    return 1.0f / sqrtf(ss / C + eps);
+    return 1.0f / sqrtf(ss / D + eps);
 }
 
 /* dL/dx for one entry (layernorm.c derives the three terms), with
@@ -153,26 +153,26 @@ static inline HD float hd_layernorm_dx(float g, float n, float mean_g, float mea
 /* The statistics of one row, serially, in layernorm_forward()'s order: each
  * sum in blocks of 16 values, the block totals added into the row's. The
  * mean is the pair (x[0], *delta); the forward saves x[0] + *delta. */
-static inline HD void hd_layernorm_row_stats(const float *x, int C, float eps, float *delta,
+static inline HD void hd_layernorm_row_stats(const float *x, int D, float eps, float *delta,
                                              float *rstd)
 {
     float shift = x[0], sum = 0.0f;
-    for (int c0 = 0; c0 < C; c0 += 16) {
+    for (int c0 = 0; c0 < D; c0 += 16) {
         float block = 0.0f;
-        for (int c = c0; c < c0 + 16 && c < C; c++) block += x[c] - shift;
+        for (int c = c0; c < c0 + 16 && c < D; c++) block += x[c] - shift;
         sum += block;
     }
-    *delta = hd_layernorm_delta(sum, C);
+    *delta = hd_layernorm_delta(sum, D);
     float ss = 0.0f;
-    for (int c0 = 0; c0 < C; c0 += 16) {
+    for (int c0 = 0; c0 < D; c0 += 16) {
         float block = 0.0f;
-        for (int c = c0; c < c0 + 16 && c < C; c++) {
+        for (int c = c0; c < c0 + 16 && c < D; c++) {
             float d = hd_layernorm_dev(x[c], shift, *delta);
             block += d * d;
         }
         ss += block;
     }
-    *rstd = hd_layernorm_rstd(ss, C, eps);
+    *rstd = hd_layernorm_rstd(ss, D, eps);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -8,9 +8,13 @@
  * mirrors, named in the comment. Errors that happen while a kernel runs
  * surface at the next synchronisation (cudaDeviceSynchronize, cudaMemcpy).
  *
- * Letters as in the chapters: M, N, K matrix sizes (C is (M, N), K summed);
- * B batch, L queries, S keys, E query/key size, Ev value size; T sequence,
- * C or D channels, F the FFN's hidden width, V vocabulary.
+ * Letters as in the chapters (the top README's table): N batch (for
+ * attention, every leading dimension flattened), L queries, S keys, E and Ev
+ * the query/key and value features of one attention call, T sequence, D
+ * width, F the FFN's hidden width, V vocabulary, max_len the rows of a
+ * position table, R rows of the loss. The matrix products keep chapter 00's
+ * local letters: C (M, N) = A (M, K) B, K summed; so do the bias kernels
+ * (M, N) and the softmax (rows, cols).
  *
  * Files: matmul.cu, softmax.cu, sdpa.cu, layernorm.cu, embedding.cu,
  * ffn.cu, loss.cu, adam.cu; the math they share with the CPU is in hostdev.h.
@@ -74,51 +78,51 @@ int cuda_softmax_backward(float *dx, const float *y, const float *dy, int rows, 
 /* ---- sdpa.cu: chapter 02's sdpa.h --------------------------------------- */
 
 /* sdpa_forward / sdpa_backward, step by step (scores, softmax, att V as
- * separate kernels). bias (B, L, S) is the additive mask sdpa_mask_bias()
- * makes on the CPU, or NULL. drop (B, L, S) is dropout's keep mask on the
+ * separate kernels). bias (N, L, S) is the additive mask sdpa_mask_bias()
+ * makes on the CPU, or NULL. drop (N, L, S) is dropout's keep mask on the
  * device (1 kept), drawn with probability dropout_p, or NULL for none; att
  * stays the softmax before dropout. The backward ADDS into dq, dk, dv. */
 int cuda_sdpa_forward(float *out, float *scores, float *att, const float *q, const float *k,
                       const float *v, const float *bias, const uint8_t *drop, float dropout_p,
-                      int B, int L, int S, int E, int Ev, float scale, int is_causal);
+                      int N, int L, int S, int E, int Ev, float scale, int is_causal);
 int cuda_sdpa_backward(float *dq, float *dk, float *dv, float *datt, float *dscores,
                        const float *dout, const float *q, const float *k, const float *v,
-                       const float *att, const uint8_t *drop, float dropout_p, int B, int L,
+                       const float *att, const uint8_t *drop, float dropout_p, int N, int L,
                        int S, int E, int Ev, float scale);
 
 /* The fused forward in the flash-attention style: one pass over the keys
- * with the online softmax, never storing the (B, L, S) weights. Writes out
- * (B, L, Ev) and lse (B, L), log sum_j exp(score_ij) per query row (-inf for
+ * with the online softmax, never storing the (N, L, S) weights. Writes out
+ * (N, L, Ev) and lse (N, L), log sum_j exp(score_ij) per query row (-inf for
  * a fully masked row, whose output is 0). E and Ev at most CUDA_FLASH_MAX_D. */
 #define CUDA_FLASH_MAX_D 128
 int cuda_sdpa_flash_forward(float *out, float *lse, const float *q, const float *k,
-                            const float *v, const float *bias, int B, int L, int S, int E,
+                            const float *v, const float *bias, int N, int L, int S, int E,
                             int Ev, float scale, int is_causal);
 
 /* The weights rebuilt from the saved lse: att = exp(score - lse), what a
  * backward pass after the flash forward needs. */
 int cuda_sdpa_weights_from_lse(float *att, const float *q, const float *k, const float *bias,
-                               const float *lse, int B, int L, int S, int E, float scale,
+                               const float *lse, int N, int L, int S, int E, float scale,
                                int is_causal);
 
 /* ---- layernorm.cu: chapter 04's layernorm.h ----------------------------- */
 
 int cuda_layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                           const float *weight, const float *bias, int B, int T, int C,
+                           const float *weight, const float *bias, int N, int T, int D,
                            float eps);
 int cuda_layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                             const float *inp, const float *weight, const float *mean,
-                            const float *rstd, int B, int T, int C);
+                            const float *rstd, int N, int T, int D);
 
 /* ---- embedding.cu: chapter 05's embedding.h and positional.h ------------ */
 
-int cuda_embedding_forward(float *out, const int64_t *ids, const float *weight, int B, int T,
+int cuda_embedding_forward(float *out, const int64_t *ids, const float *weight, int N, int T,
                            int D, float scale);
-int cuda_embedding_backward(float *dweight, const float *dout, const int64_t *ids, int B, int T,
+int cuda_embedding_backward(float *dweight, const float *dout, const int64_t *ids, int N, int T,
                             int D, float scale, int64_t padding_idx);
-int cuda_positional_sinusoidal_table(float *table, int L, int D);
-int cuda_positional_forward(float *out, const float *x, const float *table, int B, int T, int D);
-int cuda_positional_backward(float *dx, float *dtable, const float *dout, int B, int T, int D);
+int cuda_positional_sinusoidal_table(float *table, int max_len, int D);
+int cuda_positional_forward(float *out, const float *x, const float *table, int N, int T, int D);
+int cuda_positional_backward(float *dx, float *dtable, const float *dout, int N, int T, int D);
 
 /* ---- ffn.cu: the pieces of chapter 05's ffn.h, and chapter 04's residual.h */
 
@@ -131,10 +135,10 @@ int cuda_relu_dropout_backward(float *dpre, const float *dhidden, const float *p
                                const uint8_t *mask, float p, int n);
 int cuda_ffn_forward(float *out, float *pre, float *hidden, const float *x, const float *w1,
                      const float *b1, const float *w2, const float *b2, const uint8_t *mask,
-                     float p, int B, int T, int D, int F);
+                     float p, int N, int T, int D, int F);
 int cuda_ffn_backward(float *dx, float *dw1, float *db1, float *dw2, float *db2, float *dhidden,
                       const float *dout, const float *x, const float *pre, const float *hidden,
-                      const float *w1, const float *w2, const uint8_t *mask, float p, int B,
+                      const float *w1, const float *w2, const uint8_t *mask, float p, int N,
                       int T, int D, int F);
 int cuda_residual_forward(float *out, const float *x, const float *fx, int n);
 int cuda_residual_backward(float *dx, float *dfx, const float *dout, int n);
@@ -142,19 +146,19 @@ int cuda_add_into(float *dst, const float *src, long long n);           /* dst +
 
 /* ---- loss.cu: chapter 08's cross_entropy, torch F.cross_entropy ---------- */
 
-/* logits (N, V), targets (N,) int64. Writes loss (1,), the mean over the rows
+/* logits (R, V), targets (R,) int64. Writes loss (1,), the mean over the rows
  * whose target is not ignore_index; n_valid (1,), their count, as a float;
- * lse (N,), each row's log-sum-exp, saved for the backward; and row_loss
- * (N,), each row's loss (0 when ignored). Targets must lie in [0, V) or be
+ * lse (R,), each row's log-sum-exp, saved for the backward; and row_loss
+ * (R,), each row's loss (0 when ignored). Targets must lie in [0, V) or be
  * ignore_index (check them on the CPU first; a kernel cannot report one). */
 int cuda_cross_entropy_forward(float *loss, float *n_valid, float *lse, float *row_loss,
-                               const float *logits, const int64_t *targets, int N, int V,
+                               const float *logits, const int64_t *targets, int R, int V,
                                int64_t ignore_index, float label_smoothing);
-/* ADDS dloss * d(loss)/d(logits) into dlogits (N, V); dloss is a host value,
+/* ADDS dloss * d(loss)/d(logits) into dlogits (R, V); dloss is a host value,
  * 1 for a plain gradient. Ignored rows get nothing. */
 int cuda_cross_entropy_backward(float *dlogits, const float *logits, const float *lse,
                                 const int64_t *targets, const float *n_valid, float dloss,
-                                int N, int V, int64_t ignore_index, float label_smoothing);
+                                int R, int V, int64_t ignore_index, float label_smoothing);
 
 /* ---- adam.cu: chapter 08's adam_step, torch.optim Adam / AdamW ---------- */
 

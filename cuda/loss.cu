@@ -2,8 +2,9 @@
  * loss.cu - cross-entropy over a vocabulary, forward and backward, on the GPU.
  *
  * Mirrors torch.nn.functional.cross_entropy(logits, targets,
- * ignore_index=..., label_smoothing=..., reduction='mean') for logits (N, V)
- * and int64 targets (N,). The C function it mirrors is cross_entropy
+ * ignore_index=..., label_smoothing=..., reduction='mean') for logits (R, V)
+ * and int64 targets (R,): R rows, one per predicted token (N * T for the
+ * seq2seq model), V classes, as in loss.h. The C function it mirrors is cross_entropy
  * (chapters/08_training/loss.c); its per-row formulas are hd_ce_row_*() in
  * hostdev.h, which build/cuda/run_cases checks this file against, and the
  * parity goldens of chapter 08 check it end to end through train.cu.
@@ -19,7 +20,7 @@
  * sum of exponentials and the sum of logits are block reductions); one
  * block for the mean (a fixed order, so the loss has the same bits on every
  * run); one thread per logit for the gradient, which rebuilds the softmax
- * from the saved lse instead of storing (N, V) probabilities.
+ * from the saved lse instead of storing (R, V) probabilities.
  *
  * Not here: class weights, reduction 'sum' or 'none' (row_loss holds the
  * per-row losses, which is 'none'), probabilities as targets.
@@ -61,11 +62,11 @@ __global__ void cross_entropy_rows_kernel(float *lse, float *row_loss, const flo
 
 /* One block: loss = sum of row losses / count of rows not ignored. */
 __global__ void cross_entropy_mean_kernel(float *loss, float *n_valid, const float *row_loss,
-                                          const int64_t *targets, int N, int64_t ignore_index)
+                                          const int64_t *targets, int R, int64_t ignore_index)
 {
     __shared__ float shared[32];
     float sum = 0.0f, count = 0.0f;
-    for (int r = threadIdx.x; r < N; r += blockDim.x) {
+    for (int r = threadIdx.x; r < R; r += blockDim.x) {
         if (targets[r] == ignore_index) continue;
         sum += row_loss[r];
         count += 1.0f;
@@ -95,28 +96,28 @@ __global__ void cross_entropy_backward_kernel(float *dlogits, const float *logit
 
 extern "C" int cuda_cross_entropy_forward(float *loss, float *n_valid, float *lse,
                                           float *row_loss, const float *logits,
-                                          const int64_t *targets, int N, int V,
+                                          const int64_t *targets, int R, int V,
                                           int64_t ignore_index, float label_smoothing)
 {
     if (V == 0) {
         fprintf(stderr, "cuda_cross_entropy_forward: the vocabulary is empty (V = 0)\n");
         return -1;
     }
-    if (N > 0) {
-        cross_entropy_rows_kernel<<<N, CE_THREADS>>>(lse, row_loss, logits, targets, V,
+    if (R > 0) {
+        cross_entropy_rows_kernel<<<R, CE_THREADS>>>(lse, row_loss, logits, targets, V,
                                                      ignore_index, label_smoothing);
         if (LAUNCH_CHECK(cross_entropy_rows_kernel) != 0) return -1;
     }
-    cross_entropy_mean_kernel<<<1, 1024>>>(loss, n_valid, row_loss, targets, N, ignore_index);
+    cross_entropy_mean_kernel<<<1, 1024>>>(loss, n_valid, row_loss, targets, R, ignore_index);
     return LAUNCH_CHECK(cross_entropy_mean_kernel);
 }
 
 extern "C" int cuda_cross_entropy_backward(float *dlogits, const float *logits, const float *lse,
                                            const int64_t *targets, const float *n_valid,
-                                           float dloss, int N, int V, int64_t ignore_index,
+                                           float dloss, int R, int V, int64_t ignore_index,
                                            float label_smoothing)
 {
-    long long n = (long long)N * V;
+    long long n = (long long)R * V;
     if (n == 0) return 0;
     cross_entropy_backward_kernel<<<blocks_for(n, 256), 256>>>(
         dlogits, logits, lse, targets, n_valid, dloss, n, V, ignore_index, label_smoothing);

@@ -3,6 +3,8 @@
  *
  * Mirrors chapters/00_foundations/matmul.c: matmul_nt, matmul_nn, matmul_tn
  * (same shapes, same `accumulate` rule) and linear_forward/linear_backward.
+ * Its letters are chapter 00's, local to the matrix product (C the result,
+ * N its columns, K summed), not the book's batch and width.
  *
  *     matmul_nt: C (M, N) = A (M, K) @ B^T,  B stored (N, K)      forward
  *     matmul_nn: C (M, N) = A (M, K) @ B,    B stored (K, N)      input gradient

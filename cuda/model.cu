@@ -87,10 +87,10 @@ template <bool SPLIT>
 __global__ void heads_kernel(float *x, float *xh, int N, int T, int H, int Dh)
 {
     long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    int E = H * Dh;
-    if (idx >= (long long)N * T * E) return;
-    long long n = idx / ((long long)T * E);
-    int t = (int)((idx / E) % T), e = (int)(idx % E), h = e / Dh, d = e % Dh;
+    int D = H * Dh;
+    if (idx >= (long long)N * T * D) return;
+    long long n = idx / ((long long)T * D);
+    int t = (int)((idx / D) % T), e = (int)(idx % D), h = e / Dh, d = e % Dh;
     long long hidx = ((n * H + h) * T + t) * Dh + d;
     if (SPLIT) xh[hidx] = x[idx];
     else x[idx] = xh[hidx];
@@ -120,13 +120,13 @@ static int gpu_mha_forward(float *out, MhaCache *c, const float *query, const fl
                            const float *value, const MhaParams *params, const float *bias,
                            int is_causal)
 {
-    int N = c->N, L = c->L, S = c->S, E = c->E, H = c->H, Dh = c->Dh;
+    int N = c->N, L = c->L, S = c->S, D = c->D, H = c->H, Dh = c->Dh;
     float *w[3], *b[3];
-    mha_in_proj_params(params, E, w, b);           /* pointer arithmetic only: fine on device */
+    mha_in_proj_params(params, D, w, b);           /* pointer arithmetic only: fine on device */
     /* 1. the three projections */
-    if (cuda_linear_forward(c->q, query, w[0], b[0], N * L, E, E) != 0 ||
-        cuda_linear_forward(c->k, key, w[1], b[1], N * S, c->Ek, E) != 0 ||
-        cuda_linear_forward(c->v, value, w[2], b[2], N * S, c->Ev, E) != 0)
+    if (cuda_linear_forward(c->q, query, w[0], b[0], N * L, D, D) != 0 ||
+        cuda_linear_forward(c->k, key, w[1], b[1], N * S, c->Ek, D) != 0 ||
+        cuda_linear_forward(c->v, value, w[2], b[2], N * S, c->Ev, D) != 0)
         return -1;
     /* 2. split into heads */
     if (gpu_split_heads(c->qh, c->q, N, L, H, Dh) != 0 ||
@@ -142,22 +142,22 @@ static int gpu_mha_forward(float *out, MhaCache *c, const float *query, const fl
     /* 4. merge the heads, 5. the output projection */
     if (gpu_merge_heads(c->o, c->oh, N, L, H, Dh) != 0) return -1;
     return cuda_linear_forward(out, c->o, params->out_proj_weight, params->out_proj_bias, N * L,
-                               E, E);
+                               D, D);
 }
 
 static int gpu_mha_backward(float *dquery, float *dkey, float *dvalue, const MhaParams *grads,
                             const float *dout, const float *query, const float *key,
                             const float *value, const MhaParams *params, MhaCache *c)
 {
-    int N = c->N, L = c->L, S = c->S, E = c->E, H = c->H, Dh = c->Dh;
-    size_t nl = (size_t)N * L * E, ns = (size_t)N * S * E;
+    int N = c->N, L = c->L, S = c->S, D = c->D, H = c->H, Dh = c->Dh;
+    size_t nl = (size_t)N * L * D, ns = (size_t)N * S * D;
     float *w[3], *b[3], *dw[3], *db[3];
-    mha_in_proj_params(params, E, w, b);
-    mha_in_proj_params(grads, E, dw, db);
+    mha_in_proj_params(params, D, w, b);
+    mha_in_proj_params(grads, D, dw, db);
     /* 5. the output projection */
     if (zero(c->d_o, nl) != 0 ||
         cuda_linear_backward(c->d_o, grads->out_proj_weight, grads->out_proj_bias, dout, c->o,
-                             params->out_proj_weight, N * L, E, E) != 0)
+                             params->out_proj_weight, N * L, D, D) != 0)
         return -1;
     /* 4. merging moved values: split the gradient back into heads */
     if (gpu_split_heads(c->doh, c->d_o, N, L, H, Dh) != 0) return -1;
@@ -173,9 +173,9 @@ static int gpu_mha_backward(float *dquery, float *dkey, float *dvalue, const Mha
         gpu_merge_heads(c->dv, c->dvh, N, S, H, Dh) != 0)
         return -1;
     /* 1. the three projections add into the inputs' gradients */
-    if (cuda_linear_backward(dquery, dw[0], db[0], c->dq, query, w[0], N * L, E, E) != 0 ||
-        cuda_linear_backward(dkey, dw[1], db[1], c->dk, key, w[1], N * S, c->Ek, E) != 0 ||
-        cuda_linear_backward(dvalue, dw[2], db[2], c->dv, value, w[2], N * S, c->Ev, E) != 0)
+    if (cuda_linear_backward(dquery, dw[0], db[0], c->dq, query, w[0], N * L, D, D) != 0 ||
+        cuda_linear_backward(dkey, dw[1], db[1], c->dk, key, w[1], N * S, c->Ek, D) != 0 ||
+        cuda_linear_backward(dvalue, dw[2], db[2], c->dv, value, w[2], N * S, c->Ev, D) != 0)
         return -1;
     return 0;
 }
@@ -879,11 +879,11 @@ static T *take(Arena *a, size_t n)
     return a->base ? (T *)(a->base + at) : NULL;
 }
 
-static void layout_mha(Arena *a, MhaCache *c, int N, int L, int S, int E, int H, int backward)
+static void layout_mha(Arena *a, MhaCache *c, int N, int L, int S, int D, int H, int backward)
 {
-    size_t nl = (size_t)N * L * E, ns = (size_t)N * S * E, att = (size_t)N * H * L * S;
+    size_t nl = (size_t)N * L * D, ns = (size_t)N * S * D, att = (size_t)N * H * L * S;
     memset(c, 0, sizeof *c);
-    c->N = N, c->L = L, c->S = S, c->E = E, c->H = H, c->Dh = E / H, c->Ek = E, c->Ev = E;
+    c->N = N, c->L = L, c->S = S, c->D = D, c->H = H, c->Dh = D / H, c->Ek = D, c->Ev = D;
     c->q = take<float>(a, nl), c->k = take<float>(a, ns), c->v = take<float>(a, ns);
     c->qh = take<float>(a, nl), c->kh = take<float>(a, ns), c->vh = take<float>(a, ns);
     c->scores = take<float>(a, att), c->att = take<float>(a, att);

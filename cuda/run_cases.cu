@@ -488,10 +488,10 @@ static void eval_sdpa(Report *rep, const TensorFile *in, const char *op)
         record_failure(rep, backward ? "sdpa_backward [plain]" : "sdpa [plain]", in->path, err.msg);
         return;
     }
-    int B = c.B, L = c.L, S = c.S, E = c.E, Ev = c.Ev;
-    int64_t nLS = (int64_t)B * L * S;
+    int N = c.N, L = c.L, S = c.S, E = c.E, Ev = c.Ev;
+    int64_t nLS = (int64_t)N * L * S;
 
-    /* The additive bias (B, L, S), made on the CPU by chapter 02. */
+    /* The additive bias (N, L, S), made on the CPU by chapter 02. */
     float *bias = NULL;
     if (c.mask) {
         int64_t att_shape[TENSOR_MAX_DIMS];
@@ -521,42 +521,42 @@ static void eval_sdpa(Report *rep, const TensorFile *in, const char *op)
         Dev d = {};
         Results res = {};
         int fail = 0;
-        float *q = (float *)dev_upload(&d, c.q, (size_t)B * L * E * sizeof(float));
-        float *k = (float *)dev_upload(&d, c.k, (size_t)B * S * E * sizeof(float));
-        float *v = (float *)dev_upload(&d, c.v, (size_t)B * S * Ev * sizeof(float));
+        float *q = (float *)dev_upload(&d, c.q, (size_t)N * L * E * sizeof(float));
+        float *k = (float *)dev_upload(&d, c.k, (size_t)N * S * E * sizeof(float));
+        float *v = (float *)dev_upload(&d, c.v, (size_t)N * S * Ev * sizeof(float));
         float *dbias = bias ? (float *)dev_upload(&d, bias, nLS * sizeof(float)) : NULL;
-        /* the case's dropout mask (B, L, S), bool bytes as the kernels take them */
+        /* the case's dropout mask (N, L, S), bool bytes as the kernels take them */
         uint8_t *drop = c.drop ? (uint8_t *)dev_upload(&d, c.drop, nLS) : NULL;
-        float *out = dev_nan(&d, (int64_t)B * L * Ev), *att = dev_nan(&d, nLS);
+        float *out = dev_nan(&d, (int64_t)N * L * Ev), *att = dev_nan(&d, nLS);
         if (variant == 0) {
             float *scores = dev_nan(&d, nLS);
             if (!d.error[0])
-                fail |= cuda_sdpa_forward(out, scores, att, q, k, v, dbias, drop, c.dropout_p, B,
+                fail |= cuda_sdpa_forward(out, scores, att, q, k, v, dbias, drop, c.dropout_p, N,
                                           L, S, E, Ev, c.scale, c.is_causal);
         } else {
-            float *lse = dev_nan(&d, (int64_t)B * L);
+            float *lse = dev_nan(&d, (int64_t)N * L);
             if (!d.error[0]) {
-                fail |= cuda_sdpa_flash_forward(out, lse, q, k, v, dbias, B, L, S, E, Ev, c.scale,
+                fail |= cuda_sdpa_flash_forward(out, lse, q, k, v, dbias, N, L, S, E, Ev, c.scale,
                                                 c.is_causal);
                 /* the weights rebuilt from lse: the attn_weights output, and what
                  * the backward below starts from */
-                fail |= cuda_sdpa_weights_from_lse(att, q, k, dbias, lse, B, L, S, E, c.scale,
+                fail |= cuda_sdpa_weights_from_lse(att, q, k, dbias, lse, N, L, S, E, c.scale,
                                                    c.is_causal);
             }
         }
-        download(&d, &res, "output", out, (int64_t)B * L * Ev);
+        download(&d, &res, "output", out, (int64_t)N * L * Ev);
         download(&d, &res, "attn_weights", att, nLS);
         if (backward) {
-            float *dout = (float *)dev_upload(&d, c.dout, (size_t)B * L * Ev * sizeof(float));
-            float *dq = dev_zeros(&d, (int64_t)B * L * E), *dk = dev_zeros(&d, (int64_t)B * S * E);
-            float *dv = dev_zeros(&d, (int64_t)B * S * Ev);
+            float *dout = (float *)dev_upload(&d, c.dout, (size_t)N * L * Ev * sizeof(float));
+            float *dq = dev_zeros(&d, (int64_t)N * L * E), *dk = dev_zeros(&d, (int64_t)N * S * E);
+            float *dv = dev_zeros(&d, (int64_t)N * S * Ev);
             float *datt = dev_nan(&d, nLS), *dscores = dev_nan(&d, nLS);
             if (!d.error[0])
                 fail |= cuda_sdpa_backward(dq, dk, dv, datt, dscores, dout, q, k, v, att, drop,
-                                           c.dropout_p, B, L, S, E, Ev, c.scale);
-            download(&d, &res, "grad_query", dq, (int64_t)B * L * E);
-            download(&d, &res, "grad_key", dk, (int64_t)B * S * E);
-            download(&d, &res, "grad_value", dv, (int64_t)B * S * Ev);
+                                           c.dropout_p, N, L, S, E, Ev, c.scale);
+            download(&d, &res, "grad_query", dq, (int64_t)N * L * E);
+            download(&d, &res, "grad_key", dk, (int64_t)N * S * E);
+            download(&d, &res, "grad_value", dv, (int64_t)N * S * Ev);
         }
         finish_case(rep, label, in, &d, &res, fail != 0);
         results_free(&res);
@@ -582,24 +582,26 @@ static void eval_layernorm(Report *rep, const TensorFile *in, const char *op)
         snprintf(d.error, sizeof d.error, "%s", err.msg);
     if (x && (!backward || dy) && !d.error[0]) {
         int64_t n = tensor_numel(x);
-        int C = as_int(x->shape[x->ndim - 1]), N = as_int(n / C);
-        if ((w && tensor_numel(w) != C) || (b && tensor_numel(b) != C) ||
+        int D = as_int(x->shape[x->ndim - 1]), rows = as_int(n / D);
+        if ((w && tensor_numel(w) != D) || (b && tensor_numel(b) != D) ||
             (dy && tensor_numel(dy) != n)) {
             snprintf(d.error, sizeof d.error, "weight, bias or grad_output has the wrong size");
         } else {
             float *dx_in = dev_tensor(&d, x), *dw = dev_tensor(&d, w), *db = dev_tensor(&d, b);
-            float *out = dev_nan(&d, n), *mean = dev_nan(&d, N), *rstd = dev_nan(&d, N);
+            float *out = dev_nan(&d, n), *mean = dev_nan(&d, rows), *rstd = dev_nan(&d, rows);
             if (!d.error[0])
-                fail |= cuda_layernorm_forward(out, mean, rstd, dx_in, dw, db, 1, N, C, (float)eps);
+                fail |= cuda_layernorm_forward(out, mean, rstd, dx_in, dw, db, 1, rows, D,
+                                               (float)eps);
             download(&d, &res, "output", out, n);
             if (backward) {
                 float *g = dev_tensor(&d, dy), *gx = dev_zeros(&d, n);
-                float *gw = w ? dev_zeros(&d, C) : NULL, *gb = b ? dev_zeros(&d, C) : NULL;
+                float *gw = w ? dev_zeros(&d, D) : NULL, *gb = b ? dev_zeros(&d, D) : NULL;
                 if (!d.error[0])
-                    fail |= cuda_layernorm_backward(gx, gw, gb, g, dx_in, dw, mean, rstd, 1, N, C);
+                    fail |= cuda_layernorm_backward(gx, gw, gb, g, dx_in, dw, mean, rstd, 1,
+                                                    rows, D);
                 download(&d, &res, "grad_input", gx, n);
-                if (w) download(&d, &res, "grad_weight", gw, C);
-                if (b) download(&d, &res, "grad_bias", gb, C);
+                if (w) download(&d, &res, "grad_weight", gw, D);
+                if (b) download(&d, &res, "grad_bias", gb, D);
             }
         }
     }
@@ -660,17 +662,17 @@ static void eval_embedding(Report *rep, const TensorFile *in, const char *op)
         snprintf(d.error, sizeof d.error, "%s", err.msg);
     if (!d.error[0] && has_pad && pad < 0) pad += w->shape[0]; /* counted from the end */
     if (!d.error[0]) {
-        int B = as_int(ids->shape[0]), T = as_int(ids->shape[1]), V = as_int(w->shape[0]);
+        int N = as_int(ids->shape[0]), T = as_int(ids->shape[1]), V = as_int(w->shape[0]);
         int D = as_int(w->shape[1]);
-        int64_t n = (int64_t)B * T * D;
+        int64_t n = (int64_t)N * T * D;
         int64_t *dids = (int64_t *)dev_upload(&d, ids->data, tensor_numel(ids) * sizeof(int64_t));
         float *dw = dev_tensor(&d, w), *out = dev_nan(&d, n);
-        if (!d.error[0]) fail |= cuda_embedding_forward(out, dids, dw, B, T, D, (float)scale);
+        if (!d.error[0]) fail |= cuda_embedding_forward(out, dids, dw, N, T, D, (float)scale);
         download(&d, &res, "output", out, n);
         if (backward) {
             float *g = dev_tensor(&d, dy), *gw = dev_zeros(&d, (int64_t)V * D);
             if (!d.error[0])
-                fail |= cuda_embedding_backward(gw, g, dids, B, T, D, (float)scale, pad);
+                fail |= cuda_embedding_backward(gw, g, dids, N, T, D, (float)scale, pad);
             download(&d, &res, "grad_embedding.weight", gw, (int64_t)V * D);
         }
     }
@@ -689,10 +691,10 @@ static void eval_positional(Report *rep, const TensorFile *in, const char *op)
     const Tensor *w = learned ? input(&d, in, "pos_embedding.weight", DTYPE_F32, 2) : NULL;
     const Tensor *dy = backward ? input(&d, in, "grad_output", DTYPE_F32, 3) : NULL;
     if (!d.error[0]) {
-        int B = as_int(x->shape[0]), T = as_int(x->shape[1]), D = as_int(x->shape[2]);
-        int64_t n = (int64_t)B * T * D;
+        int N = as_int(x->shape[0]), T = as_int(x->shape[1]), D = as_int(x->shape[2]);
+        int64_t n = (int64_t)N * T * D;
         if (learned && (w->shape[0] < T || w->shape[1] != D))
-            snprintf(d.error, sizeof d.error, "pos_embedding.weight is not (L >= T, D)");
+            snprintf(d.error, sizeof d.error, "pos_embedding.weight is not (max_len >= T, D)");
         float *dx_in = dev_tensor(&d, x), *table;
         if (learned) {
             table = dev_tensor(&d, w);
@@ -702,12 +704,12 @@ static void eval_positional(Report *rep, const TensorFile *in, const char *op)
             download(&d, &res, "pe", table, (int64_t)T * D);
         }
         float *out = dev_nan(&d, n);
-        if (!d.error[0]) fail |= cuda_positional_forward(out, dx_in, table, B, T, D);
+        if (!d.error[0]) fail |= cuda_positional_forward(out, dx_in, table, N, T, D);
         download(&d, &res, "output", out, n);
         if (backward) {
             float *g = dev_tensor(&d, dy), *gx = dev_zeros(&d, n);
             float *gt = learned ? dev_zeros(&d, tensor_numel(w)) : NULL;
-            if (!d.error[0]) fail |= cuda_positional_backward(gx, gt, g, B, T, D);
+            if (!d.error[0]) fail |= cuda_positional_backward(gx, gt, g, N, T, D);
             download(&d, &res, "grad_input", gx, n);
             if (learned) download(&d, &res, "grad_pos_embedding.weight", gt, tensor_numel(w));
         }
@@ -742,9 +744,9 @@ static void eval_ffn(Report *rep, const TensorFile *in, const char *op)
         return;
     }
     if (!d.error[0]) {
-        int B = as_int(x->shape[0]), T = as_int(x->shape[1]), D = as_int(x->shape[2]);
+        int N = as_int(x->shape[0]), T = as_int(x->shape[1]), D = as_int(x->shape[2]);
         int F = as_int(w1->shape[0]);
-        int64_t nd = (int64_t)B * T * D, nf = (int64_t)B * T * F;
+        int64_t nd = (int64_t)N * T * D, nf = (int64_t)N * T * F;
         if (w1->shape[1] != D || w2->shape[0] != D || w2->shape[1] != F ||
             (mask && (mask->dtype != DTYPE_BOOL || tensor_numel(mask) != nf)))
             snprintf(d.error, sizeof d.error,
@@ -755,7 +757,7 @@ static void eval_ffn(Report *rep, const TensorFile *in, const char *op)
         float *pre = dev_nan(&d, nf), *hidden = dev_nan(&d, nf), *out = dev_nan(&d, nd);
         if (!d.error[0])
             fail |= cuda_ffn_forward(out, pre, hidden, dx_in, dw1, db1, dw2, db2, dmask, (float)p,
-                                     B, T, D, F);
+                                     N, T, D, F);
         download(&d, &res, "output", out, nd);
         if (backward) {
             float *g = dev_tensor(&d, dy), *gx = dev_zeros(&d, nd), *dh = dev_nan(&d, nf);
@@ -763,7 +765,7 @@ static void eval_ffn(Report *rep, const TensorFile *in, const char *op)
             float *gb1 = b1 ? dev_zeros(&d, F) : NULL, *gb2 = b2 ? dev_zeros(&d, D) : NULL;
             if (!d.error[0])
                 fail |= cuda_ffn_backward(gx, gw1, gb1, gw2, gb2, dh, g, dx_in, pre, hidden, dw1,
-                                          dw2, dmask, (float)p, B, T, D, F);
+                                          dw2, dmask, (float)p, N, T, D, F);
             download(&d, &res, "grad_input", gx, nd);
             download(&d, &res, "grad_linear1.weight", gw1, (int64_t)F * D);
             download(&d, &res, "grad_linear2.weight", gw2, (int64_t)D * F);
@@ -968,7 +970,7 @@ static void check_matmul_large(Report *rep, Rng *rng)
 
 /*
  * Softmax on rows wider than a block (5000 > 256 threads) and LayerNorm on
- * rows wider than a block (C = 1000 > 128), against the C chapters. Both
+ * rows wider than a block (D = 1000 > 128), against the C chapters. Both
  * sides are float32 with different summation orders; the tolerances are the
  * chapters' own (softmax atol 1e-6, rtol 1e-5; LayerNorm with cond about 5:
  * forward atol 8e-6 + 1e-6 cond, backward 2e-5 + 5e-6 cond, rtol 1e-5), with
@@ -977,7 +979,7 @@ static void check_matmul_large(Report *rep, Rng *rng)
  */
 static void check_wide_rows(Report *rep, Rng *rng)
 {
-    int rows = 64, cols = 5000, C = 1000;
+    int rows = 64, cols = 5000, D = 1000;
     /* softmax forward and backward */
     float *x = random_floats(rng, (int64_t)rows * cols, -8.0f, 8.0f);
     float *dy = random_floats(rng, (int64_t)rows * cols, -1.0f, 1.0f);
@@ -1010,28 +1012,28 @@ static void check_wide_rows(Report *rep, Rng *rng)
     free(x), free(dy), free(y), free(dx);
 
     /* LayerNorm forward and backward, rows 2 + 3 N(0,1)-ish (uniform) */
-    int64_t n = (int64_t)rows * C;
-    float *in = random_floats(rng, n, -3.0f, 7.0f), *w = random_floats(rng, C, 0.5f, 1.5f);
-    float *b = random_floats(rng, C, -0.5f, 0.5f), *g = random_floats(rng, n, -1.0f, 1.0f);
+    int64_t n = (int64_t)rows * D;
+    float *in = random_floats(rng, n, -3.0f, 7.0f), *w = random_floats(rng, D, 0.5f, 1.5f);
+    float *b = random_floats(rng, D, -0.5f, 0.5f), *g = random_floats(rng, n, -1.0f, 1.0f);
     float *out = (float *)calloc(n, 4), *mean = (float *)calloc(rows, 4),
           *rstd = (float *)calloc(rows, 4);
-    float *gin = (float *)calloc(n, 4), *gw = (float *)calloc(C, 4), *gb = (float *)calloc(C, 4);
-    layernorm_forward(out, mean, rstd, in, w, b, 1, rows, C, 1e-5f);
-    layernorm_backward(gin, gw, gb, g, in, w, mean, rstd, 1, rows, C);
+    float *gin = (float *)calloc(n, 4), *gw = (float *)calloc(D, 4), *gb = (float *)calloc(D, 4);
+    layernorm_forward(out, mean, rstd, in, w, b, 1, rows, D, 1e-5f);
+    layernorm_backward(gin, gw, gb, g, in, w, mean, rstd, 1, rows, D);
     double cond = 7.0 * 0.6; /* max|x| * rstd: |x| < 7, std of U(-3, 7) is 2.9 */
     {
         Dev d = {};
-        float *din = (float *)dev_upload(&d, in, n * 4), *dw = (float *)dev_upload(&d, w, C * 4);
-        float *db = (float *)dev_upload(&d, b, C * 4), *dg = (float *)dev_upload(&d, g, n * 4);
+        float *din = (float *)dev_upload(&d, in, n * 4), *dw = (float *)dev_upload(&d, w, D * 4);
+        float *db = (float *)dev_upload(&d, b, D * 4), *dg = (float *)dev_upload(&d, g, n * 4);
         float *dout = dev_nan(&d, n), *dmean = dev_nan(&d, rows), *drstd = dev_nan(&d, rows);
-        float *dgin = dev_zeros(&d, n), *dgw = dev_zeros(&d, C), *dgb = dev_zeros(&d, C);
+        float *dgin = dev_zeros(&d, n), *dgw = dev_zeros(&d, D), *dgb = dev_zeros(&d, D);
         int fail = d.error[0] ||
-                   cuda_layernorm_forward(dout, dmean, drstd, din, dw, db, 1, rows, C, 1e-5f) ||
-                   cuda_layernorm_backward(dgin, dgw, dgb, dg, din, dw, dmean, drstd, 1, rows, C);
+                   cuda_layernorm_forward(dout, dmean, drstd, din, dw, db, 1, rows, D, 1e-5f) ||
+                   cuda_layernorm_backward(dgin, dgw, dgb, dg, din, dw, dmean, drstd, 1, rows, D);
         float *h[4] = {NULL, NULL, NULL, NULL};
         if (!fail) {
             h[0] = fetch(&d, dout, n), h[1] = fetch(&d, dgin, n);
-            h[2] = fetch(&d, dgw, C), h[3] = fetch(&d, dgb, C);
+            h[2] = fetch(&d, dgw, D), h[3] = fetch(&d, dgb, D);
         }
         if (!h[0] || !h[1] || !h[2] || !h[3]) {
             record_failure(rep, "layernorm wide rows vs C", "64x1000",
@@ -1040,8 +1042,8 @@ static void check_wide_rows(Report *rep, Rng *rng)
             double fa = 8e-6 + 1e-6 * cond, ba = 2 * (2e-5 + 5e-6 * cond);
             check_array(rep, "layernorm wide rows vs C", "output", h[0], out, n, fa, 1e-5);
             check_array(rep, "layernorm wide rows vs C", "grad_input", h[1], gin, n, ba, 1e-5);
-            check_array(rep, "layernorm wide rows vs C", "grad_weight", h[2], gw, C, ba, 1e-5);
-            check_array(rep, "layernorm wide rows vs C", "grad_bias", h[3], gb, C, ba, 1e-5);
+            check_array(rep, "layernorm wide rows vs C", "grad_weight", h[2], gw, D, ba, 1e-5);
+            check_array(rep, "layernorm wide rows vs C", "grad_bias", h[3], gb, D, ba, 1e-5);
         }
         for (int i = 0; i < 4; i++) free(h[i]);
         dev_free(&d);
@@ -1060,13 +1062,13 @@ static void check_wide_rows(Report *rep, Rng *rng)
 static void check_long_attention(Report *rep, Rng *rng)
 {
     struct {
-        int B, L, S, E, Ev, causal, masked;
+        int N, L, S, E, Ev, causal, masked;
     } cfg[] = {
         {4, 257, 257, 64, 64, 1, 0}, {2, 100, 300, 32, 48, 0, 1}, {3, 61, 33, 128, 128, 0, 0}};
     for (size_t s = 0; s < sizeof cfg / sizeof cfg[0]; s++) {
-        int B = cfg[s].B, L = cfg[s].L, S = cfg[s].S, E = cfg[s].E, Ev = cfg[s].Ev;
-        int64_t nq = (int64_t)B * L * E, nk = (int64_t)B * S * E, nv = (int64_t)B * S * Ev;
-        int64_t no = (int64_t)B * L * Ev, nls = (int64_t)B * L * S;
+        int N = cfg[s].N, L = cfg[s].L, S = cfg[s].S, E = cfg[s].E, Ev = cfg[s].Ev;
+        int64_t nq = (int64_t)N * L * E, nk = (int64_t)N * S * E, nv = (int64_t)N * S * Ev;
+        int64_t no = (int64_t)N * L * Ev, nls = (int64_t)N * L * S;
         float *q = random_floats(rng, nq, -2, 2), *k = random_floats(rng, nk, -2, 2);
         float *v = random_floats(rng, nv, -1, 1), *dout = random_floats(rng, no, -1, 1);
         float *bias = NULL;
@@ -1080,12 +1082,12 @@ static void check_long_attention(Report *rep, Rng *rng)
               *att = (float *)calloc(nls, 4);
         float *dq = (float *)calloc(nq, 4), *dk = (float *)calloc(nk, 4),
               *dv = (float *)calloc(nv, 4);
-        SdpaArgs args = {B, L, S, E, Ev, scale, cfg[s].causal, bias, NULL, 0.0f};
+        SdpaArgs args = {N, L, S, E, Ev, scale, cfg[s].causal, bias, NULL, 0.0f};
         sdpa_forward(out, att, q, k, v, &args);
         sdpa_backward(dq, dk, dv, dout, q, k, v, att, &args);
         /* The scores the softmax saw (the C attention keeps none), for the
          * tolerances' growth: largest finite |score| / 4, at least 1. */
-        for (int b = 0; b < B; b++)
+        for (int b = 0; b < N; b++)
             matmul_nt(scores + (size_t)b * L * S, q + (size_t)b * L * E, k + (size_t)b * S * E,
                       L, S, E, 0);
         double growth = 1.0;
@@ -1097,7 +1099,7 @@ static void check_long_attention(Report *rep, Rng *rng)
         }
         double ftol = 2 * 2.5e-6 * growth, btol = 2 * 1e-5 * growth;
         char what[128];
-        snprintf(what, sizeof what, "B %d L %d S %d E %d Ev %d%s%s", B, L, S, E, Ev,
+        snprintf(what, sizeof what, "N %d L %d S %d E %d Ev %d%s%s", N, L, S, E, Ev,
                  cfg[s].causal ? " causal" : "", bias ? " masked" : "");
         for (int variant = 0; variant < 2; variant++) {
             const char *label = variant ? "sdpa long [flash fwd] vs C" : "sdpa long [plain] vs C";
@@ -1108,21 +1110,21 @@ static void check_long_attention(Report *rep, Rng *rng)
                   *gdo = (float *)dev_upload(&d, dout, no * 4);
             float *gb = bias ? (float *)dev_upload(&d, bias, nls * 4) : NULL;
             float *gout = dev_nan(&d, no), *gatt = dev_nan(&d, nls), *gsc = dev_nan(&d, nls);
-            float *glse = dev_nan(&d, (int64_t)B * L);
+            float *glse = dev_nan(&d, (int64_t)N * L);
             float *gdq = dev_zeros(&d, nq), *gdk = dev_zeros(&d, nk), *gdv = dev_zeros(&d, nv);
             float *gdatt = dev_nan(&d, nls), *gdsc = dev_nan(&d, nls);
             int fail = d.error[0] != 0;
             if (!fail && variant == 0)
-                fail = cuda_sdpa_forward(gout, gsc, gatt, gq, gk, gv, gb, NULL, 0.0f, B, L, S, E,
+                fail = cuda_sdpa_forward(gout, gsc, gatt, gq, gk, gv, gb, NULL, 0.0f, N, L, S, E,
                                          Ev, scale, cfg[s].causal);
             if (!fail && variant == 1)
-                fail = cuda_sdpa_flash_forward(gout, glse, gq, gk, gv, gb, B, L, S, E, Ev, scale,
+                fail = cuda_sdpa_flash_forward(gout, glse, gq, gk, gv, gb, N, L, S, E, Ev, scale,
                                                cfg[s].causal) ||
-                       cuda_sdpa_weights_from_lse(gatt, gq, gk, gb, glse, B, L, S, E, scale,
+                       cuda_sdpa_weights_from_lse(gatt, gq, gk, gb, glse, N, L, S, E, scale,
                                                   cfg[s].causal);
             if (!fail)
                 fail = cuda_sdpa_backward(gdq, gdk, gdv, gdatt, gdsc, gdo, gq, gk, gv, gatt, NULL,
-                                          0.0f, B, L, S, E, Ev, scale);
+                                          0.0f, N, L, S, E, Ev, scale);
             float *h[5] = {NULL, NULL, NULL, NULL, NULL};
             if (!fail) {
                 h[0] = fetch(&d, gout, no), h[1] = fetch(&d, gatt, nls);

@@ -3,24 +3,26 @@
  *
  * Mirrors chapters/02_sdpa/sdpa.c: sdpa_forward() and sdpa_backward(), same
  * shapes and rules (the additive bias from sdpa_mask_bias(), is_causal top-
- * left aligned, fully masked rows give zeros, the backward adds).
+ * left aligned, fully masked rows give zeros, the backward adds) and
+ * letters (N every leading dimension flattened, L queries, S keys, E and Ev
+ * the query/key and value features).
  *
- *     scores = Q K^T * scale + mask        (B, L, S)
- *     att    = softmax(scores)             (B, L, S)
- *     out    = att V                       (B, L, Ev)
+ *     scores = Q K^T * scale + mask        (N, L, S)
+ *     att    = softmax(scores)             (N, L, S)
+ *     out    = att V                       (N, L, Ev)
  *
- * and in training, dropout on the weights with a given keep mask (B, L, S):
+ * and in training, dropout on the weights with a given keep mask (N, L, S):
  * out = (att * keep / (1 - p)) V, att still the softmax before dropout.
  *
  * 1. The plain version does exactly what sdpa.c does, one step per kernel:
  *    a batched matmul for Q K^T (matmul.cu), a small kernel for the scale
  *    and the masks, the softmax (softmax.cu), a batched matmul for att V.
- *    It writes the (B, L, S) scores and weights to memory and reads them
+ *    It writes the (N, L, S) scores and weights to memory and reads them
  *    back: simple, and what the backward needs, but for long sequences that
  *    traffic is most of the time.
  *
  * 2. The flash-style forward fuses the three steps and never stores a
- *    (B, L, S) array. It walks over the keys in tiles of FLASH_KEYS, keeps
+ *    (N, L, S) array. It walks over the keys in tiles of FLASH_KEYS, keeps
  *    the tile of K and V in shared memory for all the query rows of the
  *    block, and folds each tile into a running softmax (the online softmax
  *    of hostdev.h):
@@ -59,7 +61,7 @@
 /* The plain version                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* scores (B, L, S) = scores * scale + bias, and -inf above the diagonal when
+/* scores (N, L, S) = scores * scale + bias, and -inf above the diagonal when
  * causal; one thread per entry. The order (scale, then bias) is sdpa.c's. */
 __global__ void sdpa_scale_mask_kernel(float *scores, const float *bias, long long n, int L,
                                        int S, float scale, int is_causal)
@@ -96,17 +98,17 @@ static int sdpa_dropout(float *y, const float *x, const uint8_t *keep, long long
 
 extern "C" int cuda_sdpa_forward(float *out, float *scores, float *att, const float *q,
                                  const float *k, const float *v, const float *bias,
-                                 const uint8_t *drop, float dropout_p, int B, int L, int S,
+                                 const uint8_t *drop, float dropout_p, int N, int L, int S,
                                  int E, int Ev, float scale, int is_causal)
 {
-    long long n = (long long)B * L * S;
+    long long n = (long long)N * L * S;
     if (n == 0) return 0;
     /* scores[b, i, j] = q_i . k_j */
-    if (cuda_matmul_nt_batched(scores, q, k, B, L, S, E, 0) != 0) return -1;
+    if (cuda_matmul_nt_batched(scores, q, k, N, L, S, E, 0) != 0) return -1;
     sdpa_scale_mask_kernel<<<blocks_for(n, 256), 256>>>(scores, bias, n, L, S, scale, is_causal);
     if (LAUNCH_CHECK(sdpa_scale_mask_kernel) != 0) return -1;
     /* each row a distribution over the keys; all -inf gives zeros */
-    if (cuda_softmax_forward(att, scores, B * L, S) != 0) return -1;
+    if (cuda_softmax_forward(att, scores, N * L, S) != 0) return -1;
     /* out_i = sum_j att[i, j] v_j, or with dropout the same over the kept
      * weights, made in scores (the softmax is done with it) */
     const float *used = att;
@@ -114,16 +116,16 @@ extern "C" int cuda_sdpa_forward(float *out, float *scores, float *att, const fl
         if (sdpa_dropout(scores, att, drop, n, dropout_p) != 0) return -1;
         used = scores;
     }
-    return cuda_matmul_nn_batched(out, used, v, B, L, Ev, S, 0);
+    return cuda_matmul_nn_batched(out, used, v, N, L, Ev, S, 0);
 }
 
 extern "C" int cuda_sdpa_backward(float *dq, float *dk, float *dv, float *datt, float *dscores,
                                   const float *dout, const float *q, const float *k,
                                   const float *v, const float *att, const uint8_t *drop,
-                                  float dropout_p, int B, int L, int S, int E, int Ev,
+                                  float dropout_p, int N, int L, int S, int E, int Ev,
                                   float scale)
 {
-    long long n = (long long)B * L * S;
+    long long n = (long long)N * L * S;
     if (n == 0) return 0;
     /* out = w V (w = att, or the kept weights, made again in dscores, which
      * is free until the softmax backward): dV += w^T dout, dw = dout V^T
@@ -133,18 +135,18 @@ extern "C" int cuda_sdpa_backward(float *dq, float *dk, float *dv, float *datt, 
         if (sdpa_dropout(dscores, att, drop, n, dropout_p) != 0) return -1;
         w = dscores;
     }
-    if (cuda_matmul_tn_batched(dv, w, dout, B, S, Ev, L, 1) != 0) return -1;
-    if (cuda_matmul_nt_batched(datt, dout, v, B, L, S, Ev, 0) != 0) return -1;
+    if (cuda_matmul_tn_batched(dv, w, dout, N, S, Ev, L, 1) != 0) return -1;
+    if (cuda_matmul_nt_batched(datt, dout, v, N, L, S, Ev, 0) != 0) return -1;
     /* dropout passes the gradient of the kept weights, scaled the same way */
     if (drop && sdpa_dropout(datt, datt, drop, n, dropout_p) != 0) return -1;
     /* through the softmax, row by row; masked entries (att = 0) get nothing */
-    if (cuda_softmax_backward(dscores, att, datt, B * L, S) != 0) return -1;
+    if (cuda_softmax_backward(dscores, att, datt, N * L, S) != 0) return -1;
     /* scores = scale * Q K^T + bias: from here on d(loss)/d(Q K^T) */
     scale_kernel<<<blocks_for(n, 256), 256>>>(dscores, n, scale);
     if (LAUNCH_CHECK(scale_kernel) != 0) return -1;
     /* dQ += dscores K, dK += dscores^T Q */
-    if (cuda_matmul_nn_batched(dq, dscores, k, B, L, E, S, 1) != 0) return -1;
-    return cuda_matmul_tn_batched(dk, dscores, q, B, S, E, L, 1);
+    if (cuda_matmul_nn_batched(dq, dscores, k, N, L, E, S, 1) != 0) return -1;
+    return cuda_matmul_tn_batched(dk, dscores, q, N, S, E, L, 1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -169,7 +171,7 @@ __device__ inline float flash_score(const float *qrow, const float *krow, int E,
     return s;
 }
 
-/* grid (ceil(L / FLASH_ROWS), B), FLASH_ROWS * 32 threads. Dynamic shared
+/* grid (ceil(L / FLASH_ROWS), N), FLASH_ROWS * 32 threads. Dynamic shared
  * memory: the K tile (FLASH_KEYS, E + 1; the extra column spreads the rows
  * over the memory banks), the V tile (FLASH_KEYS, Ev), the query rows
  * (FLASH_ROWS, E) and each warp's probabilities (FLASH_ROWS, FLASH_KEYS). */
@@ -264,18 +266,18 @@ __global__ void sdpa_flash_forward_kernel(float *out, float *lse, const float *q
 }
 
 extern "C" int cuda_sdpa_flash_forward(float *out, float *lse, const float *q, const float *k,
-                                       const float *v, const float *bias, int B, int L, int S,
+                                       const float *v, const float *bias, int N, int L, int S,
                                        int E, int Ev, float scale, int is_causal)
 {
-    if (B == 0 || L == 0) return 0;
-    if (E < 1 || Ev < 1 || E > CUDA_FLASH_MAX_D || Ev > CUDA_FLASH_MAX_D || B > 65535) {
-        fprintf(stderr, "cuda_sdpa_flash_forward: E %d and Ev %d must lie in 1..%d, and B %d "
-                "at most 65535\n", E, Ev, CUDA_FLASH_MAX_D, B);
+    if (N == 0 || L == 0) return 0;
+    if (E < 1 || Ev < 1 || E > CUDA_FLASH_MAX_D || Ev > CUDA_FLASH_MAX_D || N > 65535) {
+        fprintf(stderr, "cuda_sdpa_flash_forward: E %d and Ev %d must lie in 1..%d, and N %d "
+                "at most 65535\n", E, Ev, CUDA_FLASH_MAX_D, N);
         return -1;
     }
     size_t smem = sizeof(float) * ((size_t)FLASH_KEYS * (E + 1) + (size_t)FLASH_KEYS * Ev +
                                    (size_t)FLASH_ROWS * E + (size_t)FLASH_ROWS * FLASH_KEYS);
-    dim3 blocks((L + FLASH_ROWS - 1) / FLASH_ROWS, B);
+    dim3 blocks((L + FLASH_ROWS - 1) / FLASH_ROWS, N);
     sdpa_flash_forward_kernel<<<blocks, FLASH_ROWS * 32, smem>>>(out, lse, q, k, v, bias, L, S,
                                                                  E, Ev, scale, is_causal);
     return LAUNCH_CHECK(sdpa_flash_forward_kernel);
@@ -299,10 +301,10 @@ __global__ void sdpa_weights_from_lse_kernel(float *att, const float *q, const f
 }
 
 extern "C" int cuda_sdpa_weights_from_lse(float *att, const float *q, const float *k,
-                                          const float *bias, const float *lse, int B, int L,
+                                          const float *bias, const float *lse, int N, int L,
                                           int S, int E, float scale, int is_causal)
 {
-    long long n = (long long)B * L * S;
+    long long n = (long long)N * L * S;
     if (n == 0) return 0;
     sdpa_weights_from_lse_kernel<<<blocks_for(n, 256), 256>>>(att, q, k, bias, lse, n, L, S, E,
                                                               scale, is_causal);

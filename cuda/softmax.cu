@@ -3,8 +3,9 @@
  * backward, on the GPU.
  *
  * Mirrors chapters/00_foundations/softmax.c: softmax_forward() and
- * softmax_backward(), same shapes (R, C), same rule for a row that is all
- * -inf (zeros, not NaN).
+ * softmax_backward(), same shapes (R, C): R rows of C values, chapter 00's
+ * letters, local to the softmax. Same rule for a row that is all -inf
+ * (zeros, not NaN).
  *
  * One block per row. The C loop over a row becomes: every thread takes the
  * columns c = threadIdx.x, threadIdx.x + blockDim.x, ... (a block-stride

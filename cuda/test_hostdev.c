@@ -6,6 +6,9 @@
  * Each helper is checked against the chapter function it follows (linked
  * from build/libtransformer.a) or against values worked out by hand, so a
  * kernel that calls the helper inherits the check.
+ *
+ * Letters: the chapters'; R counts rows, of C values in the softmax tests
+ * (chapter 00's local letters) and of width D in the LayerNorm ones.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -112,27 +115,27 @@ static void test_online_softmax_matches_two_pass(void **state)
 static void test_layernorm_stats_match_chapter(void **state)
 {
     (void)state;
-    enum { N = 5, C = 48 };
-    float x[N * C], y[N * C], mean[N], rstd[N], got_mean[N], got_rstd[N], got_y[N * C];
+    enum { R = 5, D = 48 };
+    float x[R * D], y[R * D], mean[R], rstd[R], got_mean[R], got_rstd[R], got_y[R * D];
     Rng rng;
     rng_seed(&rng, 3, 0);
-    fill(&rng, x, N * C, -2.0f, 2.0f);
-    for (int c = 0; c < C; c++) x[1 * C + c] = 0.375f;                /* constant row */
-    for (int c = 0; c < C; c++) x[2 * C + c] += 1e4f;                 /* large mean */
-    for (int c = 0; c < C; c++) x[3 * C + c] = 1.0f + 1e-3f * x[3 * C + c]; /* near constant */
-    for (int c = 0; c < C; c++) x[4 * C + c] += 1e6f;                 /* values 1/16 apart */
-    layernorm_forward(y, mean, rstd, x, NULL, NULL, 1, N, C, 1e-5f);  /* y = n */
-    for (int r = 0; r < N; r++) {
-        const float *row = x + r * C;
+    fill(&rng, x, R * D, -2.0f, 2.0f);
+    for (int c = 0; c < D; c++) x[1 * D + c] = 0.375f;                /* constant row */
+    for (int c = 0; c < D; c++) x[2 * D + c] += 1e4f;                 /* large mean */
+    for (int c = 0; c < D; c++) x[3 * D + c] = 1.0f + 1e-3f * x[3 * D + c]; /* near constant */
+    for (int c = 0; c < D; c++) x[4 * D + c] += 1e6f;                 /* values 1/16 apart */
+    layernorm_forward(y, mean, rstd, x, NULL, NULL, 1, R, D, 1e-5f);  /* y = n */
+    for (int r = 0; r < R; r++) {
+        const float *row = x + r * D;
         float delta;
-        hd_layernorm_row_stats(row, C, 1e-5f, &delta, &got_rstd[r]);
+        hd_layernorm_row_stats(row, D, 1e-5f, &delta, &got_rstd[r]);
         got_mean[r] = row[0] + delta;
-        for (int c = 0; c < C; c++)
-            got_y[r * C + c] = hd_layernorm_dev(row[c], row[0], delta) * got_rstd[r];
+        for (int c = 0; c < D; c++)
+            got_y[r * D + c] = hd_layernorm_dev(row[c], row[0], delta) * got_rstd[r];
     }
-    assert_near("hd_layernorm_row_stats mean vs chapter", got_mean, mean, N, 0.0, 1e-7);
-    assert_near("hd_layernorm_row_stats rstd vs chapter", got_rstd, rstd, N, 0.0, 1e-6);
-    assert_near("hd_layernorm_dev * rstd vs chapter's n", got_y, y, N * C, 0.0, 0.0);
+    assert_near("hd_layernorm_row_stats mean vs chapter", got_mean, mean, R, 0.0, 1e-7);
+    assert_near("hd_layernorm_row_stats rstd vs chapter", got_rstd, rstd, R, 0.0, 1e-6);
+    assert_near("hd_layernorm_dev * rstd vs chapter's n", got_y, y, R * D, 0.0, 0.0);
     assert_true(got_mean[1] == 0.375f);                              /* exactly the value */
     assert_true(got_rstd[1] == 1.0f / sqrtf(1e-5f));                 /* var 0: 1/sqrt(eps) */
 }
@@ -140,31 +143,31 @@ static void test_layernorm_stats_match_chapter(void **state)
 static void test_layernorm_dx_matches_chapter(void **state)
 {
     (void)state;
-    enum { N = 3, C = 20 };
-    float x[N * C], dy[N * C], w[C], y[N * C], mean[N], rstd[N], want[N * C] = {0}, got[N * C];
-    float dw[C] = {0};
+    enum { R = 3, D = 20 };
+    float x[R * D], dy[R * D], w[D], y[R * D], mean[R], rstd[R], want[R * D] = {0}, got[R * D];
+    float dw[D] = {0};
     Rng rng;
     rng_seed(&rng, 4, 0);
-    fill(&rng, x, N * C, -3.0f, 3.0f);
-    fill(&rng, dy, N * C, -1.0f, 1.0f);
-    fill(&rng, w, C, 0.5f, 1.5f);
-    layernorm_forward(y, mean, rstd, x, w, NULL, 1, N, C, 1e-5f);
-    layernorm_backward(want, dw, NULL, dy, x, w, mean, rstd, 1, N, C);
-    for (int r = 0; r < N; r++) {
+    fill(&rng, x, R * D, -3.0f, 3.0f);
+    fill(&rng, dy, R * D, -1.0f, 1.0f);
+    fill(&rng, w, D, 0.5f, 1.5f);
+    layernorm_forward(y, mean, rstd, x, w, NULL, 1, R, D, 1e-5f);
+    layernorm_backward(want, dw, NULL, dy, x, w, mean, rstd, 1, R, D);
+    for (int r = 0; r < R; r++) {
         float mg = 0.0f, mgn = 0.0f;
-        for (int c = 0; c < C; c++) {
-            float n = (x[r * C + c] - mean[r]) * rstd[r], g = dy[r * C + c] * w[c];
+        for (int c = 0; c < D; c++) {
+            float n = (x[r * D + c] - mean[r]) * rstd[r], g = dy[r * D + c] * w[c];
             mg += g;
             mgn += g * n;
         }
-        mg /= C;
-        mgn /= C;
-        for (int c = 0; c < C; c++) {
-            float n = (x[r * C + c] - mean[r]) * rstd[r], g = dy[r * C + c] * w[c];
-            got[r * C + c] = hd_layernorm_dx(g, n, mg, mgn, rstd[r]);
+        mg /= D;
+        mgn /= D;
+        for (int c = 0; c < D; c++) {
+            float n = (x[r * D + c] - mean[r]) * rstd[r], g = dy[r * D + c] * w[c];
+            got[r * D + c] = hd_layernorm_dx(g, n, mg, mgn, rstd[r]);
         }
     }
-    assert_near("hd_layernorm_dx vs layernorm_backward", got, want, N * C, 1e-6, 1e-6);
+    assert_near("hd_layernorm_dx vs layernorm_backward", got, want, R * D, 1e-6, 1e-6);
 }
 
 /* ---- positions ---------------------------------------------------------- */
@@ -172,12 +175,12 @@ static void test_layernorm_dx_matches_chapter(void **state)
 static void test_sinusoidal_matches_chapter(void **state)
 {
     (void)state;
-    enum { L = 60, D = 7 };
-    float want[L * D], got[L * D];
-    positional_sinusoidal_table(want, L, D);
-    for (int pos = 0; pos < L; pos++)
+    enum { max_len = 60, D = 7 };
+    float want[max_len * D], got[max_len * D];
+    positional_sinusoidal_table(want, max_len, D);
+    for (int pos = 0; pos < max_len; pos++)
         for (int d = 0; d < D; d++) got[pos * D + d] = hd_sinusoidal(pos, d, D);
-    assert_near("hd_sinusoidal vs positional_sinusoidal_table", got, want, L * D, 1e-7, 0.0);
+    assert_near("hd_sinusoidal vs positional_sinusoidal_table", got, want, max_len * D, 1e-7, 0.0);
     assert_true(hd_sinusoidal(0, 0, D) == 0.0f && hd_sinusoidal(0, 1, D) == 1.0f);
 }
 

@@ -81,14 +81,14 @@ int model_config_check(const ModelConfig *c, Error *err)
      * vocabularies near INT_MAX would overflow an int sum): it is checked
      * before anything is allocated or any table built. */
     double D = c->d_model, F = c->dim_feedforward;
-    double Vs = c->src_vocab, Vt = c->tgt_vocab, L = c->max_len, I = c->input_dim;
-    double enc = 4 * D * D + 2 * D * F + 9 * D + F;          /* attention, FFN, two norms */
-    double dec = 8 * D * D + 2 * D * F + 15 * D + F;         /* two attentions, three norms */
+    double Vs = c->src_vocab, Vt = c->tgt_vocab, max_len = c->max_len, I = c->input_dim;
+    double enc = 4 * D * D + 2 * D * F + 9 * D + F;            /* attention, FFN, two norms */
+    double dec = 8 * D * D + 2 * D * F + 15 * D + F;           /* two attentions, three norms */
     double total = c->num_encoder_layers * enc + c->num_decoder_layers * dec
-                 + (Vs + Vt + 2 * L + 4) * D                 /* embeddings, positions, norms */
-                 + (Vt + 1) * (D + 1) + (I + 1) * D;         /* generator, input_net */
+                 + (Vs + Vt + 2 * max_len + 4) * D             /* embeddings, positions, norms */
+                 + (Vt + 1) * (D + 1) + (I + 1) * D;           /* generator, input_net */
     if (total > MODEL_MAX_PARAMS || D * F > MODEL_MAX_PARAMS || D * D > MODEL_MAX_PARAMS ||
-        L * D > MODEL_MAX_PARAMS)
+        max_len * D > MODEL_MAX_PARAMS)
         return error_set(err, "model: about %.3g parameters (d_model %d, dim_feedforward %d, "
                          "%d + %d layers); this project allows at most %d", total, c->d_model,
                          c->dim_feedforward, c->num_encoder_layers, c->num_decoder_layers,

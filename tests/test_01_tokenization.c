@@ -337,28 +337,28 @@ static void test_batch_case(void **state)
     check_ok(taylor_vocab(&v, side, &err), &err, "taylor_vocab");
     const Tensor *golden = golden_tensor(&f, "batch", DTYPE_I64);
     assert_int_equal(golden->ndim, 2);
-    int64_t B = golden->shape[0];
+    int64_t N = golden->shape[0];
 
     /* One line per sequence, tokenized end to end into ids. */
-    int64_t *ids = test_ids(len), *counts = test_ids((size_t)B), total = 0, b = 0;
+    int64_t *ids = test_ids(len), *counts = test_ids((size_t)N), total = 0, b = 0;
     for (size_t start = 0; start <= len; b++) {
         size_t end = start;
         while (end < len && texts[end] != '\n') end++;
-        assert_true(b < B);
+        assert_true(b < N);
         check_ok(taylor_encode(&v, texts + start, end - start, ids + total, &counts[b], &err),
                  &err, "taylor_encode");
         total += counts[b];
         start = end + 1;
     }
-    assert_int_equal(b, B);
+    assert_int_equal(b, N);
     int64_t T = golden_meta_int(&f, "length");
-    if (T == 0) T = seq_batch_length(counts, B);
-    int64_t *rows = test_ids((size_t)(B * T)), *lengths = test_ids((size_t)B);
-    check_ok(seq_batch(rows, lengths, ids, counts, B, T, &err), &err, "seq_batch");
-    assert_ids_equal(&f, "batch", rows, B * T);
-    assert_ids_equal(&f, "lengths", lengths, B);
+    if (T == 0) T = seq_batch_length(counts, N);
+    int64_t *rows = test_ids((size_t)(N * T)), *lengths = test_ids((size_t)N);
+    check_ok(seq_batch(rows, lengths, ids, counts, N, T, &err), &err, "seq_batch");
+    assert_ids_equal(&f, "batch", rows, N * T);
+    assert_ids_equal(&f, "lengths", lengths, N);
     Text back = {0};
-    for (int64_t r = 0; r < B; r++) {
+    for (int64_t r = 0; r < N; r++) {
         if (r) check_ok(text_append(&back, "\n", 1, &err), &err, "append");
         check_ok(vocab_decode(&v, rows + r * T, T, "", &back, &err), &err, "vocab_decode");
     }

@@ -38,13 +38,13 @@
 /* Everything one forward (and backward) pass produces. */
 typedef struct {
     SdpaCase c;
-    float *bias;                  /* (B, L, S), or NULL without attn_mask */
-    float *out;                   /* (B, L, Ev) */
-    float *att;                   /* (B, L, S) */
-    float *dq, *dk, *dv;          /* (B, L, E), (B, S, E), (B, S, Ev); backward only */
+    float *bias;                  /* (N, L, S), or NULL without attn_mask */
+    float *out;                   /* (N, L, Ev) */
+    float *att;                   /* (N, L, S) */
+    float *dq, *dk, *dv;          /* (N, L, E), (N, S, E), (N, S, Ev); backward only */
 } Run;
 
-static int64_t n_att(const SdpaCase *c) { return (int64_t)c->B * c->L * c->S; }
+static int64_t n_att(const SdpaCase *c) { return (int64_t)c->N * c->L * c->S; }
 
 /* Reads the case and runs sdpa_mask_bias, sdpa_forward and, for
  * sdpa_backward cases, sdpa_backward; fails the test on any error. */
@@ -57,7 +57,7 @@ static void run_case(Run *r, const TensorFile *f)
         fail();
     }
     const SdpaCase *c = &r->c;
-    int B = c->B, L = c->L, S = c->S, E = c->E, Ev = c->Ev;
+    int N = c->N, L = c->L, S = c->S, E = c->E, Ev = c->Ev;
     if (c->mask) {
         r->bias = test_floats(n_att(c));
         int64_t att_shape[TENSOR_MAX_DIMS];
@@ -67,14 +67,14 @@ static void run_case(Run *r, const TensorFile *f)
         assert_ok(sdpa_mask_bias(r->bias, c->mask->data, c->mask->dtype == DTYPE_BOOL,
                                  c->mask->shape, c->mask->ndim, att_shape, c->ndim));
     }
-    r->out = test_floats((int64_t)B * L * Ev);
+    r->out = test_floats((int64_t)N * L * Ev);
     r->att = test_floats(n_att(c));
     SdpaArgs args = sdpa_case_args(c, r->bias);
     assert_ok(sdpa_forward(r->out, r->att, c->q, c->k, c->v, &args));
     if (c->backward) {
-        r->dq = test_floats((int64_t)B * L * E);
-        r->dk = test_floats((int64_t)B * S * E);
-        r->dv = test_floats((int64_t)B * S * Ev);
+        r->dq = test_floats((int64_t)N * L * E);
+        r->dk = test_floats((int64_t)N * S * E);
+        r->dv = test_floats((int64_t)N * S * Ev);
         assert_ok(sdpa_backward(r->dq, r->dk, r->dv, c->dout, c->q, c->k, c->v, r->att,
                                 &args));
     }
@@ -104,17 +104,17 @@ static void test_sdpa_case(void **state)
     Run r;
     run_case(&r, &f);
     const SdpaCase *c = &r.c;
-    print_message("  B %d, L %d, S %d, E %d, Ev %d, scale %.4g%s%s; out[0] = %.6f\n", c->B,
+    print_message("  N %d, L %d, S %d, E %d, Ev %d, scale %.4g%s%s; out[0] = %.6f\n", c->N,
                   c->L, c->S, c->E, c->Ev, c->scale, c->is_causal ? ", causal" : "",
                   c->mask ? (c->mask->dtype == DTYPE_BOOL ? ", bool mask" : ", float mask")
                           : "",
                   r.out[0]);
-    assert_close_to_golden(&f, "output", r.out, (int64_t)c->B * c->L * c->Ev, atol, rtol);
+    assert_close_to_golden(&f, "output", r.out, (int64_t)c->N * c->L * c->Ev, atol, rtol);
     assert_close_to_golden(&f, "attn_weights", r.att, n_att(c), atol, rtol);
     if (c->backward) {
-        assert_close_to_golden(&f, "grad_query", r.dq, (int64_t)c->B * c->L * c->E, atol, rtol);
-        assert_close_to_golden(&f, "grad_key", r.dk, (int64_t)c->B * c->S * c->E, atol, rtol);
-        assert_close_to_golden(&f, "grad_value", r.dv, (int64_t)c->B * c->S * c->Ev, atol,
+        assert_close_to_golden(&f, "grad_query", r.dq, (int64_t)c->N * c->L * c->E, atol, rtol);
+        assert_close_to_golden(&f, "grad_key", r.dk, (int64_t)c->N * c->S * c->E, atol, rtol);
+        assert_close_to_golden(&f, "grad_value", r.dv, (int64_t)c->N * c->S * c->Ev, atol,
                                rtol);
     }
     run_free(&r);
@@ -137,7 +137,7 @@ static void check_fully_masked(const char *name, const int *rows, int n_rows)
     const float *want_out = golden_tensor(&f, "output", DTYPE_F32)->data;
     const float *want_dq = golden_tensor(&f, "grad_query", DTYPE_F32)->data;
     int checked = 0;
-    for (int b = 0; b < c->B; b++) {
+    for (int b = 0; b < c->N; b++) {
         for (int k = 0; k < n_rows; k++) {
             int i = rows[k];
             for (int j = 0; j < c->S; j++)
@@ -181,7 +181,7 @@ static void test_infinite_score(void **state)
     const float k[S * E] = {1, 0, -1, 0};
     const float v[S * E] = {1, 2, 3, 4};
     float out[L * E], att[L * S];
-    SdpaArgs a = {.B = 1, .L = L, .S = S, .E = E, .Ev = E, .scale = 1.0f};
+    SdpaArgs a = {.N = 1, .L = L, .S = S, .E = E, .Ev = E, .scale = 1.0f};
     assert_ok(sdpa_forward(out, att, q, k, v, &a));
     for (int j = 0; j < S; j++) assert_true(isnan(att[j]) && isnan(out[j]));
     assert_float_equal(att[S] + att[S + 1], 1.0f, 1e-6f);
@@ -198,37 +198,37 @@ static void test_infinite_score(void **state)
  * the one without dropout, times 1 / (1 - p). */
 static void test_dropout_keeps_expectation(void **state)
 {
-    enum { B = 64, L = 32, S = 32, E = 8 };
+    enum { N = 64, L = 32, S = 32, E = 8 };
     const float p = 0.3f;
-    float *q = test_floats(B * L * E), *k = test_floats(B * S * E), *v = test_floats(B * S);
-    float *out = test_floats(B * L), *plain = test_floats(B * L), *att = test_floats(B * L * S);
-    uint8_t *keep = malloc(B * L * S), *all = malloc(B * L * S);
+    float *q = test_floats(N * L * E), *k = test_floats(N * S * E), *v = test_floats(N * S);
+    float *out = test_floats(N * L), *plain = test_floats(N * L), *att = test_floats(N * L * S);
+    uint8_t *keep = malloc(N * L * S), *all = malloc(N * L * S);
     Rng rng;
     rng_seed(&rng, 7, 0);
-    for (int i = 0; i < B * L * E; i++) q[i] = rng_uniform(&rng) - 0.5f;
-    for (int i = 0; i < B * S * E; i++) k[i] = rng_uniform(&rng) - 0.5f;
-    for (int i = 0; i < B * S; i++) v[i] = 1.0f;
+    for (int i = 0; i < N * L * E; i++) q[i] = rng_uniform(&rng) - 0.5f;
+    for (int i = 0; i < N * S * E; i++) k[i] = rng_uniform(&rng) - 0.5f;
+    for (int i = 0; i < N * S; i++) v[i] = 1.0f;
     int64_t dropped = 0;
-    for (int i = 0; i < B * L * S; i++) {
+    for (int i = 0; i < N * L * S; i++) {
         keep[i] = rng_uniform(&rng) >= p;
         all[i] = 1;
         dropped += !keep[i];
     }
-    SdpaArgs with_dropout = {B, L, S, E, 1, sdpa_default_scale(E), 0, NULL, keep, p};
-    SdpaArgs plain_args = {B, L, S, E, 1, sdpa_default_scale(E), 0, NULL, NULL, 0.0f};
-    SdpaArgs kept_all = {B, L, S, E, 1, sdpa_default_scale(E), 0, NULL, all, p};
+    SdpaArgs with_dropout = {N, L, S, E, 1, sdpa_default_scale(E), 0, NULL, keep, p};
+    SdpaArgs plain_args = {N, L, S, E, 1, sdpa_default_scale(E), 0, NULL, NULL, 0.0f};
+    SdpaArgs kept_all = {N, L, S, E, 1, sdpa_default_scale(E), 0, NULL, all, p};
     assert_ok(sdpa_forward(out, att, q, k, v, &with_dropout));
     double mean = 0;
-    for (int i = 0; i < B * L; i++) mean += out[i] / (B * L);
+    for (int i = 0; i < N * L; i++) mean += out[i] / (N * L);
     assert_ok(sdpa_forward(plain, att, q, k, v, &plain_args));
     assert_ok(sdpa_forward(out, att, q, k, v, &kept_all));
     double worst = 0;
-    for (int i = 0; i < B * L; i++) worst = fmax(worst, fabs(out[i] - plain[i] / (1.0 - p)));
+    for (int i = 0; i < N * L; i++) worst = fmax(worst, fabs(out[i] - plain[i] / (1.0 - p)));
     print_message("  p %.1f: %.4f of the weights dropped, mean output %.4f (1 expected); all "
                   "kept: within %.2g of the plain output / (1 - p)\n", (double)p,
-                  (double)dropped / (B * L * S), mean, worst);
+                  (double)dropped / (N * L * S), mean, worst);
     assert_true(fabs(mean - 1.0) < 0.015);
-    assert_true(fabs((double)dropped / (B * L * S) - p) < 0.01);
+    assert_true(fabs((double)dropped / (N * L * S) - p) < 0.01);
     assert_true(worst < 1e-5);
     free(q), free(k), free(v), free(out), free(plain), free(att), free(keep), free(all);
 }
@@ -246,7 +246,7 @@ static void test_causal_alignment(void **state)
         run_case(&r, &f);
         const SdpaCase *c = &r.c;
         double worst = 0;
-        for (int b = 0; b < c->B; b++) {
+        for (int b = 0; b < c->N; b++) {
             for (int i = 0; i < c->L; i++) {
                 const float *row = r.att + ((size_t)b * c->L + i) * c->S;
                 double sum = 0;
@@ -279,14 +279,14 @@ static void test_causal_equals_tril_mask(void **state)
     assert_non_null(tril);
     for (int i = 0; i < L; i++)
         for (int j = 0; j <= i && j < S; j++) tril[(size_t)i * S + j] = 1;
-    float *bias = test_floats(n_att(c)), *out = test_floats((int64_t)c->B * L * c->Ev);
+    float *bias = test_floats(n_att(c)), *out = test_floats((int64_t)c->N * L * c->Ev);
     float *att = test_floats(n_att(c));
     int64_t att_shape[4] = {c->batch_shape[0], c->batch_shape[1], L, S};
     assert_ok(sdpa_mask_bias(bias, tril, 1, (int64_t[]){L, S}, 2, att_shape, 4));
-    SdpaArgs a = {c->B, L, S, c->E, c->Ev, c->scale, 0, bias, NULL, 0.0f};
+    SdpaArgs a = {c->N, L, S, c->E, c->Ev, c->scale, 0, bias, NULL, 0.0f};
     assert_ok(sdpa_forward(out, att, c->q, c->k, c->v, &a));
     assert_memory_equal(att, r.att, n_att(c) * sizeof(float));
-    assert_memory_equal(out, r.out, (size_t)c->B * L * c->Ev * sizeof(float));
+    assert_memory_equal(out, r.out, (size_t)c->N * L * c->Ev * sizeof(float));
     print_message("  is_causal and a tril boolean mask agree bit for bit (L %d, S %d)\n", L, S);
     free(tril);
     free(bias);
@@ -353,7 +353,7 @@ static void test_seed_example_printed_values(void **state)
     const float want_att[9] = {0.4028f, 0.2886f, 0.3086f, 0.3538f, 0.3069f, 0.3393f,
                                0.1303f, 0.4630f, 0.4067f};
     float out[6], att[9];
-    SdpaArgs a = {.B = 1, .L = 3, .S = 3, .E = 2, .Ev = 2, .scale = sdpa_default_scale(2)};
+    SdpaArgs a = {.N = 1, .L = 3, .S = 3, .E = 2, .Ev = 2, .scale = sdpa_default_scale(2)};
     assert_ok(sdpa_forward(out, att, q, k, v, &a));
     assert_close("seed example output", out, want_out, 6, 1.5e-4, 0);
     assert_close("seed example attention", att, want_att, 9, 1.5e-4, 0);
@@ -421,11 +421,11 @@ static void test_thread_count_independent(void **state)
         run_case(&two, &f);
         omp_set_num_threads(saved);
         const SdpaCase *c = &one.c;
-        assert_memory_equal(one.out, two.out, (size_t)c->B * c->L * c->Ev * sizeof(float));
+        assert_memory_equal(one.out, two.out, (size_t)c->N * c->L * c->Ev * sizeof(float));
         assert_memory_equal(one.att, two.att, n_att(c) * sizeof(float));
-        assert_memory_equal(one.dq, two.dq, (size_t)c->B * c->L * c->E * sizeof(float));
-        assert_memory_equal(one.dk, two.dk, (size_t)c->B * c->S * c->E * sizeof(float));
-        assert_memory_equal(one.dv, two.dv, (size_t)c->B * c->S * c->Ev * sizeof(float));
+        assert_memory_equal(one.dq, two.dq, (size_t)c->N * c->L * c->E * sizeof(float));
+        assert_memory_equal(one.dk, two.dk, (size_t)c->N * c->S * c->E * sizeof(float));
+        assert_memory_equal(one.dv, two.dv, (size_t)c->N * c->S * c->Ev * sizeof(float));
         print_message("  %s: 1 and 2 threads give identical bits\n", names[n]);
         run_free(&one);
         run_free(&two);

@@ -51,7 +51,7 @@ typedef struct {
     MhaCase c;
     MhaCache cache;
     float *bias;                  /* (N, H, L, S), or NULL without a mask in use */
-    float *out;                   /* (N, L, E) */
+    float *out;                   /* (N, L, D) */
     float *avg;                   /* (N, L, S) the heads' average */
     float *dq, *dk, *dv;          /* like query, key, value; backward only. In
                                      self-attention dk and dv are dq. */
@@ -72,9 +72,9 @@ static int64_t param_numel(const TensorFile *f, int i)
 static void run_layer(Run *r, const TensorFile *f, int backward)
 {
     const MhaCase *c = &r->c;
-    int N = c->N, L = c->L, S = c->S, E = c->E, H = c->H;
+    int N = c->N, L = c->L, S = c->S, D = c->D, H = c->H;
     Error err;
-    if (mha_cache_alloc(&r->cache, &(MhaDims){N, L, S, E, H, c->Ek, c->Ev}, backward,
+    if (mha_cache_alloc(&r->cache, &(MhaDims){N, L, S, D, H, c->Ek, c->Ev}, backward,
                         &err) != 0) {
         print_error("%s\n", err.msg);
         fail();
@@ -83,13 +83,13 @@ static void run_layer(Run *r, const TensorFile *f, int backward)
         r->bias = test_floats(n_att(c));
         assert_ok(mha_case_bias(c, r->bias));
     }
-    r->out = test_floats((int64_t)N * L * E);
+    r->out = test_floats((int64_t)N * L * D);
     assert_ok(mha_forward(r->out, &r->cache, c->query, c->key, c->value, &c->params,
                           r->bias, c->causal));
     r->avg = test_floats((int64_t)N * L * S);
     assert_ok(mha_average_heads(r->avg, r->cache.att, N, H, L, S));
     if (!backward) return;
-    r->dq = test_floats((int64_t)N * L * E);
+    r->dq = test_floats((int64_t)N * L * D);
     r->dk = c->self_attention ? r->dq : test_floats((int64_t)N * S * c->Ek);
     r->dv = c->self_attention ? r->dq : test_floats((int64_t)N * S * c->Ev);
     for (int i = 0; i < 7; i++)
@@ -129,7 +129,7 @@ static void run_free(Run *r)
 static void check_grads(const TensorFile *f, const Run *r, double atol, double rtol)
 {
     const MhaCase *c = &r->c;
-    assert_close_to_golden(f, "grad_query", r->dq, (int64_t)c->N * c->L * c->E, atol, rtol);
+    assert_close_to_golden(f, "grad_query", r->dq, (int64_t)c->N * c->L * c->D, atol, rtol);
     if (!c->self_attention) {
         assert_close_to_golden(f, "grad_key", r->dk, (int64_t)c->N * c->S * c->Ek, atol, rtol);
         assert_close_to_golden(f, "grad_value", r->dv, (int64_t)c->N * c->S * c->Ev, atol,
@@ -157,13 +157,13 @@ static void test_mha_case(void **state)
     Run r;
     run_case(&r, &f);
     const MhaCase *c = &r.c;
-    print_message("  N %d, L %d, S %d, E %d, H %d, kdim %d, vdim %d, %s%s%s%s%s%s; "
-                  "out[0] = %.6f\n", c->N, c->L, c->S, c->E, c->H, c->Ek, c->Ev,
+    print_message("  N %d, L %d, S %d, D %d, H %d, kdim %d, vdim %d, %s%s%s%s%s%s; "
+                  "out[0] = %.6f\n", c->N, c->L, c->S, c->D, c->H, c->Ek, c->Ev,
                   c->params.in_proj_weight ? "packed" : "separate",
                   c->params.in_proj_bias ? ", bias" : ", no bias",
                   c->self_attention ? ", self" : "", c->key_padding_mask ? ", kpm" : "",
                   c->use_attn_mask ? ", attn_mask" : "", c->causal ? ", causal" : "", r.out[0]);
-    assert_close_to_golden(&f, "output", r.out, (int64_t)c->N * c->L * c->E, atol, rtol);
+    assert_close_to_golden(&f, "output", r.out, (int64_t)c->N * c->L * c->D, atol, rtol);
     if (c->need_weights) {
         if (c->average_attn_weights)
             assert_close_to_golden(&f, "attn_weights", r.avg, (int64_t)c->N * c->L * c->S,
@@ -184,16 +184,16 @@ static void test_mha_case(void **state)
  * undoes it exactly. */
 static void test_split_merge_round_trip(void **state)
 {
-    enum { N = 2, T = 3, H = 4, Dh = 5, E = H * Dh };
-    float x[N * T * E], xh[N * H * T * Dh], back[N * T * E];
-    for (int i = 0; i < N * T * E; i++) x[i] = (float)i;
+    enum { N = 2, T = 3, H = 4, Dh = 5, D = H * Dh };
+    float x[N * T * D], xh[N * H * T * Dh], back[N * T * D];
+    for (int i = 0; i < N * T * D; i++) x[i] = (float)i;
     assert_ok(mha_split_heads(xh, x, N, T, H, Dh));
     for (int n = 0; n < N; n++)
         for (int h = 0; h < H; h++)
             for (int t = 0; t < T; t++)
                 for (int d = 0; d < Dh; d++)
                     assert_true(xh[((n * H + h) * T + t) * Dh + d] ==
-                                x[(n * T + t) * E + h * Dh + d]);
+                                x[(n * T + t) * D + h * Dh + d]);
     assert_ok(mha_merge_heads(back, xh, N, T, H, Dh));
     assert_memory_equal(back, x, sizeof x);
     /* One head: the layout does not change at all. */
@@ -345,8 +345,8 @@ static void check_fully_masked_rows(const char *name)
                         all_dead = 0;
             if (!all_dead) continue;
             dead++;
-            for (int e = 0; e < c->E; e++) {
-                size_t at = ((size_t)n * c->L + i) * c->E + e;
+            for (int e = 0; e < c->D; e++) {
+                size_t at = ((size_t)n * c->L + i) * c->D + e;
                 assert_true(r.out[at] == bo[e]);
                 assert_true(want[at] == bo[e]);
                 if (r.dq) assert_true(r.dq[at] == 0.0f);
@@ -355,7 +355,7 @@ static void check_fully_masked_rows(const char *name)
     print_message("  %s: %d fully-masked query rows: weights 0, output = out_proj.bias, "
                   "grad_query 0, as PyTorch's need_weights=False path gives\n", name, dead);
     assert_true(dead > 0);
-    for (int64_t i = 0; i < (int64_t)c->N * c->L * c->E; i++) assert_false(isnan(r.out[i]));
+    for (int64_t i = 0; i < (int64_t)c->N * c->L * c->D; i++) assert_false(isnan(r.out[i]));
     run_free(&r);
     tensorfile_free(&f);
 }
@@ -422,7 +422,7 @@ static void test_causal_equals_mask(void **state)
     run_layer(&mask, &f, 0);
     const MhaCase *c = &hint.c;
     assert_memory_equal(hint.cache.att, mask.cache.att, n_att(c) * sizeof(float));
-    assert_memory_equal(hint.out, mask.out, (size_t)c->N * c->L * c->E * sizeof(float));
+    assert_memory_equal(hint.out, mask.out, (size_t)c->N * c->L * c->D * sizeof(float));
     print_message("  L %d, S %d: is_causal and attn_mask = triu(ones, 1) agree bit for bit\n",
                   c->L, c->S);
     run_free(&hint);
@@ -442,7 +442,7 @@ static void test_self_attention_grad_is_sum_of_paths(void **state)
     Run r;
     run_case(&r, &f);
     const MhaCase *c = &r.c;
-    int64_t n = (int64_t)c->N * c->L * c->E;
+    int64_t n = (int64_t)c->N * c->L * c->D;
     float *path[3] = {test_floats(n), test_floats(n), test_floats(n)};
     float *g[7];
     for (int i = 0; i < 7; i++) g[i] = param_numel(&f, i) ? test_floats(param_numel(&f, i)) : NULL;
@@ -476,36 +476,36 @@ static void test_packed_equals_separate(void **state)
     Run packed, separate;
     run_case(&packed, &f);
     const MhaCase *c = &packed.c;
-    int E = c->E;
+    int D = c->D;
     memset(&separate, 0, sizeof separate);
     separate.c = packed.c;
     float *w = c->params.in_proj_weight;
     separate.c.params.in_proj_weight = NULL;
     separate.c.params.q_proj_weight = w;
-    separate.c.params.k_proj_weight = w + (size_t)E * E;
-    separate.c.params.v_proj_weight = w + (size_t)2 * E * E;
+    separate.c.params.k_proj_weight = w + (size_t)D * D;
+    separate.c.params.v_proj_weight = w + (size_t)2 * D * D;
     /* The same forward and backward by hand, with the gradients of the
-     * three blocks in three (E, E) slices of one buffer. */
+     * three blocks in three (D, D) slices of one buffer. */
     Error err;
-    assert_ok(mha_cache_alloc(&separate.cache, &(MhaDims){c->N, c->L, c->S, E, c->H, E, E}, 1,
+    assert_ok(mha_cache_alloc(&separate.cache, &(MhaDims){c->N, c->L, c->S, D, c->H, D, D}, 1,
                               &err));
-    separate.out = test_floats((int64_t)c->N * c->L * E);
+    separate.out = test_floats((int64_t)c->N * c->L * D);
     assert_ok(mha_forward(separate.out, &separate.cache, c->query, c->key, c->value,
                           &separate.c.params, NULL, 0));
-    assert_memory_equal(separate.out, packed.out, (size_t)c->N * c->L * E * sizeof(float));
-    float *dq = test_floats((int64_t)c->N * c->L * E), *dk = test_floats((int64_t)c->N * c->S * E);
-    float *dv = test_floats((int64_t)c->N * c->S * E), *dw = test_floats((int64_t)3 * E * E);
-    float *db = test_floats(3 * E), *dwo = test_floats((int64_t)E * E), *dbo = test_floats(E);
-    MhaParams grads = {.q_proj_weight = dw, .k_proj_weight = dw + (size_t)E * E,
-                       .v_proj_weight = dw + (size_t)2 * E * E, .in_proj_bias = db,
+    assert_memory_equal(separate.out, packed.out, (size_t)c->N * c->L * D * sizeof(float));
+    float *dq = test_floats((int64_t)c->N * c->L * D), *dk = test_floats((int64_t)c->N * c->S * D);
+    float *dv = test_floats((int64_t)c->N * c->S * D), *dw = test_floats((int64_t)3 * D * D);
+    float *db = test_floats(3 * D), *dwo = test_floats((int64_t)D * D), *dbo = test_floats(D);
+    MhaParams grads = {.q_proj_weight = dw, .k_proj_weight = dw + (size_t)D * D,
+                       .v_proj_weight = dw + (size_t)2 * D * D, .in_proj_bias = db,
                        .out_proj_weight = dwo, .out_proj_bias = dbo};
     assert_ok(mha_backward(dq, dk, dv, &grads, c->dout, c->query, c->key, c->value,
                            &separate.c.params, &separate.cache));
-    assert_memory_equal(dq, packed.dq, (size_t)c->N * c->L * E * sizeof(float));
-    assert_memory_equal(dk, packed.dk, (size_t)c->N * c->S * E * sizeof(float));
-    assert_memory_equal(dv, packed.dv, (size_t)c->N * c->S * E * sizeof(float));
-    assert_memory_equal(dw, packed.g[0], (size_t)3 * E * E * sizeof(float));
-    print_message("  in_proj_weight (3E, E) and its three (E, E) blocks agree bit for bit\n");
+    assert_memory_equal(dq, packed.dq, (size_t)c->N * c->L * D * sizeof(float));
+    assert_memory_equal(dk, packed.dk, (size_t)c->N * c->S * D * sizeof(float));
+    assert_memory_equal(dv, packed.dv, (size_t)c->N * c->S * D * sizeof(float));
+    assert_memory_equal(dw, packed.g[0], (size_t)3 * D * D * sizeof(float));
+    print_message("  in_proj_weight (3D, D) and its three (D, D) blocks agree bit for bit\n");
     free(dq);
     free(dk);
     free(dv);
@@ -590,10 +590,10 @@ static void test_thread_count_independent(void **state)
         run_case(&two, &f);
         omp_set_num_threads(saved);
         const MhaCase *c = &one.c;
-        assert_memory_equal(one.out, two.out, (size_t)c->N * c->L * c->E * sizeof(float));
+        assert_memory_equal(one.out, two.out, (size_t)c->N * c->L * c->D * sizeof(float));
         assert_memory_equal(one.cache.att, two.cache.att, n_att(c) * sizeof(float));
         assert_memory_equal(one.avg, two.avg, (size_t)c->N * c->L * c->S * sizeof(float));
-        assert_memory_equal(one.dq, two.dq, (size_t)c->N * c->L * c->E * sizeof(float));
+        assert_memory_equal(one.dq, two.dq, (size_t)c->N * c->L * c->D * sizeof(float));
         for (int i = 0; i < 7; i++)
             if (one.g[i])
                 assert_memory_equal(one.g[i], two.g[i], param_numel(&f, i) * sizeof(float));
@@ -667,18 +667,18 @@ static const BadCase BAD[] = {
      "expected an integer"},
     {"query_f64", "query", DTYPE_F64, 3, {2, 4, 8}, 0, NULL, NULL, "dtype F64, expected F32"},
     {"query_rank4", "query", DTYPE_F32, 4, {2, 1, 4, 8}, 0, NULL, NULL,
-     "expected (N, L, E) or, unbatched, (L, E)"},
+     "expected (N, L, D) or, unbatched, (L, D)"},
     {"key_rank2", "key", DTYPE_F32, 2, {6, 8}, 0, NULL, NULL, "all be batched"},
     {"batch_mismatch", "key", DTYPE_F32, 3, {3, 6, 8}, 0, NULL, NULL, "same batch size N"},
     {"s_mismatch", "value", DTYPE_F32, 3, {2, 5, 8}, 0, NULL, NULL,
      "same number of positions S"},
     {"empty_dimension", "query", DTYPE_F32, 3, {2, 0, 8}, 0, NULL, NULL, "between 1 and"},
     {"in_proj_weight_shape", "in_proj_weight", DTYPE_F32, 2, {24, 7}, 0, NULL, NULL,
-     "expected (3E, E) = (24, 8)"},
+     "expected (3D, D) = (24, 8)"},
     {"out_proj_weight_shape", "out_proj.weight", DTYPE_F32, 2, {8, 4}, 0, NULL, NULL,
-     "expected (E, E) = (8, 8)"},
+     "expected (D, D) = (8, 8)"},
     {"in_proj_bias_shape", "in_proj_bias", DTYPE_F32, 1, {8}, 0, NULL, NULL,
-     "expected (3E,) = (24)"},
+     "expected (3D,) = (24)"},
     {"separate_with_packed", "q_proj_weight", DTYPE_F32, 2, {8, 8}, 0, NULL, NULL,
      "'q_proj_weight' is present, but kdim == vdim == embed_dim"},
     {"packed_with_kdim", "key", DTYPE_F32, 3, {2, 6, 5}, 0, NULL, NULL,
@@ -706,13 +706,13 @@ static const BadCase BAD[] = {
     {"self_attention_with_key", NULL, DTYPE_F32, 0, {0}, 0, "self_attention", "true",
      "'key' is present, but a self_attention case holds query alone"},
     {"batch_first_false", NULL, DTYPE_F32, 0, {0}, 0, "batch_first", "false",
-     "batch-first (N, L, E) inputs only"},
+     "batch-first (N, L, D) inputs only"},
     {"dropout", NULL, DTYPE_F32, 0, {0}, 0, "dropout", "0.1", "only 0 is supported"},
     {"add_bias_kv", NULL, DTYPE_F32, 0, {0}, 0, "add_bias_kv", "true", "not supported"},
     {"need_weights_not_bool", NULL, DTYPE_F32, 0, {0}, 0, "need_weights", "yes",
      "expected true or false"},
     {"grad_output_shape", "grad_output", DTYPE_F32, 3, {2, 4, 6}, 0, NULL, NULL,
-     "expected (N, L, E), the output's shape = (2, 4, 8)"},
+     "expected (N, L, D), the output's shape = (2, 4, 8)"},
     {"unknown_op", NULL, DTYPE_F32, 0, {0}, 0, "op", "attention", "not a chapter 03 op"},
 };
 
@@ -805,7 +805,7 @@ static void test_program_refuses_bad_case(void **state)
     snprintf(out_path, sizeof out_path, "build/tmp_mha_out_%d.safetensors", (int)getpid());
     snprintf(err_path, sizeof err_path, "build/tmp_mha_err_%d.txt", (int)getpid());
     TensorFile in;
-    build_bad_case(&in, &BAD[6]);                        /* nhead 3 with E = 8 */
+    build_bad_case(&in, &BAD[6]);                        /* nhead 3 with D = 8 */
     Error err;
     assert_ok(safetensors_write(in_path, &in, &err));
     tensorfile_free(&in);

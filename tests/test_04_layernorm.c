@@ -58,25 +58,25 @@ static void test_layernorm_case(void **state)
     int backward = !strcmp(tensorfile_meta(&f, "op"), "layernorm_backward");
     const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
     int64_t n = tensor_numel(x);
-    int C = (int)x->shape[x->ndim - 1], N = (int)(n / C);
+    int D = (int)x->shape[x->ndim - 1], rows = (int)(n / D);
     /* weight and bias are absent from the cases without them. */
     const float *w = tensorfile_find(&f, "weight") ? golden_tensor(&f, "weight", DTYPE_F32)->data
                                                    : NULL;
     const float *b = tensorfile_find(&f, "bias") ? golden_tensor(&f, "bias", DTYPE_F32)->data
                                                  : NULL;
 
-    float *y = test_floats(n), *mean = test_floats(N), *rstd = test_floats(N);
-    assert_ok(layernorm_forward(y, mean, rstd, x->data, w, b, 1, N, C,
+    float *y = test_floats(n), *mean = test_floats(rows), *rstd = test_floats(rows);
+    assert_ok(layernorm_forward(y, mean, rstd, x->data, w, b, 1, rows, D,
                                 (float)meta_eps(&f)));
     assert_close_to_golden(&f, "output", y, n, atol, rtol);
     if (backward) {
         const float *dy = golden_tensor(&f, "grad_output", DTYPE_F32)->data;
-        float *dx = test_floats(n), *dw = test_floats(C), *db = test_floats(C);
+        float *dx = test_floats(n), *dw = test_floats(D), *db = test_floats(D);
         assert_ok(layernorm_backward(dx, w ? dw : NULL, b ? db : NULL, dy, x->data, w,
-                                     mean, rstd, 1, N, C));
+                                     mean, rstd, 1, rows, D));
         assert_close_to_golden(&f, "grad_input", dx, n, atol, rtol);
-        if (w) assert_close_to_golden(&f, "grad_weight", dw, C, atol, rtol);
-        if (b) assert_close_to_golden(&f, "grad_bias", db, C, atol, rtol);
+        if (w) assert_close_to_golden(&f, "grad_weight", dw, D, atol, rtol);
+        if (b) assert_close_to_golden(&f, "grad_bias", db, D, atol, rtol);
         free(dx);
         free(dw);
         free(db);
@@ -112,14 +112,14 @@ static double scaled_error(const float *got, const float *want, int64_t n)
  * the output's size:
  *   - the truth itself, rounded to float32: half an ulp;
  *   - n * weight + bias: one or two roundings, up to an ulp;
- *   - rstd, from a float32 sum of C squared deviations made in blocks of 16
+ *   - rstd, from a float32 sum of D squared deviations made in blocks of 16
  *     (relative error up to 2.6e-7 on these rows), halved by the square
  *     root, then multiplied by |n| (up to about 3.5) and by the weight;
  *   - delta, the small part of the mean, from a sum of distances made the
  *     same way; its error shifts every n of a row by the same amount (up to
  *     2.4e-7 of the spread on these rows).
  * Measured: at most 1.9e-7 on these goldens, and 4.2e-7 over 1000 random
- * hard-row cases (C from 64 to 1024, the worst on 1e6 + N(0, 1) rows, whose
+ * hard-row cases (D from 64 to 1024, the worst on 1e6 + N(0, 1) rows, whose
  * values lie on a grid 1/16 apart; reference/ch04_layernorm.py,
  * measure_hard(1000, seed=1)). Torch float32 is 1.6e-5 to 3.9e-2 on the
  * goldens. A one-float mean (this chapter before the pair) is 1.6e-5 to
@@ -138,9 +138,9 @@ static void test_layernorm_hard_rows(void **state)
     const float *want = golden_f32(&f, "output");
     const float *torch32 = golden_f32(&f, "torch_float32_output");
     int64_t n = tensor_numel(x);
-    int C = (int)x->shape[x->ndim - 1], N = (int)(n / C);
+    int D = (int)x->shape[x->ndim - 1], rows = (int)(n / D);
     float *y = test_floats(n);
-    assert_ok(layernorm_forward(y, NULL, NULL, x->data, w, b, 1, N, C, (float)meta_eps(&f)));
+    assert_ok(layernorm_forward(y, NULL, NULL, x->data, w, b, 1, rows, D, (float)meta_eps(&f)));
     double err_c = scaled_error(y, want, n), err_torch = scaled_error(torch32, want, n);
     print_message("  %s: error / output scale: C %.2e, torch float32 %.2e (bound %.0e)\n",
                   name, err_c, err_torch, HARD_ROWS_BOUND);
@@ -188,25 +188,25 @@ static void test_residual_case(void **state)
  * the row's size over its spread (see reference/ch04_layernorm.py). */
 static void test_layernorm_rows_are_normalised(void **state)
 {
-    enum { N = 6, C = 37 };
+    enum { rows = 6, D = 37 };
     const float eps = 1e-5f;
-    const float scale[N] = {1.0f, 0.1f, 10.0f, 1000.0f, 3.0f, 0.5f};
-    const float shift[N] = {0.0f, 5.0f, -20.0f, 100.0f, 1e3f, -0.25f};
-    float x[N * C], y[N * C], mean[N], rstd[N];
+    const float scale[rows] = {1.0f, 0.1f, 10.0f, 1000.0f, 3.0f, 0.5f};
+    const float shift[rows] = {0.0f, 5.0f, -20.0f, 100.0f, 1e3f, -0.25f};
+    float x[rows * D], y[rows * D], mean[rows], rstd[rows];
     Rng rng;
     rng_seed(&rng, 4, 0);
-    for (int r = 0; r < N; r++)
-        for (int c = 0; c < C; c++) x[r * C + c] = shift[r] + scale[r] * rng_normal(&rng);
-    assert_ok(layernorm_forward(y, mean, rstd, x, NULL, NULL, 2, N / 2, C, eps));
-    for (int r = 0; r < N; r++) {
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < D; c++) x[r * D + c] = shift[r] + scale[r] * rng_normal(&rng);
+    assert_ok(layernorm_forward(y, mean, rstd, x, NULL, NULL, 2, rows / 2, D, eps));
+    for (int r = 0; r < rows; r++) {
         double m = 0, v = 0, xm = 0, xv = 0;
-        for (int c = 0; c < C; c++) m += y[r * C + c], xm += x[r * C + c];
-        m /= C, xm /= C;
-        for (int c = 0; c < C; c++) {
-            v += (y[r * C + c] - m) * (y[r * C + c] - m);
-            xv += (x[r * C + c] - xm) * (x[r * C + c] - xm);
+        for (int c = 0; c < D; c++) m += y[r * D + c], xm += x[r * D + c];
+        m /= D, xm /= D;
+        for (int c = 0; c < D; c++) {
+            v += (y[r * D + c] - m) * (y[r * D + c] - m);
+            xv += (x[r * D + c] - xm) * (x[r * D + c] - xm);
         }
-        v /= C, xv /= C;
+        v /= D, xv /= D;
         double want_v = xv / (xv + eps);
         print_message("  row %d: scale %g, mean %+.2e, variance %.7f (expected %.7f)\n", r,
                       scale[r], m, v, want_v);
@@ -237,29 +237,29 @@ static void test_layernorm_worked_example(void **state)
  * huge, and nothing is NaN. Its input gradient is rstd (g - mean g). */
 static void test_layernorm_constant_rows(void **state)
 {
-    enum { C = 7 };
+    enum { D = 7 };
     const float values[] = {0.1f, -3.7f, 1e4f, 0.0f, 1e-20f};
-    const int N = sizeof values / sizeof values[0];
+    const int rows = sizeof values / sizeof values[0];
     const float eps = 1e-12f;
-    float x[5 * C], y[5 * C], mean[5], rstd[5], w[C], b[C];
-    float dy[5 * C], dx[5 * C] = {0}, dw[C] = {0}, db[C] = {0};
-    for (int c = 0; c < C; c++) w[c] = 0.5f + 0.25f * c, b[c] = 0.1f * c - 0.3f;
-    for (int r = 0; r < N; r++)
-        for (int c = 0; c < C; c++) x[r * C + c] = values[r], dy[r * C + c] = (float)(c - r);
-    assert_ok(layernorm_forward(y, mean, rstd, x, w, b, 1, N, C, eps));
-    for (int r = 0; r < N; r++) {
+    float x[5 * D], y[5 * D], mean[5], rstd[5], w[D], b[D];
+    float dy[5 * D], dx[5 * D] = {0}, dw[D] = {0}, db[D] = {0};
+    for (int c = 0; c < D; c++) w[c] = 0.5f + 0.25f * c, b[c] = 0.1f * c - 0.3f;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < D; c++) x[r * D + c] = values[r], dy[r * D + c] = (float)(c - r);
+    assert_ok(layernorm_forward(y, mean, rstd, x, w, b, 1, rows, D, eps));
+    for (int r = 0; r < rows; r++) {
         assert_true(mean[r] == values[r]);
-        assert_close("output = bias", y + r * C, b, C, 0, 0);
+        assert_close("output = bias", y + r * D, b, D, 0, 0);
     }
-    assert_ok(layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, 1, N, C));
-    for (int r = 0; r < N; r++) {
-        float g[C], want[C], mean_g = 0;
-        for (int c = 0; c < C; c++) g[c] = dy[r * C + c] * w[c], mean_g += g[c] / C;
-        for (int c = 0; c < C; c++) want[c] = rstd[r] * (g[c] - mean_g);
-        assert_close("dx = rstd (g - mean g)", dx + r * C, want, C, 1e-6 * rstd[r], 1e-5);
+    assert_ok(layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, 1, rows, D));
+    for (int r = 0; r < rows; r++) {
+        float g[D], want[D], mean_g = 0;
+        for (int c = 0; c < D; c++) g[c] = dy[r * D + c] * w[c], mean_g += g[c] / D;
+        for (int c = 0; c < D; c++) want[c] = rstd[r] * (g[c] - mean_g);
+        assert_close("dx = rstd (g - mean g)", dx + r * D, want, D, 1e-6 * rstd[r], 1e-5);
     }
-    float zero[C] = {0};
-    assert_close("dweight = sum dy * n = 0", dw, zero, C, 0, 0);
+    float zero[D] = {0};
+    assert_close("dweight = sum dy * n = 0", dw, zero, D, 0, 0);
 }
 
 /* mean and rstd may be NULL (inference): the output is the same, bit for bit. */
@@ -315,15 +315,15 @@ static void test_layernorm_backward_sums_to_zero(void **state)
     const float *w = golden_tensor(&f, "weight", DTYPE_F32)->data;
     const float *b = golden_tensor(&f, "bias", DTYPE_F32)->data;
     const float *dy = golden_tensor(&f, "grad_output", DTYPE_F32)->data;
-    enum { N = 64, C = 64 };
-    float *y = test_floats(N * C), *dx = test_floats(N * C), *mean = test_floats(N);
-    float *rstd = test_floats(N);
-    assert_ok(layernorm_forward(y, mean, rstd, x, w, b, 4, 16, C, 1e-5f));
-    assert_ok(layernorm_backward(dx, NULL, NULL, dy, x, w, mean, rstd, 4, 16, C));
+    enum { N = 4, T = 16, D = 64, rows = N * T };
+    float *y = test_floats(rows * D), *dx = test_floats(rows * D), *mean = test_floats(rows);
+    float *rstd = test_floats(rows);
+    assert_ok(layernorm_forward(y, mean, rstd, x, w, b, N, T, D, 1e-5f));
+    assert_ok(layernorm_backward(dx, NULL, NULL, dy, x, w, mean, rstd, N, T, D));
     double worst = 0;
-    for (int r = 0; r < N; r++) {
+    for (int r = 0; r < rows; r++) {
         double sum = 0, size = 0;
-        for (int c = 0; c < C; c++) sum += dx[r * C + c], size += fabs(dx[r * C + c]);
+        for (int c = 0; c < D; c++) sum += dx[r * D + c], size += fabs(dx[r * D + c]);
         if (fabs(sum) / size > worst) worst = fabs(sum) / size;
     }
     print_message("  worst |sum dx| / sum |dx| over rows: %.3g\n", worst);
@@ -345,22 +345,23 @@ static void test_layernorm_thread_count_independent(void **state)
     const float *w = golden_tensor(&f, "weight", DTYPE_F32)->data;
     const float *b = golden_tensor(&f, "bias", DTYPE_F32)->data;
     const float *dy = golden_tensor(&f, "grad_output", DTYPE_F32)->data;
-    enum { N = 64, C = 64 };
+    enum { N = 4, T = 16, D = 64, rows = N * T };
     float *out[2][5];   /* y, mean, rstd, dx, dw+db */
     int saved = omp_get_max_threads();
     for (int t = 0; t < 2; t++) {
         omp_set_num_threads(t + 1);
-        out[t][0] = test_floats(N * C), out[t][1] = test_floats(N), out[t][2] = test_floats(N);
-        out[t][3] = test_floats(N * C), out[t][4] = test_floats(2 * C);
+        out[t][0] = test_floats(rows * D), out[t][1] = test_floats(rows);
+        out[t][2] = test_floats(rows), out[t][3] = test_floats(rows * D);
+        out[t][4] = test_floats(2 * D);
         not_implemented_clear();
-        int rc = layernorm_forward(out[t][0], out[t][1], out[t][2], x, w, b, 4, 16, C, 1e-5f);
+        int rc = layernorm_forward(out[t][0], out[t][1], out[t][2], x, w, b, N, T, D, 1e-5f);
         if (rc == 0)
-            rc = layernorm_backward(out[t][3], out[t][4], out[t][4] + C, dy, x, w, out[t][1],
-                                    out[t][2], 4, 16, C);
+            rc = layernorm_backward(out[t][3], out[t][4], out[t][4] + D, dy, x, w, out[t][1],
+                                    out[t][2], N, T, D);
         omp_set_num_threads(saved);
         assert_ok_at(rc, "layernorm_forward or layernorm_backward", __FILE__, __LINE__);
     }
-    const int64_t sizes[5] = {N * C, N, N, N * C, 2 * C};
+    const int64_t sizes[5] = {rows * D, rows, rows, rows * D, 2 * D};
     for (int k = 0; k < 5; k++) {
         assert_memory_equal(out[0][k], out[1][k], sizes[k] * sizeof(float));
         free(out[0][k]);

@@ -47,17 +47,17 @@ static void test_embedding_case(void **state)
     golden_tolerance(&f, &atol, &rtol);
     const Tensor *ids = golden_tensor(&f, "input", DTYPE_I64);
     const Tensor *w = golden_tensor(&f, "embedding.weight", DTYPE_F32);
-    int B = ids->shape[0], T = ids->shape[1], V = w->shape[0], D = w->shape[1];
+    int N = ids->shape[0], T = ids->shape[1], V = w->shape[0], D = w->shape[1];
     float scale = (float)golden_meta_double(&f, "scale", 1.0);
     long long pad = golden_meta_long(&f, "padding_idx", EMBEDDING_NO_PADDING);
     if (tensorfile_meta(&f, "padding_idx") && pad < 0) pad += V;
 
-    float *y = test_floats((int64_t)B * T * D);
-    assert_ok(embedding_forward(y, ids->data, w->data, B, T, D, scale));
-    assert_close_to_golden(&f, "output", y, (int64_t)B * T * D, atol, rtol);
+    float *y = test_floats((int64_t)N * T * D);
+    assert_ok(embedding_forward(y, ids->data, w->data, N, T, D, scale));
+    assert_close_to_golden(&f, "output", y, (int64_t)N * T * D, atol, rtol);
     if (golden_op_is(&f, "embedding_backward")) {
         float *dw = test_floats((int64_t)V * D);
-        assert_ok(embedding_backward(dw, golden_f32(&f, "grad_output"), ids->data, B, T, D,
+        assert_ok(embedding_backward(dw, golden_f32(&f, "grad_output"), ids->data, N, T, D,
                                      scale, pad));
         assert_close_to_golden(&f, "grad_embedding.weight", dw, (int64_t)V * D, atol, rtol);
         free(dw);
@@ -73,8 +73,8 @@ static void test_positional_case(void **state)
     double atol, rtol;
     golden_tolerance(&f, &atol, &rtol);
     const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
-    int B = x->shape[0], T = x->shape[1], D = x->shape[2];
-    int64_t n = (int64_t)B * T * D;
+    int N = x->shape[0], T = x->shape[1], D = x->shape[2];
+    int64_t n = (int64_t)N * T * D;
     int learned = golden_op_is(&f, "positional_learned") ||
                   golden_op_is(&f, "positional_learned_backward");
     int backward = golden_op_is(&f, "positional_learned_backward") ||
@@ -88,12 +88,12 @@ static void test_positional_case(void **state)
         assert_close_to_golden(&f, "pe", pe, (int64_t)T * D, atol, rtol);
     }
     float *y = test_floats(n);
-    assert_ok(positional_forward(y, x->data, learned ? w->data : pe, B, T, D));
+    assert_ok(positional_forward(y, x->data, learned ? w->data : pe, N, T, D));
     assert_close_to_golden(&f, "output", y, n, atol, rtol);
     if (backward) {
         float *dx = test_floats(n);
         float *dw = learned ? test_floats(tensor_numel(w)) : NULL;
-        assert_ok(positional_backward(dx, dw, golden_f32(&f, "grad_output"), B, T, D));
+        assert_ok(positional_backward(dx, dw, golden_f32(&f, "grad_output"), N, T, D));
         assert_close_to_golden(&f, "grad_input", dx, n, atol, rtol);
         if (learned)
             assert_close_to_golden(&f, "grad_pos_embedding.weight", dw, tensor_numel(w), atol,
@@ -138,17 +138,17 @@ static void test_dropout_mask_case(void **state)
  * draws leave it. */
 static void test_dropout_mask_is_the_serial_stream(void **state)
 {
-    enum { N = 300007 };
-    uint8_t *serial = malloc(N), *mask = malloc(N);
+    enum { n = 300007 };
+    uint8_t *serial = malloc(n), *mask = malloc(n);
     Rng a, b;
     rng_seed(&a, 11, 4);
-    for (int i = 0; i < N; i++) serial[i] = rng_uniform(&a) >= 0.3f;
+    for (int i = 0; i < n; i++) serial[i] = rng_uniform(&a) >= 0.3f;
     int saved = omp_get_max_threads();
     for (int threads = 1; threads <= 2; threads++) {
         omp_set_num_threads(threads);
         rng_seed(&b, 11, 4);
-        assert_ok(dropout_mask(mask, N, 0.3f, &b));
-        assert_memory_equal(mask, serial, N);
+        assert_ok(dropout_mask(mask, n, 0.3f, &b));
+        assert_memory_equal(mask, serial, n);
         assert_true(a.state == b.state);
     }
     omp_set_num_threads(saved);
@@ -190,7 +190,7 @@ static void test_ffn_case(void **state)
     golden_tolerance(&f, &atol, &rtol);
     const Tensor *x = golden_tensor(&f, "input", DTYPE_F32);
     const Tensor *w1 = golden_tensor(&f, "linear1.weight", DTYPE_F32);
-    int B = x->shape[0], T = x->shape[1], D = x->shape[2], F = w1->shape[0];
+    int N = x->shape[0], T = x->shape[1], D = x->shape[2], F = w1->shape[0];
     float *w2 = golden_param(&f, "linear2.weight");
     int bias = golden_meta_bool(&f, "bias", 1);
     float *b1 = bias ? golden_param(&f, "linear1.bias") : NULL;
@@ -200,11 +200,11 @@ static void test_ffn_case(void **state)
     if (golden_meta_bool(&f, "training", 1) && p > 0)
         mask = golden_tensor(&f, "dropout_mask", DTYPE_BOOL)->data;
 
-    int64_t nx = (int64_t)B * T * D, nh = (int64_t)B * T * F;
+    int64_t nx = (int64_t)N * T * D, nh = (int64_t)N * T * F;
     float *y = test_floats(nx), *pre = test_floats(nh), *hidden = test_floats(nh);
     FfnParams params = {w1->data, b1, w2, b2};
     FfnCache cache = {D, F, pre, hidden, mask, p};
-    assert_ok(ffn_forward(y, &cache, x->data, &params, B * T));
+    assert_ok(ffn_forward(y, &cache, x->data, &params, N * T));
     assert_close_to_golden(&f, "output", y, nx, atol, rtol);
     if (golden_op_is(&f, "ffn_backward")) {
         float *dx = test_floats(nx), *dw1 = test_floats((int64_t)F * D);
@@ -212,7 +212,7 @@ static void test_ffn_case(void **state)
         float *scratch = test_floats(nh);
         FfnParams grads = {dw1, bias ? db1 : NULL, dw2, bias ? db2 : NULL};
         assert_ok(ffn_backward(dx, &grads, scratch, golden_f32(&f, "grad_output"),
-                               x->data, &params, &cache, B * T));
+                               x->data, &params, &cache, N * T));
         assert_close_to_golden(&f, "grad_input", dx, nx, atol, rtol);
         assert_close_to_golden(&f, "grad_linear1.weight", dw1, (int64_t)F * D, atol, rtol);
         assert_close_to_golden(&f, "grad_linear2.weight", dw2, (int64_t)D * F, atol, rtol);
@@ -256,14 +256,14 @@ static void test_pe_position_zero(void **state)
  * wavelength of 2 pi positions. For D = 2 there is no other pair. */
 static void test_pe_first_pair(void **state)
 {
-    enum { L = 50, D = 2 };
-    float pe[L * D], expected[L * D];
-    assert_ok(positional_sinusoidal_table(pe, L, D));
-    for (int pos = 0; pos < L; pos++) {
+    enum { max_len = 50, D = 2 };
+    float pe[max_len * D], expected[max_len * D];
+    assert_ok(positional_sinusoidal_table(pe, max_len, D));
+    for (int pos = 0; pos < max_len; pos++) {
         expected[pos * D] = (float)sin(pos);
         expected[pos * D + 1] = (float)cos(pos);
     }
-    assert_close("sin(pos), cos(pos)", pe, expected, L * D, 1e-6, 0);
+    assert_close("sin(pos), cos(pos)", pe, expected, max_len * D, 1e-6, 0);
 }
 
 /* The pair i has frequency 10000^(-2i/D): for D = 4 the second pair is
@@ -287,13 +287,13 @@ static void test_pe_frequencies(void **state)
  * which is why the paper chose this encoding. */
 static void test_pe_offset_is_rotation(void **state)
 {
-    enum { L = 64, D = 16, K = 5 };
-    float pe[L * D];
-    assert_ok(positional_sinusoidal_table(pe, L, D));
+    enum { max_len = 64, D = 16, K = 5 };
+    float pe[max_len * D];
+    assert_ok(positional_sinusoidal_table(pe, max_len, D));
     double worst_norm = 0, worst_rot = 0;
     for (int i = 0; i < D / 2; i++) {
         double w = pow(10000.0, -2.0 * i / D), c = cos(K * w), s = sin(K * w);
-        for (int pos = 0; pos + K < L; pos++) {
+        for (int pos = 0; pos + K < max_len; pos++) {
             double sn = pe[pos * D + 2 * i], cs = pe[pos * D + 2 * i + 1];
             worst_norm = fmax(worst_norm, fabs(sn * sn + cs * cs - 1));
             /* sin(a + b) = sin a cos b + cos a sin b;  cos(a + b) = cos a cos b - sin a sin b */
@@ -314,17 +314,17 @@ static void test_pe_offset_is_rotation(void **state)
  * were. */
 static void test_positional_backward_accumulates(void **state)
 {
-    enum { B = 2, T = 3, D = 2, L = 5 };
-    float dout[B * T * D], dx[B * T * D], dtable[L * D];
-    for (int i = 0; i < B * T * D; i++) dout[i] = (float)(i + 1), dx[i] = 100.0f;
-    for (int i = 0; i < L * D; i++) dtable[i] = -1.0f;
-    assert_ok(positional_backward(dx, NULL, dout, B, T, D));
-    for (int i = 0; i < B * T * D; i++) assert_true(dx[i] == 100.0f + dout[i]);
-    assert_ok(positional_backward(NULL, dtable, dout, B, T, D));
+    enum { N = 2, T = 3, D = 2, max_len = 5 };
+    float dout[N * T * D], dx[N * T * D], dtable[max_len * D];
+    for (int i = 0; i < N * T * D; i++) dout[i] = (float)(i + 1), dx[i] = 100.0f;
+    for (int i = 0; i < max_len * D; i++) dtable[i] = -1.0f;
+    assert_ok(positional_backward(dx, NULL, dout, N, T, D));
+    for (int i = 0; i < N * T * D; i++) assert_true(dx[i] == 100.0f + dout[i]);
+    assert_ok(positional_backward(NULL, dtable, dout, N, T, D));
     for (int t = 0; t < T; t++)
         for (int d = 0; d < D; d++)
             assert_true(dtable[t * D + d] == -1.0f + dout[t * D + d] + dout[(T + t) * D + d]);
-    for (int i = T * D; i < L * D; i++) assert_true(dtable[i] == -1.0f);
+    for (int i = T * D; i < max_len * D; i++) assert_true(dtable[i] == -1.0f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -335,36 +335,36 @@ static void test_positional_backward_accumulates(void **state)
  * backward adds to what dweight held; the padding row is never touched. */
 static void test_embedding_backward_accumulates(void **state)
 {
-    enum { V = 4, D = 2, B = 1, T = 5 };
+    enum { V = 4, D = 2, N = 1, T = 5 };
     int64_t ids[T] = {2, 0, 2, 3, 2};
     float dout[T * D] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
     float dw[V * D] = {0, 0, 0, 0, 0, 0, 0.5f, 0.5f};   /* row 3 (padding) holds 0.5 */
-    assert_ok(embedding_backward(dw, dout, ids, B, T, D, 2.0f, 3));
+    assert_ok(embedding_backward(dw, dout, ids, N, T, D, 2.0f, 3));
     /* Row 2: positions 0, 2 and 4, times 2: (1 + 5 + 9) * 2, (2 + 6 + 10) * 2. */
     float expected[V * D] = {3 * 2, 4 * 2, 0, 0, 30, 36, 0.5f, 0.5f};
     assert_close("after one backward", dw, expected, V * D, 0, 0);
-    assert_ok(embedding_backward(dw, dout, ids, B, T, D, 2.0f, 3));
+    assert_ok(embedding_backward(dw, dout, ids, N, T, D, 2.0f, 3));
     for (int i = 0; i < 6; i++) expected[i] *= 2;
     assert_close("after two (added)", dw, expected, V * D, 0, 0);
     /* Without padding the last row collects position 3. */
     float dw2[V * D] = {0};
-    assert_ok(embedding_backward(dw2, dout, ids, B, T, D, 1.0f, EMBEDDING_NO_PADDING));
+    assert_ok(embedding_backward(dw2, dout, ids, N, T, D, 1.0f, EMBEDDING_NO_PADDING));
     assert_true(dw2[3 * D] == 7 && dw2[3 * D + 1] == 8);
 }
 
 /* The forward is a gather, and the padding row is returned like any other. */
 static void test_embedding_forward_gathers(void **state)
 {
-    enum { V = 3, D = 2, B = 2, T = 2 };
+    enum { V = 3, D = 2, N = 2, T = 2 };
     float w[V * D] = {1, 2, 3, 4, 5, 6};
-    int64_t ids[B * T] = {2, 0, 0, 1};
-    float out[B * T * D];
-    assert_ok(embedding_forward(out, ids, w, B, T, D, 1.0f));
-    float expected[B * T * D] = {5, 6, 1, 2, 1, 2, 3, 4};
-    assert_close("gathered rows", out, expected, B * T * D, 0, 0);
-    assert_ok(embedding_forward(out, ids, w, B, T, D, 4.0f));
-    for (int i = 0; i < B * T * D; i++) expected[i] *= 4;
-    assert_close("scaled by 4", out, expected, B * T * D, 0, 0);
+    int64_t ids[N * T] = {2, 0, 0, 1};
+    float out[N * T * D];
+    assert_ok(embedding_forward(out, ids, w, N, T, D, 1.0f));
+    float expected[N * T * D] = {5, 6, 1, 2, 1, 2, 3, 4};
+    assert_close("gathered rows", out, expected, N * T * D, 0, 0);
+    assert_ok(embedding_forward(out, ids, w, N, T, D, 4.0f));
+    for (int i = 0; i < N * T * D; i++) expected[i] *= 4;
+    assert_close("scaled by 4", out, expected, N * T * D, 0, 0);
 }
 
 static void test_embedding_check_ids(void **state)
@@ -388,27 +388,27 @@ static void test_embedding_check_ids(void **state)
  * and so is the mean of the output of 1 (inverted scaling keeps it at 1). */
 static void test_dropout_statistics(void **state)
 {
-    enum { N = 200000 };
-    float *ones = test_floats(N), *out = test_floats(N);
-    uint8_t *mask = malloc(N);
+    enum { n = 200000 };
+    float *ones = test_floats(n), *out = test_floats(n);
+    uint8_t *mask = malloc(n);
     assert_non_null(mask);
-    for (int i = 0; i < N; i++) ones[i] = 1.0f;
+    for (int i = 0; i < n; i++) ones[i] = 1.0f;
     const float ps[] = {0.1f, 0.3f, 0.5f, 0.9f};
     Rng rng;
     rng_seed(&rng, 2024, 0);
     for (size_t k = 0; k < sizeof ps / sizeof ps[0]; k++) {
         float p = ps[k];
-        assert_ok(dropout_mask(mask, N, p, &rng));
-        assert_ok(dropout_forward(out, ones, mask, N, p));
+        assert_ok(dropout_mask(mask, n, p, &rng));
+        assert_ok(dropout_forward(out, ones, mask, n, p));
         double dropped = 0, sum = 0;
-        for (int i = 0; i < N; i++) dropped += !mask[i], sum += out[i];
-        double frac = dropped / N, mean = sum / N;
-        double se_frac = sqrt(p * (1 - p) / N), se_mean = sqrt(p / (1 - p) / N);
+        for (int i = 0; i < n; i++) dropped += !mask[i], sum += out[i];
+        double frac = dropped / n, mean = sum / n;
+        double se_frac = sqrt(p * (1 - p) / n), se_mean = sqrt(p / (1 - p) / n);
         print_message("  p = %.1f: dropped %.5f (5 SE = %.5f), mean %.5f (5 SE = %.5f)\n", p,
                       frac, 5 * se_frac, mean, 5 * se_mean);
         assert_true(fabs(frac - p) < 5 * se_frac);
         assert_true(fabs(mean - 1.0) < 5 * se_mean);
-        for (int i = 0; i < N; i++)   /* each value is 0 or 1 / (1 - p) */
+        for (int i = 0; i < n; i++)   /* each value is 0 or 1 / (1 - p) */
             assert_true(out[i] == (mask[i] ? 1.0f / (1.0f - p) : 0.0f));
     }
     free(ones), free(out), free(mask);
@@ -418,20 +418,20 @@ static void test_dropout_statistics(void **state)
  * mask takes exactly n numbers from the stream, whatever p. */
 static void test_dropout_deterministic(void **state)
 {
-    enum { N = 1000 };
-    uint8_t a[N], b[N], c[N];
+    enum { n = 1000 };
+    uint8_t a[n], b[n], c[n];
     Rng r1, r2, r3, ref;
     rng_seed(&r1, 7, 0), rng_seed(&r2, 7, 0), rng_seed(&r3, 8, 0);
-    assert_ok(dropout_mask(a, N, 0.4f, &r1));
-    assert_ok(dropout_mask(b, N, 0.4f, &r2));
-    assert_ok(dropout_mask(c, N, 0.4f, &r3));
-    assert_memory_equal(a, b, N);
-    assert_memory_not_equal(a, c, N);
+    assert_ok(dropout_mask(a, n, 0.4f, &r1));
+    assert_ok(dropout_mask(b, n, 0.4f, &r2));
+    assert_ok(dropout_mask(c, n, 0.4f, &r3));
+    assert_memory_equal(a, b, n);
+    assert_memory_not_equal(a, c, n);
     const float ps[] = {0.0f, 0.4f, 1.0f};
     for (size_t k = 0; k < 3; k++) {
         rng_seed(&r1, 9, 1), rng_seed(&ref, 9, 1);
-        assert_ok(dropout_mask(a, N, ps[k], &r1));
-        for (int i = 0; i < N; i++) rng_uniform(&ref);
+        assert_ok(dropout_mask(a, n, ps[k], &r1));
+        for (int i = 0; i < n; i++) rng_uniform(&ref);
         assert_memory_equal(&r1, &ref, sizeof r1);
     }
 }
@@ -440,21 +440,21 @@ static void test_dropout_deterministic(void **state)
  * everything, forward and backward, without dividing by zero. */
 static void test_dropout_p0_and_p1(void **state)
 {
-    enum { N = 64 };
-    float x[N], y[N], dy[N], dx[N];
-    uint8_t mask[N];
-    for (int i = 0; i < N; i++) x[i] = (float)i - 20.5f, dy[i] = 1.0f, dx[i] = 0.0f;
+    enum { n = 64 };
+    float x[n], y[n], dy[n], dx[n];
+    uint8_t mask[n];
+    for (int i = 0; i < n; i++) x[i] = (float)i - 20.5f, dy[i] = 1.0f, dx[i] = 0.0f;
     Rng rng;
     rng_seed(&rng, 1, 0);
-    assert_ok(dropout_mask(mask, N, 0.0f, &rng));
-    for (int i = 0; i < N; i++) assert_int_equal(mask[i], 1);
-    assert_ok(dropout_forward(y, x, mask, N, 0.0f));
+    assert_ok(dropout_mask(mask, n, 0.0f, &rng));
+    for (int i = 0; i < n; i++) assert_int_equal(mask[i], 1);
+    assert_ok(dropout_forward(y, x, mask, n, 0.0f));
     assert_memory_equal(y, x, sizeof x);
-    assert_ok(dropout_mask(mask, N, 1.0f, &rng));
-    for (int i = 0; i < N; i++) assert_int_equal(mask[i], 0);
-    assert_ok(dropout_forward(y, x, mask, N, 1.0f));
-    assert_ok(dropout_backward(dx, dy, mask, N, 1.0f));
-    for (int i = 0; i < N; i++) assert_true(y[i] == 0.0f && dx[i] == 0.0f);
+    assert_ok(dropout_mask(mask, n, 1.0f, &rng));
+    for (int i = 0; i < n; i++) assert_int_equal(mask[i], 0);
+    assert_ok(dropout_forward(y, x, mask, n, 1.0f));
+    assert_ok(dropout_backward(dx, dy, mask, n, 1.0f));
+    for (int i = 0; i < n; i++) assert_true(y[i] == 0.0f && dx[i] == 0.0f);
 }
 
 /* Evaluation mode (mask NULL) is the identity, in place too, and its
@@ -512,22 +512,22 @@ static void test_ffn_backward_accumulates(void **state)
 {
     TensorFile f;
     load_golden(&f, CHAPTER, "ffn_backward_2x5_D8_F32");
-    enum { B = 2, T = 5, D = 8, F = 32 };
+    enum { N = 2, T = 5, D = 8, F = 32 };
     const float *x = golden_f32(&f, "input"), *dy = golden_f32(&f, "grad_output");
     float *w1 = golden_param(&f, "linear1.weight"), *w2 = golden_param(&f, "linear2.weight");
-    float y[B * T * D], pre[B * T * F], hidden[B * T * F], scratch[B * T * F];
-    float dx[B * T * D] = {0}, dw1[F * D] = {0}, db1[F] = {0}, dw2[D * F] = {0}, db2[D] = {0};
+    float y[N * T * D], pre[N * T * F], hidden[N * T * F], scratch[N * T * F];
+    float dx[N * T * D] = {0}, dw1[F * D] = {0}, db1[F] = {0}, dw2[D * F] = {0}, db2[D] = {0};
     FfnParams params = {w1, golden_param(&f, "linear1.bias"), w2,
                         golden_param(&f, "linear2.bias")};
     FfnCache cache = {D, F, pre, hidden, NULL, 0};
     FfnParams grads = {dw1, db1, dw2, db2};
-    assert_ok(ffn_forward(y, &cache, x, &params, B * T));
+    assert_ok(ffn_forward(y, &cache, x, &params, N * T));
     for (int rep = 0; rep < 2; rep++)
-        assert_ok(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, B * T));
+        assert_ok(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, N * T));
     const char *names[5] = {"grad_input", "grad_linear1.weight", "grad_linear1.bias",
                             "grad_linear2.weight", "grad_linear2.bias"};
     float *got[5] = {dx, dw1, db1, dw2, db2};
-    int sizes[5] = {B * T * D, F * D, F, D * F, D};
+    int sizes[5] = {N * T * D, F * D, F, D * F, D};
     for (int k = 0; k < 5; k++) {
         const float *once = golden_f32(&f, names[k]);
         float *twice = test_floats(sizes[k]);
@@ -543,7 +543,7 @@ static void test_ffn_thread_count_independent(void **state)
 {
     TensorFile f;
     load_golden(&f, CHAPTER, "ffn_backward_4x16_D32_F128_p30");
-    enum { B = 4, T = 16, D = 32, F = 128, NX = B * T * D, NH = B * T * F };
+    enum { N = 4, T = 16, D = 32, F = 128, NX = N * T * D, NH = N * T * F };
     const float *x = golden_f32(&f, "input"), *dy = golden_f32(&f, "grad_output");
     float *w1 = golden_param(&f, "linear1.weight"), *b1 = golden_param(&f, "linear1.bias");
     float *w2 = golden_param(&f, "linear2.weight"), *b2 = golden_param(&f, "linear2.bias");
@@ -559,8 +559,8 @@ static void test_ffn_thread_count_independent(void **state)
         FfnParams params = {w1, b1, w2, b2};
         FfnCache cache = {D, F, pre, hidden, mask, p};
         FfnParams grads = {dw1, db1, dw2, db2};
-        assert_ok(ffn_forward(y, &cache, x, &params, B * T));
-        assert_ok(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, B * T));
+        assert_ok(ffn_forward(y, &cache, x, &params, N * T));
+        assert_ok(ffn_backward(dx, &grads, scratch, dy, x, &params, &cache, N * T));
         res[run][0] = y, res[run][1] = dx, res[run][2] = dw1, res[run][3] = dw2;
         free(pre), free(hidden), free(scratch), free(db1), free(db2);
     }
@@ -908,7 +908,7 @@ static const BrokenCase BAD[] = {
     {"bad_scale", "embedding_3x7_V20_D16_scaled", BREAK_SET_META, "scale", "inf", {0}, 0,
      "scale is inf"},
     {"bad_grad_output_shape", "embedding_backward_4x16_V5_D8", BREAK_RESHAPE, "grad_output", NULL,
-     {4, 16, 9}, 3, "'grad_output' has shape (4, 16, 9), expected (B, T, D) = (4, 16, 8)"},
+     {4, 16, 9}, 3, "'grad_output' has shape (4, 16, 9), expected (N, T, D) = (4, 16, 8)"},
     {"bad_sequence_longer_than_table", "positional_learned_2x7_L10_D8", BREAK_RESHAPE,
      "pos_embedding.weight", NULL, {6, 8}, 2, "has T = 7 positions, max_len is 6"},
     {"bad_max_len_disagrees", "positional_learned_2x7_L10_D8", BREAK_SET_META, "max_len", "12", {0},
@@ -916,7 +916,7 @@ static const BrokenCase BAD[] = {
     {"bad_sinusoidal_max_len", "positional_sinusoidal_2x10_D16", BREAK_SET_META, "max_len", "8",
      {0}, 0, "longer than the position table"},
     {"bad_d_model_mismatch", "positional_learned_2x7_L10_D8", BREAK_RESHAPE,
-     "pos_embedding.weight", NULL, {10, 7}, 2, "expected (L, D) = (*, 8)"},
+     "pos_embedding.weight", NULL, {10, 7}, 2, "expected (max_len, D) = (*, 8)"},
     {"bad_dropout_p_above_1", "dropout_mask_p50_2x3x40", BREAK_SET_META, "dropout", "1.5", {0}, 0,
      "dropout is 1.5, outside [0, 1] (the dropout probability)"},
     {"bad_dropout_p_negative", "dropout_mask_p50_2x3x40", BREAK_SET_META, "dropout", "-0.1", {0}, 0,

@@ -88,7 +88,7 @@ static void test_imdb_split(void **state)
     assert_ok(bpe_train(&bpe, corpus.data, corpus.len, golden_meta_int(&f, "vocab_size"),
                         &err));
     assert_i64_equal_to_golden(&f, "merges", bpe.merges, 2 * bpe.n_merges);
-    int L = (int)golden_meta_int(&f, "max_len");
+    int S = (int)golden_meta_int(&f, "max_len");
     ReviewSet three;
     ReviewRows rows;
     three = test;                                 /* rows of test[0], test[last], rt[0] */
@@ -101,12 +101,12 @@ static void test_imdb_split(void **state)
     three.text = picked;
     three.label = (uint8_t *)labels;
     three.line = lines;
-    assert_ok(review_rows(&rows, &three, &bpe, L, &err));
-    assert_i64_equal_to_golden(&f, "rows", rows.ids, 3 * L);
+    assert_ok(review_rows(&rows, &three, &bpe, S, &err));
+    assert_i64_equal_to_golden(&f, "rows", rows.ids, 3 * S);
     print_message("  %lld train (%lld positive), %lld validate, %lld test, %lld Rotten "
                   "Tomatoes; %lld merges and 3 rows of %d ids: as the reference\n",
                   (long long)train.n, (long long)counts[4], (long long)val.n,
-                  (long long)test.n, (long long)rt.n, (long long)bpe.n_merges, L);
+                  (long long)test.n, (long long)rt.n, (long long)bpe.n_merges, S);
     review_rows_free(&rows);
     text_free(&corpus);
     bpe_free(&bpe);
@@ -240,7 +240,7 @@ static void test_merges_as_metadata(void **state)
     int64_t ids[4];
     int length;
     assert_ok(review_encode(&b, "The BEST<br />film of all", 4, ids, &length, &err));
-    assert_int_equal(length, 4);                  /* truncated to L */
+    assert_int_equal(length, 4);                  /* truncated to S */
     int64_t ids_a[4];
     assert_ok(review_encode(&a, "the best film of all", 4, ids_a, &length, &err));
     assert_memory_equal(ids, ids_a, sizeof ids);
@@ -265,22 +265,22 @@ static void test_merges_as_metadata(void **state)
  * scored; the loss falls and the classes are learnt. */
 static void test_classifier_trains(void **state)
 {
-    enum { N = 256, L = 6, V = 12 };
+    enum { N = 256, S = 6, V = 12 };
     ReviewRows rows = {0};
     Rng rng;
     Error err;
     rng_seed(&rng, 7, 1);
     rows.n = N;
-    rows.L = L;
-    rows.ids = malloc(N * L * sizeof *rows.ids);
+    rows.S = S;
+    rows.ids = malloc(N * S * sizeof *rows.ids);
     rows.label = malloc(N * sizeof *rows.label);
     rows.length = malloc(N * sizeof *rows.length);
     for (int i = 0; i < N; i++) {
-        int len = 2 + (int)rng_below(&rng, L - 1);  /* 2..L tokens, then <pad> */
+        int len = 2 + (int)rng_below(&rng, S - 1);  /* 2..S tokens, then <pad> */
         rows.label[i] = 0;
-        for (int k = 0; k < L; k++) {
+        for (int k = 0; k < S; k++) {
             int64_t id = k < len ? 3 + (int64_t)rng_below(&rng, V - 3) : 0;
-            rows.ids[i * L + k] = id;
+            rows.ids[i * S + k] = id;
             if (id == 7) rows.label[i] = 1;
         }
         rows.length[i] = len;
@@ -294,7 +294,7 @@ static void test_classifier_trains(void **state)
     c.nhead = 2;
     c.dim_feedforward = 32;
     c.num_encoder_layers = 1;
-    c.max_len = L;
+    c.max_len = S;
     c.learned_pos = 1;
     c.pad_id = 0;
     c.eps = 1e-5f;
@@ -350,12 +350,12 @@ static void test_shipped_short_texts(void **state)
     };
     Model m;
     Bpe bpe;
-    int L, length;
+    int S, length;
     Error err;
-    if (imdb_load_classifier(&m, &bpe, &L, SHIPPED_MODEL, &err) != 0) fail_msg("%s", err.msg);
+    if (imdb_load_classifier(&m, &bpe, &S, SHIPPED_MODEL, &err) != 0) fail_msg("%s", err.msg);
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
         double p;
-        assert_ok(imdb_classify(&m, &bpe, L, plain[i].text, &p, &length, &err));
+        assert_ok(imdb_classify(&m, &bpe, S, plain[i].text, &p, &length, &err));
         print_message("  %-16s p(positive) = %.3f\n", plain[i].text, p);
         if ((p >= 0.5) != plain[i].positive)
             fail_msg("'%s': p(positive) = %.3f, but it is plainly %s", plain[i].text, p,

@@ -188,7 +188,7 @@ static int demo_run(Error *err)
         int64_t T = seq_batch_length(counts, 3), batch[3 * 64], lengths[3];
         rc = seq_batch(batch, lengths, all, counts, 3, T, err);
         if (rc == 0) {
-            printf("  a batch of three sources, (B, T) = (3, %lld):\n", (long long)T);
+            printf("  a batch of three sources, (N, T) = (3, %lld):\n", (long long)T);
             for (int b = 0; b < 3; b++) {
                 char label[96];
                 snprintf(label, sizeof label, "    %-22s length %2lld:", sources[b],

@@ -19,11 +19,11 @@ int seq_bracket(int64_t *out, const int64_t *ids, int64_t n, int64_t T, Error *e
 }
 
 int seq_batch(int64_t *batch, int64_t *lengths, const int64_t *ids, const int64_t *counts,
-              int64_t B, int64_t T, Error *err)
+              int64_t N, int64_t T, Error *err)
 {
     /* BEGIN SOLUTION */
     int64_t offset = 0;                           /* where sequence b starts in ids */
-    for (int64_t b = 0; b < B; b++) {
+    for (int64_t b = 0; b < N; b++) {
         if (seq_bracket(batch + b * T, ids + offset, counts[b], T, err) != 0)
             return error_set(err, "batch row %lld: a sequence of %lld tokens does not fit in "
                              "length %lld (it needs %lld)", (long long)b, (long long)counts[b],
@@ -35,10 +35,10 @@ int seq_batch(int64_t *batch, int64_t *lengths, const int64_t *ids, const int64_
     /* END SOLUTION */
 }
 
-int64_t seq_batch_length(const int64_t *counts, int64_t B)
+int64_t seq_batch_length(const int64_t *counts, int64_t N)
 {
     int64_t longest = 0;
-    for (int64_t b = 0; b < B; b++)
+    for (int64_t b = 0; b < N; b++)
         if (counts[b] > longest) longest = counts[b];
     return longest + 2;
 }

@@ -7,8 +7,7 @@
  * README says why, and how seed 002 differs). Nothing here truncates: a
  * sequence that does not fit is an error.
  *
- * Letters: N sequences in a batch (the argument B, as in llm.c), T ids per
- * row, n tokens in one sequence.
+ * Letters: N sequences in a batch, T ids per row, n tokens in one sequence.
  *
  * Read next: tokenizer.h, then main.c (the chapter program).
  */
@@ -23,13 +22,13 @@
  * naming both lengths; nothing is truncated silently. */
 int seq_bracket(int64_t *out, const int64_t *ids, int64_t n, int64_t T, Error *err);
 
-/* Brackets and pads B = N sequences into batch (N, T). The sequences lie end
+/* Brackets and pads N sequences into batch (N, T). The sequences lie end
  * to end in ids; sequence b has counts[b] tokens. lengths (N,) receives each
  * row's ids before the padding (counts[b] + 2). */
 int seq_batch(int64_t *batch, int64_t *lengths, const int64_t *ids, const int64_t *counts,
-              int64_t B, int64_t T, Error *err);
+              int64_t N, int64_t T, Error *err);
 
-/* The T that fits the longest of B = N sequences exactly: max counts + 2. */
-int64_t seq_batch_length(const int64_t *counts, int64_t B);
+/* The T that fits the longest of N sequences exactly: max counts + 2. */
+int64_t seq_batch_length(const int64_t *counts, int64_t N);
 
 #endif

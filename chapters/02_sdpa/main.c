@@ -73,7 +73,7 @@ static int run_example(const char *title, const float *q, const float *k, const 
 {
     float out[3 * 2], att[3 * 3];
     printf("-- %s\n", title);
-    SdpaArgs a = {.B = 1, .L = 3, .S = 3, .E = 2, .Ev = 2, .scale = sdpa_default_scale(2)};
+    SdpaArgs a = {.N = 1, .L = 3, .S = 3, .E = 2, .Ev = 2, .scale = sdpa_default_scale(2)};
     if (sdpa_forward(out, att, q, k, v, &a) != 0) return -1;
     *max_diff = 0;
     int differ = compare("output = att V", out, SEED_OUT, 3, 2, max_diff);
@@ -108,7 +108,7 @@ static int demo(void)
 
     /* The same example, causal: query i may only look at keys 0..i. */
     float out[3 * 2], att[3 * 3];
-    SdpaArgs causal = {.B = 1, .L = 3, .S = 3, .E = 2, .Ev = 2, .scale = sdpa_default_scale(2),
+    SdpaArgs causal = {.N = 1, .L = 3, .S = 3, .E = 2, .Ev = 2, .scale = sdpa_default_scale(2),
                        .is_causal = 1};
     if (sdpa_forward(out, att, SEED_Q, SEED_K, SEED_V, &causal) != 0) return -1;
     printf("-- the same example with is_causal (row 0 can only copy v_0)\n");

@@ -7,8 +7,8 @@
  * that runs in parallel. Every value is still summed by one thread in a
  * fixed order, so the results do not depend on the number of threads.
  *
- * Letters: B batch (all leading dims), L queries, S keys, E query/key
- * features, Ev value features.
+ * Letters: N batch (every leading dimension flattened), L queries, S keys,
+ * E query/key features, Ev value features.
  */
 #include "sdpa.h"
 
@@ -42,7 +42,7 @@ int sdpa_mask_bias(float *bias, const void *mask, int is_bool, const int64_t *ma
         stride[d] = (md >= 0 && mask_shape[md] != 1) ? step : 0;
         if (md >= 0) step *= mask_shape[md];
     }
-    int64_t n = 1;                                /* B * L * S */
+    int64_t n = 1;                                /* N * L * S */
     for (int d = 0; d < att_ndim; d++) n *= att_shape[d];
 
     for (int64_t i = 0; i < n; i++) {
@@ -73,20 +73,20 @@ int sdpa_forward(float *out, float *att, const float *q, const float *k, const f
                  const SdpaArgs *a)
 {
     /* BEGIN SOLUTION */
-    const int B = a->B, L = a->L, S = a->S, E = a->E, Ev = a->Ev;
+    const int N = a->N, L = a->L, S = a->S, E = a->E, Ev = a->Ev;
     const float *bias = a->bias;
     const uint8_t *drop = a->drop;
     int rc = 0;
     /* With one batch entry there is nothing to share out here; the threads
      * are left to the matmuls inside (an inner parallel loop only runs in
      * parallel when the outer one does not). */
-    #pragma omp parallel reduction(|:rc) if (B > 1)
+    #pragma omp parallel reduction(|:rc) if (N > 1)
     {
         /* With dropout, this thread's (L, S) buffer of the kept weights. */
         float *w = drop ? malloc(((size_t)L * S + 1) * sizeof *w) : NULL;
         rc |= drop && !w;
         #pragma omp for schedule(static)
-        for (int b = 0; b < B; b++) {
+        for (int b = 0; b < N; b++) {
             if (rc) continue;
             const float *qb = q + (size_t)b * L * E;                 /* (L, E) */
             const float *kb = k + (size_t)b * S * E;                 /* (S, E) */
@@ -129,10 +129,10 @@ int sdpa_backward(float *dq, float *dk, float *dv, const float *dout, const floa
                   const float *k, const float *v, const float *att, const SdpaArgs *a)
 {
     /* BEGIN SOLUTION */
-    const int B = a->B, L = a->L, S = a->S, E = a->E, Ev = a->Ev;
+    const int N = a->N, L = a->L, S = a->S, E = a->E, Ev = a->Ev;
     const uint8_t *drop = a->drop;
     int rc = 0;
-    #pragma omp parallel reduction(|:rc) if (B > 1)
+    #pragma omp parallel reduction(|:rc) if (N > 1)
     {
         /* This thread's gradient of one batch entry's weights, then of its
          * scores, in place: (L, S), reused for every entry it takes; with
@@ -142,7 +142,7 @@ int sdpa_backward(float *dq, float *dk, float *dv, const float *dout, const floa
         float *w = ds + n;
         rc |= !ds;
         #pragma omp for schedule(static)
-        for (int b = 0; b < B; b++) {
+        for (int b = 0; b < N; b++) {
             if (rc) continue;
             const float *qb = q + (size_t)b * L * E;             /* (L, E) */
             const float *kb = k + (size_t)b * S * E;             /* (S, E) */

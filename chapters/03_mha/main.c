@@ -5,7 +5,7 @@
  *     build/03_mha --case in.safetensors --out out.safetensors
  *
  * The demo runs the README's worked example: self-attention over three
- * tokens of E = 4 features with two heads, every projection the identity, so
+ * tokens of D = 4 features with two heads, every projection the identity, so
  * head 0 looks only at features 0-1 and head 1 only at features 2-3. It
  * prints each head's weights, their average (what nn.MultiheadAttention
  * returns by default) and the output, then does it again with a
@@ -25,7 +25,7 @@ static const char USAGE[] =
     "usage: 03_mha --demo\n"
     "       03_mha --case IN.safetensors --out OUT.safetensors\n";
 
-enum { N = 1, L = 3, E = 4, H = 2 };   /* self-attention: S = L */
+enum { N = 1, L = 3, D = 4, H = 2 };   /* self-attention: S = L */
 
 static void print_matrix(const char *title, const float *m, int rows, int cols)
 {
@@ -43,11 +43,11 @@ static int run(const MhaParams *p, const float *x, const uint8_t *key_padding_ma
 {
     MhaCache cache;
     Error err;
-    if (mha_cache_alloc(&cache, &(MhaDims){N, L, L, E, H, E, E}, 0, &err) != 0) {
+    if (mha_cache_alloc(&cache, &(MhaDims){N, L, L, D, H, D, D}, 0, &err) != 0) {
         fprintf(stderr, "03_mha: %s\n", err.msg);
         return -1;
     }
-    float out[N * L * E], avg[N * L * L], bias[N * H * L * L];
+    float out[N * L * D], avg[N * L * L], bias[N * H * L * L];
     int rc = 0;
     if (key_padding_mask)
         rc = mha_mask_bias(bias, key_padding_mask, 1, NULL, 0, 0, N, H, L, L);
@@ -60,7 +60,7 @@ static int run(const MhaParams *p, const float *x, const uint8_t *key_padding_ma
         print_matrix("head 1 weights (features 2-3):", cache.att + L * L, L, L);
         print_matrix("averaged over the heads (need_weights, average_attn_weights):", avg, L,
                      L);
-        print_matrix("output (L, E) = heads concatenated, then out_proj:", out, L, E);
+        print_matrix("output (L, D) = heads concatenated, then out_proj:", out, L, D);
     }
     mha_cache_free(&cache);
     return rc;
@@ -69,20 +69,20 @@ static int run(const MhaParams *p, const float *x, const uint8_t *key_padding_ma
 static int demo(void)
 {
     /* Identity projections: w[0] = w[1] = w[2] = out_proj_weight = I (4, 4), no biases. */
-    float in_proj_weight[3 * E * E] = {0}, out_proj_weight[E * E] = {0};
-    for (int i = 0; i < 3 * E; i++) in_proj_weight[i * E + i % E] = 1.0f;
-    for (int i = 0; i < E; i++) out_proj_weight[i * E + i] = 1.0f;
+    float in_proj_weight[3 * D * D] = {0}, out_proj_weight[D * D] = {0};
+    for (int i = 0; i < 3 * D; i++) in_proj_weight[i * D + i % D] = 1.0f;
+    for (int i = 0; i < D; i++) out_proj_weight[i * D + i] = 1.0f;
     MhaParams p = {.in_proj_weight = in_proj_weight, .out_proj_weight = out_proj_weight};
 
-    const float x[N * L * E] = {
+    const float x[N * L * D] = {
         1, 0, 0, 1,    /* token 0 */
         0, 1, 1, 0,    /* token 1 */
         1, 1, 0, 0,    /* token 2 */
     };
     printf("Multi-head self-attention, nn.MultiheadAttention(4, 2, bias=False,\n"
            "batch_first=True) with every projection the identity: L = S = 3 tokens,\n"
-           "E = 4 features, 2 heads of Dh = 2 features, scale 1/sqrt(2).\n\n");
-    print_matrix("x (L, E):", x, L, E);
+           "D = 4 features, 2 heads of Dh = 2 features, scale 1/sqrt(2).\n\n");
+    print_matrix("x (L, D):", x, L, D);
     printf("\n-- no mask\n");
     if (run(&p, x, NULL) != 0) return -1;
 

@@ -1,7 +1,7 @@
 /*
  * mha.c - multi-head attention: chapter 00's linear layer four times and
  * chapter 02's attention once, with the N * H (sequence, head) pairs as
- * sdpa's batch B, glued together by two copies (split and merge of the
+ * sdpa's flattened batch, glued together by two copies (split and merge of the
  * heads). The contract is mha.h's; the formulas, their names and the
  * numbered steps 1-5 are the README's.
  */
@@ -102,19 +102,19 @@ int mha_forward(float *out, MhaCache *cache, const float *query, const float *ke
 {
     /* BEGIN SOLUTION */
     MhaCache *c = cache;
-    int N = c->N, L = c->L, S = c->S, E = c->E, H = c->H, Dh = c->Dh;
+    int N = c->N, L = c->L, S = c->S, D = c->D, H = c->H, Dh = c->Dh;
     float *w[3], *b[3];
-    mha_in_proj_params(params, E, w, b);
+    mha_in_proj_params(params, D, w, b);
 
-    /* 1. Three linear layers project queries, keys and values to E features:
-     *    q (N, L, E) = query (N, L, E) w[0]^T + b[0], and likewise k and v
+    /* 1. Three linear layers project queries, keys and values to D features:
+     *    q (N, L, D) = query (N, L, D) w[0]^T + b[0], and likewise k and v
      *    from key (N, S, Ek) and value (N, S, Ev). */
-    if (linear_forward(c->q, query, w[0], b[0], N * L, E, E) != 0 ||
-        linear_forward(c->k, key, w[1], b[1], N * S, c->Ek, E) != 0 ||
-        linear_forward(c->v, value, w[2], b[2], N * S, c->Ev, E) != 0)
+    if (linear_forward(c->q, query, w[0], b[0], N * L, D, D) != 0 ||
+        linear_forward(c->k, key, w[1], b[1], N * S, c->Ek, D) != 0 ||
+        linear_forward(c->v, value, w[2], b[2], N * S, c->Ev, D) != 0)
         return -1;
 
-    /* 2. Each head takes its own Dh features: (N, T, E) -> (N, H, T, Dh). */
+    /* 2. Each head takes its own Dh features: (N, T, D) -> (N, H, T, Dh). */
     if (mha_split_heads(c->qh, c->q, N, L, H, Dh) != 0 ||
         mha_split_heads(c->kh, c->k, N, S, H, Dh) != 0 ||
         mha_split_heads(c->vh, c->v, N, S, H, Dh) != 0)
@@ -126,13 +126,13 @@ int mha_forward(float *out, MhaCache *cache, const float *query, const float *ke
                       c->dropout_p};
     if (sdpa_forward(c->oh, c->att, c->qh, c->kh, c->vh, &heads) != 0) return -1;
 
-    /* 4. Concatenate the heads' outputs: (N, H, L, Dh) -> (N, L, E). */
+    /* 4. Concatenate the heads' outputs: (N, H, L, Dh) -> (N, L, D). */
     if (mha_merge_heads(c->o, c->oh, N, L, H, Dh) != 0) return -1;
 
     /* 5. The output projection mixes the heads:
      *    out = o out_proj_weight^T + out_proj_bias. */
-    return linear_forward(out, c->o, params->out_proj_weight, params->out_proj_bias, N * L, E,
-                          E);
+    return linear_forward(out, c->o, params->out_proj_weight, params->out_proj_bias, N * L, D,
+                          D);
     /* END SOLUTION */
 }
 
@@ -143,18 +143,18 @@ int mha_backward(float *dquery, float *dkey, float *dvalue, const MhaParams *gra
     if (!cache->d_o) return -1;   /* the cache was allocated without backward scratch */
     /* BEGIN SOLUTION */
     MhaCache *c = cache;
-    int N = c->N, L = c->L, S = c->S, E = c->E, H = c->H, Dh = c->Dh;
-    size_t nl = (size_t)N * L * E, ns = (size_t)N * S * E;
+    int N = c->N, L = c->L, S = c->S, D = c->D, H = c->H, Dh = c->Dh;
+    size_t nl = (size_t)N * L * D, ns = (size_t)N * S * D;
     float *w[3], *b[3], *dw[3], *db[3];
-    mha_in_proj_params(params, E, w, b);
-    mha_in_proj_params(grads, E, dw, db);
+    mha_in_proj_params(params, D, w, b);
+    mha_in_proj_params(grads, D, dw, db);
 
-    /* 5. d_o (N, L, E) = dout out_proj_weight, and the gradients of
+    /* 5. d_o (N, L, D) = dout out_proj_weight, and the gradients of
      *    out_proj_weight and out_proj_bias. linear_backward adds, so d_o
      *    starts at zero. */
     memset(c->d_o, 0, nl * sizeof *c->d_o);
     if (linear_backward(c->d_o, grads->out_proj_weight, grads->out_proj_bias, dout, c->o,
-                        params->out_proj_weight, N * L, E, E) != 0)
+                        params->out_proj_weight, N * L, D, D) != 0)
         return -1;
 
     /* 4. Merging the heads only moved values around, so its backward moves
@@ -172,7 +172,7 @@ int mha_backward(float *dquery, float *dkey, float *dvalue, const MhaParams *gra
         return -1;
 
     /* 2. The split was a copy too: merge the heads' gradients back into
-     *    (N, T, E) rows. */
+     *    (N, T, D) rows. */
     if (mha_merge_heads(c->dq, c->dqh, N, L, H, Dh) != 0 ||
         mha_merge_heads(c->dk, c->dkh, N, S, H, Dh) != 0 ||
         mha_merge_heads(c->dv, c->dvh, N, S, H, Dh) != 0)
@@ -182,9 +182,9 @@ int mha_backward(float *dquery, float *dkey, float *dvalue, const MhaParams *gra
      *    gradient (in self-attention the three are one buffer, which so
      *    collects the sum of the three paths) and into its weight and bias
      *    gradients (three row blocks of the packed in_proj gradients). */
-    if (linear_backward(dquery, dw[0], db[0], c->dq, query, w[0], N * L, E, E) != 0 ||
-        linear_backward(dkey, dw[1], db[1], c->dk, key, w[1], N * S, c->Ek, E) != 0 ||
-        linear_backward(dvalue, dw[2], db[2], c->dv, value, w[2], N * S, c->Ev, E) != 0)
+    if (linear_backward(dquery, dw[0], db[0], c->dq, query, w[0], N * L, D, D) != 0 ||
+        linear_backward(dkey, dw[1], db[1], c->dk, key, w[1], N * S, c->Ek, D) != 0 ||
+        linear_backward(dvalue, dw[2], db[2], c->dv, value, w[2], N * S, c->Ev, D) != 0)
         return -1;
     return 0;
     /* END SOLUTION */
@@ -218,24 +218,24 @@ static float *floats(int64_t n)
 
 int mha_cache_alloc(MhaCache *c, const MhaDims *dims, int backward, Error *err)
 {
-    int N = dims->N, L = dims->L, S = dims->S, E = dims->E, H = dims->H, Ek = dims->Ek,
+    int N = dims->N, L = dims->L, S = dims->S, D = dims->D, H = dims->H, Ek = dims->Ek,
         Ev = dims->Ev;
     memset(c, 0, sizeof *c);
-    if (N < 1 || L < 1 || S < 1 || E < 1 || H < 1 || Ek < 1 || Ev < 1)
-        return error_set(err, "mha: sizes must be at least 1 (N %d, L %d, S %d, E %d, H %d, "
-                         "kdim %d, vdim %d)", N, L, S, E, H, Ek, Ev);
-    if (E % H != 0)
-        return error_set(err, "mha: embed_dim %d is not divisible by num_heads %d", E, H);
-    /* The largest buffer is (N, H, L, S) or (N, max(L, S), E); every offset
+    if (N < 1 || L < 1 || S < 1 || D < 1 || H < 1 || Ek < 1 || Ev < 1)
+        return error_set(err, "mha: sizes must be at least 1 (N %d, L %d, S %d, D %d, H %d, "
+                         "kdim %d, vdim %d)", N, L, S, D, H, Ek, Ev);
+    if (D % H != 0)
+        return error_set(err, "mha: embed_dim %d is not divisible by num_heads %d", D, H);
+    /* The largest buffer is (N, H, L, S) or (N, max(L, S), D); every offset
      * inside one must fit the int loops of the layer functions. */
     int64_t att = (int64_t)N * H * L * S;
-    int64_t rows = (int64_t)N * (L > S ? L : S) * E;
+    int64_t rows = (int64_t)N * (L > S ? L : S) * D;
     if (att > INT_MAX || rows > INT_MAX)
-        return error_set(err, "mha: N %d, L %d, S %d, E %d, H %d need buffers of %lld floats, "
-                         "more than this implementation allows (%d)", N, L, S, E, H,
+        return error_set(err, "mha: N %d, L %d, S %d, D %d, H %d need buffers of %lld floats, "
+                         "more than this implementation allows (%d)", N, L, S, D, H,
                          (long long)(att > rows ? att : rows), INT_MAX);
-    *c = (MhaCache){.N = N, .L = L, .S = S, .E = E, .H = H, .Dh = E / H, .Ek = Ek, .Ev = Ev};
-    int64_t nl = (int64_t)N * L * E, ns = (int64_t)N * S * E;   /* (N, L, E), (N, S, E) */
+    *c = (MhaCache){.N = N, .L = L, .S = S, .D = D, .H = H, .Dh = D / H, .Ek = Ek, .Ev = Ev};
+    int64_t nl = (int64_t)N * L * D, ns = (int64_t)N * S * D;   /* (N, L, D), (N, S, D) */
     c->q = floats(nl);
     c->k = floats(ns);
     c->v = floats(ns);
@@ -259,7 +259,7 @@ int mha_cache_alloc(MhaCache *c, const MhaDims *dims, int backward, Error *err)
     }
     if (!ok) {
         mha_cache_free(c);
-        return error_set(err, "mha: out of memory for N %d, L %d, S %d, E %d, H %d", N, L, S, E,
+        return error_set(err, "mha: out of memory for N %d, L %d, S %d, D %d, H %d", N, L, S, D,
                          H);
     }
     return 0;
@@ -276,14 +276,14 @@ void mha_cache_free(MhaCache *c)
     }
 }
 
-void mha_in_proj_params(const MhaParams *p, int E, float *w[3], float *b[3])
+void mha_in_proj_params(const MhaParams *p, int D, float *w[3], float *b[3])
 {
     for (int i = 0; i < 3; i++) {
-        /* Packed: rows i*E .. (i+1)*E - 1 of in_proj_weight (3E, E). */
-        w[i] = p->in_proj_weight ? p->in_proj_weight + (size_t)i * E * E
+        /* Packed: rows i*D .. (i+1)*D - 1 of in_proj_weight (3D, D). */
+        w[i] = p->in_proj_weight ? p->in_proj_weight + (size_t)i * D * D
              : i == 0            ? p->q_proj_weight
              : i == 1            ? p->k_proj_weight
                                  : p->v_proj_weight;
-        b[i] = p->in_proj_bias ? p->in_proj_bias + (size_t)i * E : NULL;
+        b[i] = p->in_proj_bias ? p->in_proj_bias + (size_t)i * D : NULL;
     }
 }

@@ -3,9 +3,9 @@
  * nn.MultiheadAttention(embed_dim, num_heads, batch_first=True) computes
  * it. What it computes and why: chapters/03_mha/README.md.
  *
- * Sizes: N batch, L queries, S keys and values, H heads, E the width
- * (embed_dim: the book's D), Dh = E / H, and Ek, Ev the features of the key
- * and value inputs (kdim, vdim). Buffers are float32, row-major, batch first.
+ * Sizes: N batch, L queries, S keys and values, H heads, D the width
+ * (embed_dim), Dh = D / H, and Ek, Ev the features of the key and value
+ * inputs (kdim, vdim). Buffers are float32, row-major, batch first.
  *
  * Masks reach mha_forward as one additive bias (N, H, L, S) made by
  * mha_mask_bias; in nn.MultiheadAttention's masks a boolean true means
@@ -29,37 +29,37 @@
  * the layer has none (bias=False removes both biases). A backward reads the
  * parameters from one and ADDS into the other. */
 typedef struct {
-    float *in_proj_weight;          /* (3E, E) when Ek == Ev == E, else NULL */
-    float *q_proj_weight;           /* (E, E)  when in_proj_weight is NULL */
-    float *k_proj_weight;           /* (E, Ek) when in_proj_weight is NULL */
-    float *v_proj_weight;           /* (E, Ev) when in_proj_weight is NULL */
-    float *in_proj_bias;            /* (3E,), or NULL (bias=False) */
-    float *out_proj_weight;         /* (E, E) */
-    float *out_proj_bias;           /* (E,), or NULL (bias=False) */
+    float *in_proj_weight;          /* (3D, D) when Ek == Ev == D, else NULL */
+    float *q_proj_weight;           /* (D, D)  when in_proj_weight is NULL */
+    float *k_proj_weight;           /* (D, Ek) when in_proj_weight is NULL */
+    float *v_proj_weight;           /* (D, Ev) when in_proj_weight is NULL */
+    float *in_proj_bias;            /* (3D,), or NULL (bias=False) */
+    float *out_proj_weight;         /* (D, D) */
+    float *out_proj_bias;           /* (D,), or NULL (bias=False) */
 } MhaParams;
 
-/* The sizes of one call: N sequences of L queries attending to S keys, E
+/* The sizes of one call: N sequences of L queries attending to S keys, D
  * features, H heads, keys of Ek and values of Ev features. */
 typedef struct {
-    int N, L, S, E, H, Ek, Ev;
+    int N, L, S, D, H, Ek, Ev;
 } MhaDims;
 
 /* The sizes of one call, and the buffers the forward fills for the backward
  * (the activations) plus the backward's own scratch space. */
 typedef struct {
-    int N, L, S, E, H, Dh, Ek, Ev;
+    int N, L, S, D, H, Dh, Ek, Ev;
     /* forward activations, written by mha_forward, read by mha_backward */
-    float *q, *k, *v;               /* (N, L, E), (N, S, E), (N, S, E) projected */
+    float *q, *k, *v;               /* (N, L, D), (N, S, D), (N, S, D) projected */
     float *qh, *kh, *vh;            /* (N, H, L, Dh), (N, H, S, Dh), (N, H, S, Dh) */
     float *att;                     /* (N, H, L, S) attention weights of every head */
     float *oh;                      /* (N, H, L, Dh) attention output of every head */
-    float *o;                       /* (N, L, E) heads merged: out_proj's input */
+    float *o;                       /* (N, L, D) heads merged: out_proj's input */
     /* backward scratch, overwritten by mha_backward; NULL unless allocated */
-    float *d_o;                     /* (N, L, E) */
+    float *d_o;                     /* (N, L, D) */
     float *doh, *dqh;               /* (N, H, L, Dh) */
     float *dkh, *dvh;               /* (N, H, S, Dh) */
-    float *dq;                      /* (N, L, E) */
-    float *dk, *dv;                 /* (N, S, E) */
+    float *dq;                      /* (N, L, D) */
+    float *dk, *dv;                 /* (N, S, D) */
     /* The GPU's attention (cuda/model.cu) keeps each head's scores and their
      * gradients, (N, H, L, S) each; the CPU's needs none of them (chapter
      * 02 makes the scores in att and the gradients one head at a time), and
@@ -74,7 +74,7 @@ typedef struct {
 } MhaCache;
 
 /* Allocates every buffer of the cache for these sizes (the backward scratch
- * only when `backward` is non-zero). E must be a multiple of H; every size at
+ * only when `backward` is non-zero). D must be a multiple of H; every size at
  * least 1. On failure nothing stays allocated. */
 int mha_cache_alloc(MhaCache *cache, const MhaDims *dims, int backward, Error *err);
 
@@ -82,10 +82,10 @@ int mha_cache_alloc(MhaCache *cache, const MhaDims *dims, int backward, Error *e
 void mha_cache_free(MhaCache *cache);
 
 /* The three input projections, whichever way p stores them (parameters or
- * gradients alike): w[0] (E, E), w[1] (E, Ek), w[2] (E, Ev), and b[0..2]
- * (E,) each, or NULL without in_proj_bias. Packed: the three row blocks of
+ * gradients alike): w[0] (D, D), w[1] (D, Ek), w[2] (D, Ev), and b[0..2]
+ * (D,) each, or NULL without in_proj_bias. Packed: the three row blocks of
  * in_proj_weight. */
-void mha_in_proj_params(const MhaParams *p, int E, float *w[3], float *b[3]);
+void mha_in_proj_params(const MhaParams *p, int D, float *w[3], float *b[3]);
 
 /* (N, T, H * Dh) -> (N, H, T, Dh): xh[n, h, t, d] = x[n, t, h * Dh + d]. */
 int mha_split_heads(float *xh, const float *x, int N, int T, int H, int Dh);
@@ -106,9 +106,9 @@ int mha_mask_bias(float *bias, const void *key_padding_mask, int kpm_is_bool,
                   int N, int H, int L, int S);
 
 /* Forward pass; the sizes are the cache's.
- *   out      (N, L, E)
+ *   out      (N, L, D)
  *   cache    its activations are written (see MhaCache)
- *   query (N, L, E), key (N, S, Ek), value (N, S, Ev); in self-attention
+ *   query (N, L, D), key (N, S, Ek), value (N, S, Ev); in self-attention
  *            the same pointer three times
  *   bias     (N, H, L, S) from mha_mask_bias, or NULL for no mask
  *   is_causal  1: query i attends only to keys j <= i (top-left aligned),
@@ -120,11 +120,11 @@ int mha_forward(float *out, MhaCache *cache, const float *query, const float *ke
                 int is_causal);
 
 /* Backward pass, after mha_forward on the same cache and inputs. ADDS the
- * gradients into dquery (N, L, E), dkey (N, S, Ek), dvalue (N, S, Ev) (each
+ * gradients into dquery (N, L, D), dkey (N, S, Ek), dvalue (N, S, Ev) (each
  * may be NULL: not wanted; in self-attention one buffer for all three, which
  * collects the sum of the three paths) and into every parameter gradient of
  * `grads`.
- *   dout   (N, L, E) gradient of the loss with respect to out
+ *   dout   (N, L, D) gradient of the loss with respect to out
  * The cache must have been allocated with backward = 1; its scratch buffers
  * are overwritten, its activations only read, so calling the backward twice
  * adds the gradients twice. */

@@ -2,14 +2,14 @@
  * layernorm.c - the formula is in the chapter's README; the shapes and the
  * rules (NULL parameters, accumulated gradients) are in layernorm.h.
  *
- * One row of C values at a time, rows shared among OpenMP threads. The
+ * One row of D values at a time, rows shared among OpenMP threads. The
  * forward makes two passes over a row before writing it: the mean first,
  * kept as a pair (the row's first value and the mean distance from it), then
  * the variance of the deviations from that mean. The backward rebuilds the
  * normalised row n from the saved mean and rstd instead of storing it.
  *
- * Letters: the arguments B, T, C are the book's N (batch), T and D (width);
- * inside, N counts the B * T rows.
+ * Letters: N batch, T positions, D width, the top README's; rows = N * T
+ * counts the rows.
  */
 #include "layernorm.h"
 
@@ -19,19 +19,19 @@
 #include <stddef.h>
 
 int layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
-                      const float *weight, const float *bias, int B, int T, int C, float eps)
+                      const float *weight, const float *bias, int N, int T, int D, float eps)
 {
     /* BEGIN SOLUTION */
-    int N = B * T;
+    int rows = N * T;
     #pragma omp parallel for schedule(static)
-    for (int r = 0; r < N; r++) {
-        const float *x = inp + (size_t)r * C;     /* (C,) */
-        float *y = out + (size_t)r * C;           /* (C,) */
+    for (int r = 0; r < rows; r++) {
+        const float *x = inp + (size_t)r * D;     /* (D,) */
+        float *y = out + (size_t)r * D;           /* (D,) */
 
         /* Pass 1, the mean, kept as a pair: mean = shift + delta, where
          * shift is the row's first value and delta the mean distance from
          * it. For a row like 1e4 + N(0, 1) the plain sum of the values grows
-         * to C * 1e4, where float32 numbers lie a quarter apart or more, and
+         * to D * 1e4, where float32 numbers lie a quarter apart or more, and
          * each addition rounds away the digits that say how the values
          * differ; the distances are small and add up almost exactly. The
          * pair is never added up into one float: near 1e4 float32 numbers
@@ -46,12 +46,12 @@ int layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
          * a block total stays small. */
         float shift = x[0];
         float sum = 0.0f;
-        for (int c0 = 0; c0 < C; c0 += 16) {
+        for (int c0 = 0; c0 < D; c0 += 16) {
             float block = 0.0f;
-            for (int c = c0; c < c0 + 16 && c < C; c++) block += x[c] - shift;
+            for (int c = c0; c < c0 + 16 && c < D; c++) block += x[c] - shift;
             sum += block;
         }
-        float delta = sum / C;
+        float delta = sum / D;
 
         /* Pass 2, the variance of the deviations from the mean, each made as
          * (x[c] - shift) - delta: x[c] - shift is exact when the two are
@@ -63,20 +63,20 @@ int layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
          * get one of size 1; float32 spaces numbers near 1e8 eight apart, so
          * that difference is noise (even negative, and sqrt of it NaN).
          * Squared deviations are never negative and carry their full
-         * precision. Dividing by C (not C - 1) is the biased variance that
+         * precision. Dividing by D (not D - 1) is the biased variance that
          * nn.LayerNorm uses. */
         float ss = 0.0f;
-        for (int c0 = 0; c0 < C; c0 += 16) {
+        for (int c0 = 0; c0 < D; c0 += 16) {
             float block = 0.0f;
-            for (int c = c0; c < c0 + 16 && c < C; c++) {
+            for (int c = c0; c < c0 + 16 && c < D; c++) {
                 float d = (x[c] - shift) - delta;
                 block += d * d;
             }
             ss += block;
         }
-        float s = 1.0f / sqrtf(ss / C + eps);     /* eps inside the root: finite for var = 0 */
+        float s = 1.0f / sqrtf(ss / D + eps);     /* eps inside the root: finite for var = 0 */
 
-        for (int c = 0; c < C; c++) {
+        for (int c = 0; c < D; c++) {
             float n = ((x[c] - shift) - delta) * s;   /* normalised */
             float scaled = weight ? n * weight[c] : n;
             y[c] = bias ? scaled + bias[c] : scaled;
@@ -96,8 +96,8 @@ int layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
  *     dL/dx[i] = rstd * ( g[i]  -  mean_c g[c]  -  n[i] * mean_c g[c] n[c] )
  *
  * term 1: x[i] moves n[i] directly, by rstd per unit;
- * term 2: x[i] moves the mean by 1/C, which shifts every n[c] down by rstd / C;
- * term 3: x[i] moves the variance by 2 (x[i] - mean) / C, which rescales every
+ * term 2: x[i] moves the mean by 1/D, which shifts every n[c] down by rstd / D;
+ * term 3: x[i] moves the variance by 2 (x[i] - mean) / D, which rescales every
  *         n[c]; that costs n[i] times how much the loss cares about scale.
  * README.md derives it. The parameters see only the last step y = n w + b:
  *     dL/dweight[c] = sum over rows of dout[c] * n[c],  dL/dbias[c] = sum of dout[c].
@@ -113,30 +113,30 @@ int layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
  */
 int layernorm_backward(float *dinp, float *dweight, float *dbias, const float *dout,
                        const float *inp, const float *weight, const float *mean,
-                       const float *rstd, int B, int T, int C)
+                       const float *rstd, int N, int T, int D)
 {
     /* BEGIN SOLUTION */
-    int N = B * T;
+    int rows = N * T;
 
     /* The input gradient: rows are independent. */
     #pragma omp parallel for schedule(static)
-    for (int r = 0; r < N; r++) {
-        const float *x = inp + (size_t)r * C;     /* (C,) */
-        const float *dy = dout + (size_t)r * C;   /* (C,) */
-        float *dx = dinp + (size_t)r * C;         /* (C,) */
+    for (int r = 0; r < rows; r++) {
+        const float *x = inp + (size_t)r * D;     /* (D,) */
+        const float *dy = dout + (size_t)r * D;   /* (D,) */
+        float *dx = dinp + (size_t)r * D;         /* (D,) */
         float m = mean[r], s = rstd[r];
 
         float mean_g = 0.0f, mean_gn = 0.0f;      /* mean_c g[c] and mean_c g[c] n[c] */
-        for (int c = 0; c < C; c++) {
+        for (int c = 0; c < D; c++) {
             float n = (x[c] - m) * s;
             float g = weight ? dy[c] * weight[c] : dy[c];
             mean_g += g;
             mean_gn += g * n;
         }
-        mean_g /= C;
-        mean_gn /= C;
+        mean_g /= D;
+        mean_gn /= D;
 
-        for (int c = 0; c < C; c++) {
+        for (int c = 0; c < D; c++) {
             float n = (x[c] - m) * s;
             float g = weight ? dy[c] * weight[c] : dy[c];
             dx[c] += s * (g - mean_g - n * mean_gn);   /* the three terms above */
@@ -150,14 +150,14 @@ int layernorm_backward(float *dinp, float *dweight, float *dbias, const float *d
      * an existing .grad. */
     if ((weight && dweight) || dbias) {
         /* Blocks of 16 columns, each walked row after row, so that the
-         * loads are 16 consecutive floats (a column alone would jump C
+         * loads are 16 consecutive floats (a column alone would jump D
          * floats from one row to the next). */
         #pragma omp parallel for schedule(static)
-        for (int c0 = 0; c0 < C; c0 += 16) {
-            int width = C - c0 < 16 ? C - c0 : 16;
+        for (int c0 = 0; c0 < D; c0 += 16) {
+            int width = D - c0 < 16 ? D - c0 : 16;
             float dw[16] = {0}, db[16] = {0};
-            for (int r = 0; r < N; r++) {
-                const float *x = inp + (size_t)r * C + c0, *dy = dout + (size_t)r * C + c0;
+            for (int r = 0; r < rows; r++) {
+                const float *x = inp + (size_t)r * D + c0, *dy = dout + (size_t)r * D + c0;
                 #pragma omp simd
                 for (int c = 0; c < width; c++) {
                     dw[c] += dy[c] * ((x[c] - mean[r]) * rstd[r]);   /* dout * n */

@@ -5,9 +5,8 @@
  * digits, and the backward's three terms are in the chapter's README.
  *
  * Letters: N batch, T positions, D width (the normalised dimension), the
- * top README's. The arguments keep llm.c's names: B is N and C is D. Any
- * tensor whose last dimension is D works: pass its other dimensions
- * flattened as B * T (a rank-1 input is B = T = 1).
+ * top README's. Any tensor whose last dimension is D works: pass its other
+ * dimensions flattened as N * T (a rank-1 input is N = T = 1).
  *
  * weight and bias are nn.LayerNorm's parameters, (D,) each. weight = bias =
  * NULL is elementwise_affine=False (y = n); bias = NULL alone is
@@ -40,7 +39,7 @@ int layernorm_forward(float *out,              /* (N, T, D) */
                       const float *inp,        /* (N, T, D) */
                       const float *weight,     /* (D,) or NULL */
                       const float *bias,       /* (D,) or NULL */
-                      int B, int T, int C, float eps);
+                      int N, int T, int D, float eps);
 
 int layernorm_backward(float *dinp,            /* (N, T, D), accumulated */
                        float *dweight,         /* (D,), accumulated, or NULL; unused if weight is NULL */
@@ -50,6 +49,6 @@ int layernorm_backward(float *dinp,            /* (N, T, D), accumulated */
                        const float *weight,    /* (D,) or NULL */
                        const float *mean,      /* (N, T), from the forward */
                        const float *rstd,      /* (N, T), from the forward */
-                       int B, int T, int C);
+                       int N, int T, int D);
 
 #endif

@@ -36,58 +36,58 @@ static void print_row(const char *name, const float *v, int n)
 
 static int demo(void)
 {
-    enum { C = 4 };
+    enum { D = 4 };
     const float eps = LAYERNORM_DEFAULT_EPS;
-    float x[C] = {1, 2, 3, 4};
-    float gamma[C] = {2, 2, 2, 2}, beta[C] = {1, 1, 1, 1};
-    float n[C], y[C], mean, rstd;
+    float x[D] = {1, 2, 3, 4};
+    float gamma[D] = {2, 2, 2, 2}, beta[D] = {1, 1, 1, 1};
+    float n[D], y[D], mean, rstd;
 
-    printf("LayerNorm of one row, C = 4, eps = 1e-5\n");
-    print_row("x", x, C);
-    if (layernorm_forward(n, &mean, &rstd, x, NULL, NULL, 1, 1, C, eps) != 0) return -1;
+    printf("LayerNorm of one row, D = 4, eps = 1e-5\n");
+    print_row("x", x, D);
+    if (layernorm_forward(n, &mean, &rstd, x, NULL, NULL, 1, 1, D, eps) != 0) return -1;
     printf("  mean = %.4f, biased variance = %.4f, rstd = 1/sqrt(var + eps) = %.6f\n", mean,
            1.0f / (rstd * rstd) - eps, rstd);
-    print_row("n = (x - mean) * rstd", n, C);
-    if (layernorm_forward(y, NULL, NULL, x, gamma, beta, 1, 1, C, eps) != 0) return -1;
-    print_row("y = n * weight + bias (2 and 1)", y, C);
+    print_row("n = (x - mean) * rstd", n, D);
+    if (layernorm_forward(y, NULL, NULL, x, gamma, beta, 1, 1, D, eps) != 0) return -1;
+    print_row("y = n * weight + bias (2 and 1)", y, D);
 
     /* The same row shifted by 10000: the same n. The one-pass variance
      * mean(x^2) - mean^2, computed here in float32 for contrast, is ruined. */
-    float big[C] = {10001, 10002, 10003, 10004}, nbig[C];
-    if (layernorm_forward(nbig, &mean, &rstd, big, NULL, NULL, 1, 1, C, eps) != 0) return -1;
+    float big[D] = {10001, 10002, 10003, 10004}, nbig[D];
+    if (layernorm_forward(nbig, &mean, &rstd, big, NULL, NULL, 1, 1, D, eps) != 0) return -1;
     float sum = 0.0f, sum_sq = 0.0f;
-    for (int c = 0; c < C; c++) sum += big[c], sum_sq += big[c] * big[c];
-    float one_pass = sum_sq / C - (sum / C) * (sum / C);
+    for (int c = 0; c < D; c++) sum += big[c], sum_sq += big[c] * big[c];
+    float one_pass = sum_sq / D - (sum / D) * (sum / D);
     printf("\nThe row shifted by 10000: mean %.1f, two-pass variance %.4f "
            "(one-pass formula in float32: %.4f)\n", mean, 1.0f / (rstd * rstd) - eps, one_pass);
-    print_row("n", nbig, C);
+    print_row("n", nbig, D);
 
-    float flat[C] = {5, 5, 5, 5}, yflat[C];
-    if (layernorm_forward(yflat, &mean, &rstd, flat, gamma, beta, 1, 1, C, eps) != 0) return -1;
+    float flat[D] = {5, 5, 5, 5}, yflat[D];
+    if (layernorm_forward(yflat, &mean, &rstd, flat, gamma, beta, 1, 1, D, eps) != 0) return -1;
     printf("\nA constant row: variance 0, rstd = 1/sqrt(eps) = %.2f, x - mean = 0 exactly\n",
            rstd);
-    print_row("y = bias", yflat, C);
+    print_row("y = bias", yflat, D);
 
     /* Backward of y = LayerNorm(x) * 2 + 1 for the loss L = y[0]: dL/dy = [1, 0, 0, 0]. */
-    float dy[C] = {1, 0, 0, 0}, dx[C] = {0}, dgamma[C] = {0}, dbeta[C] = {0};
-    if (layernorm_forward(y, &mean, &rstd, x, gamma, beta, 1, 1, C, eps) != 0) return -1;
-    if (layernorm_backward(dx, dgamma, dbeta, dy, x, gamma, &mean, &rstd, 1, 1, C) != 0)
+    float dy[D] = {1, 0, 0, 0}, dx[D] = {0}, dgamma[D] = {0}, dbeta[D] = {0};
+    if (layernorm_forward(y, &mean, &rstd, x, gamma, beta, 1, 1, D, eps) != 0) return -1;
+    if (layernorm_backward(dx, dgamma, dbeta, dy, x, gamma, &mean, &rstd, 1, 1, D) != 0)
         return -1;
     printf("\nBackward with dL/dy = [1, 0, 0, 0] (the loss is y[0])\n");
-    print_row("dL/dx (sums to 0)", dx, C);
-    print_row("dL/dweight = dy * n", dgamma, C);
-    print_row("dL/dbias = dy", dbeta, C);
+    print_row("dL/dx (sums to 0)", dx, D);
+    print_row("dL/dweight = dy * n", dgamma, D);
+    print_row("dL/dbias = dy", dbeta, D);
 
     /* A residual around a made-up sub-layer output f(x). */
-    float fx[C] = {0.5f, -0.5f, 0.5f, -0.5f}, sum_out[C];
-    float dout[C] = {1, 1, 1, 1}, dxr[C] = {0}, dfx[C] = {0};
-    if (residual_forward(sum_out, x, fx, C) != 0) return -1;
-    if (residual_backward(dxr, dfx, dout, C) != 0) return -1;
+    float fx[D] = {0.5f, -0.5f, 0.5f, -0.5f}, sum_out[D];
+    float dout[D] = {1, 1, 1, 1}, dxr[D] = {0}, dfx[D] = {0};
+    if (residual_forward(sum_out, x, fx, D) != 0) return -1;
+    if (residual_backward(dxr, dfx, dout, D) != 0) return -1;
     printf("\nResidual: out = x + f(x); the gradient reaches both branches unchanged\n");
-    print_row("f(x)", fx, C);
-    print_row("x + f(x)", sum_out, C);
-    print_row("dL/dx from dL/dout = 1", dxr, C);
-    print_row("dL/df(x)", dfx, C);
+    print_row("f(x)", fx, D);
+    print_row("x + f(x)", sum_out, D);
+    print_row("dL/dx from dL/dout = 1", dxr, D);
+    print_row("dL/df(x)", dfx, D);
     return 0;
 }
 

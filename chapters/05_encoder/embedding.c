@@ -8,12 +8,12 @@
 #include <stddef.h>
 #include <string.h>
 
-int embedding_forward(float *out, const int64_t *ids, const float *weight, int B, int T, int D,
+int embedding_forward(float *out, const int64_t *ids, const float *weight, int N, int T, int D,
                       float scale)
 {
     /* BEGIN SOLUTION */
     #pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < B * T; bt++) {
+    for (int bt = 0; bt < N * T; bt++) {
         const float *row = weight + (size_t)ids[bt] * D;   /* (D,) the id's row */
         float *o = out + (size_t)bt * D;                    /* (D,) */
         for (int d = 0; d < D; d++) o[d] = scale * row[d];
@@ -22,14 +22,14 @@ int embedding_forward(float *out, const int64_t *ids, const float *weight, int B
     /* END SOLUTION */
 }
 
-int embedding_backward(float *dweight, const float *dout, const int64_t *ids, int B, int T,
+int embedding_backward(float *dweight, const float *dout, const int64_t *ids, int N, int T,
                        int D, float scale, int64_t padding_idx)
 {
     /* BEGIN SOLUTION */
     /* One thread, positions in order: two positions holding the same id write
      * the same row, so splitting positions among threads would race, and the
      * fixed order keeps the sum identical from run to run. */
-    for (int bt = 0; bt < B * T; bt++) {
+    for (int bt = 0; bt < N * T; bt++) {
         int64_t id = ids[bt];
         if (id == padding_idx) continue;          /* the padding row gets no gradient */
         float *drow = dweight + (size_t)id * D;   /* (D,) */

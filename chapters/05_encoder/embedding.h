@@ -4,8 +4,7 @@
  * scatter-add backward. Why, and a worked example: the chapter's README,
  * "Token embeddings".
  *
- * Letters: B batch (the book's N), T sequence length, D d_model, V
- * vocabulary size.
+ * Letters: N batch, T sequence length, D d_model, V vocabulary size.
  *
  * The kernels do not check the ids (they have no good way to report one):
  * call embedding_check_ids() on untrusted ids first. The backward ADDS into
@@ -26,18 +25,18 @@
 
 /* out[b, t] = scale * weight[ids[b, t]]; scale is 1 for a plain nn.Embedding,
  * sqrt(D) in the paper. The padding row is returned as it is. */
-int embedding_forward(float *out,              /* (B, T, D) */
-                      const int64_t *ids,      /* (B, T), each in [0, V) */
+int embedding_forward(float *out,              /* (N, T, D) */
+                      const int64_t *ids,      /* (N, T), each in [0, V) */
                       const float *weight,     /* (V, D) */
-                      int B, int T, int D, float scale);
+                      int N, int T, int D, float scale);
 
 /* dweight[ids[b, t]] += scale * dout[b, t] for every position whose id is not
  * padding_idx (that row gets no gradient, as in PyTorch). PyTorch's negative
  * padding_idx p is the row V + p here: the caller converts it. */
 int embedding_backward(float *dweight,         /* (V, D), accumulated */
-                       const float *dout,      /* (B, T, D) */
-                       const int64_t *ids,     /* (B, T) */
-                       int B, int T, int D, float scale,
+                       const float *dout,      /* (N, T, D) */
+                       const int64_t *ids,     /* (N, T) */
+                       int N, int T, int D, float scale,
                        int64_t padding_idx);   /* in [0, V), or EMBEDDING_NO_PADDING */
 
 /* Fails unless every one of the n ids lies in [0, V). The message names

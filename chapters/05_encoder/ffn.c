@@ -1,6 +1,6 @@
 /*
  * ffn.c - see ffn.h: two linear layers from chapter 00 with ReLU and dropout
- * (dropout.h) between them. Rows are B * T positions.
+ * (dropout.h) between them. Rows are N * T positions.
  */
 #include "ffn.h"
 

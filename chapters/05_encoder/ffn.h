@@ -1,7 +1,7 @@
 /*
  * ffn.h - the position-wise feed-forward block of nn.TransformerEncoderLayer,
  * linear2(dropout(relu(linear1(x)))), applied to every position on its own:
- * the functions see rows = B * T independent rows of width D. The formulas,
+ * the functions see rows = N * T independent rows of width D. The formulas,
  * forward and backward, and a worked example: the chapter's README, "The
  * feed-forward block".
  *
@@ -42,7 +42,7 @@ typedef struct {
 } FfnCache;
 
 /* out (rows, D) = the block on x (rows, D); fills c->pre and c->hidden.
- * rows = B * T: every position on its own. */
+ * rows = N * T: every position on its own. */
 int ffn_forward(float *out, FfnCache *c, const float *x, const FfnParams *p, int rows);
 
 /* dx (rows, D) += the gradient of x, or dx NULL; g += the parameters'

@@ -194,7 +194,7 @@ static int demo(void)
 
 /* The heatmap: D = 48 dimensions over 96 positions, the size of the figure
  * in the UvA deep learning tutorial on Transformers. */
-enum { PLOT_D = 48, PLOT_L = 96, CURVE_L = 64 };
+enum { PLOT_D = 48, PLOT_MAX_LEN = 96, CURVE_LEN = 64 };
 /* The curves: four sin/cos pairs, i = 0, 1, 4, 12 (wavelengths 6.3, 9.2,
  * 29 and 628 positions). */
 static const int CURVE_DIMS[] = {0, 1, 2, 3, 8, 9, 24, 25};
@@ -229,8 +229,8 @@ static int write_plot_data(const char *dir)
                 strerror(errno));
         return 1;
     }
-    static float table[PLOT_L * PLOT_D];
-    if (positional_sinusoidal_table(table, PLOT_L, PLOT_D) != 0) {
+    static float table[PLOT_MAX_LEN * PLOT_D];
+    if (positional_sinusoidal_table(table, PLOT_MAX_LEN, PLOT_D) != 0) {
         fprintf(stderr, "05_encoder: positional_sinusoidal_table failed\n");
         return 1;
     }
@@ -238,8 +238,8 @@ static int write_plot_data(const char *dir)
     if (open_data(&out) != 0) return 1;
     fprintf(out.f, "# sinusoidal positional encoding, d_model = %d, positions 0..%d\n"
                    "# position  dimension  value   (one block per position, for plot with image)\n",
-            PLOT_D, PLOT_L - 1);
-    for (int pos = 0; pos < PLOT_L; pos++) {
+            PLOT_D, PLOT_MAX_LEN - 1);
+    for (int pos = 0; pos < PLOT_MAX_LEN; pos++) {
         for (int d = 0; d < PLOT_D; d++)
             fprintf(out.f, "%d %d %.6f\n", pos, d, table[pos * PLOT_D + d]);
         fprintf(out.f, "\n");
@@ -252,7 +252,7 @@ static int write_plot_data(const char *dir)
     for (size_t k = 0; k < sizeof CURVE_DIMS / sizeof CURVE_DIMS[0]; k++)
         fprintf(out.f, "  dim%d", CURVE_DIMS[k]);
     fprintf(out.f, "\n");
-    for (int pos = 0; pos < CURVE_L; pos++) {
+    for (int pos = 0; pos < CURVE_LEN; pos++) {
         fprintf(out.f, "%d", pos);
         for (size_t k = 0; k < sizeof CURVE_DIMS / sizeof CURVE_DIMS[0]; k++)
             fprintf(out.f, " %.6f", table[pos * PLOT_D + CURVE_DIMS[k]]);

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <stddef.h>
 
-int positional_sinusoidal_table(float *table, int L, int D)
+int positional_sinusoidal_table(float *table, int max_len, int D)
 {
     /* BEGIN SOLUTION */
     const float log_base = logf(POSITIONAL_BASE);
@@ -20,7 +20,7 @@ int positional_sinusoidal_table(float *table, int L, int D)
     for (int i = 0; i < (D + 1) / 2; i++) {        /* the pair (2i, 2i+1) */
         /* w_i = 10000^(-2i/D) = exp(-(2i/D) ln 10000) */
         float freq = expf(-(float)(2 * i) / (float)D * log_base);
-        for (int pos = 0; pos < L; pos++) {
+        for (int pos = 0; pos < max_len; pos++) {
             float angle = (float)pos * freq;
             float *row = table + (size_t)pos * D;     /* (D,) */
             row[2 * i] = sinf(angle);
@@ -31,11 +31,11 @@ int positional_sinusoidal_table(float *table, int L, int D)
     /* END SOLUTION */
 }
 
-int positional_forward(float *out, const float *x, const float *table, int B, int T, int D)
+int positional_forward(float *out, const float *x, const float *table, int N, int T, int D)
 {
     /* BEGIN SOLUTION */
     #pragma omp parallel for schedule(static)
-    for (int bt = 0; bt < B * T; bt++) {
+    for (int bt = 0; bt < N * T; bt++) {
         const float *p = table + (size_t)(bt % T) * D;   /* (D,) the row of position t */
         const float *xi = x + (size_t)bt * D;
         float *o = out + (size_t)bt * D;
@@ -45,19 +45,19 @@ int positional_forward(float *out, const float *x, const float *table, int B, in
     /* END SOLUTION */
 }
 
-int positional_backward(float *dx, float *dtable, const float *dout, int B, int T, int D)
+int positional_backward(float *dx, float *dtable, const float *dout, int N, int T, int D)
 {
     /* BEGIN SOLUTION */
     if (dx) {
         #pragma omp parallel for schedule(static)
-        for (int i = 0; i < B * T * D; i++) dx[i] += dout[i];
+        for (int i = 0; i < N * T * D; i++) dx[i] += dout[i];
     }
     if (dtable) {
         /* One thread per position row, summing the batch in order. */
         #pragma omp parallel for schedule(static)
         for (int t = 0; t < T; t++) {
             float *drow = dtable + (size_t)t * D;   /* (D,) */
-            for (int b = 0; b < B; b++) {
+            for (int b = 0; b < N; b++) {
                 const float *g = dout + ((size_t)b * T + t) * D;
                 for (int d = 0; d < D; d++) drow[d] += g[d];
             }

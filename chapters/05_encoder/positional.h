@@ -5,9 +5,8 @@
  * formula, the figures and float32's error: the chapter's README,
  * "Positions".
  *
- * Letters: B batch (the book's N), T sequence length, D d_model, max_len
- * the positions a table holds (T <= max_len), which
- * positional_sinusoidal_table takes as its argument L.
+ * Letters: N batch, T sequence length, D d_model, max_len the positions a
+ * table holds (T <= max_len).
  *
  * A sequence longer than the table (T > max_len) has no rows to add: the
  * caller refuses it before calling (see cases/encoder_case.c). The backward
@@ -22,24 +21,24 @@
 
 #define POSITIONAL_BASE 10000.0f   /* the paper's base of the wavelengths */
 
-/* Fills table (L, D) with the sinusoidal encoding of positions 0..L-1
- * (L = max_len), in float32; for an odd D the last dimension is a sine with
+/* Fills table (max_len, D) with the sinusoidal encoding of positions
+ * 0..max_len-1, in float32; for an odd D the last dimension is a sine with
  * no cosine partner. */
-int positional_sinusoidal_table(float *table,        /* (L, D) */
-                                int L, int D);
+int positional_sinusoidal_table(float *table,        /* (max_len, D) */
+                                int max_len, int D);
 
 /* out = x + table[:T], the table broadcast over the batch. out may be x. */
-int positional_forward(float *out,                   /* (B, T, D) */
-                       const float *x,               /* (B, T, D) */
+int positional_forward(float *out,                   /* (N, T, D) */
+                       const float *x,               /* (N, T, D) */
                        const float *table,           /* (max_len, D), only rows 0..T-1 are read */
-                       int B, int T, int D);
+                       int N, int T, int D);
 
 /* dx[b, t] += dout[b, t] (dx NULL: the input needs no gradient), and
  * dtable[t] += the sum over b of dout[b, t] for t < T (dtable NULL: the
  * fixed sinusoidal table). */
-int positional_backward(float *dx,                   /* (B, T, D), accumulated, or NULL */
+int positional_backward(float *dx,                   /* (N, T, D), accumulated, or NULL */
                         float *dtable,               /* (max_len, D), rows 0..T-1 accumulated, or NULL */
-                        const float *dout,           /* (B, T, D) */
-                        int B, int T, int D);
+                        const float *dout,           /* (N, T, D) */
+                        int N, int T, int D);
 
 #endif

@@ -1,6 +1,8 @@
 /*
  * data.c - the synthetic tasks, the two batch layouts and the Batcher
  * (data.h; the chapter's README, "The data: synthetic tasks and the batcher").
+ *
+ * Letters: data.h's; C = num_categories is this chapter's own letter.
  */
 #include "data.h"
 

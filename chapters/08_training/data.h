@@ -5,7 +5,8 @@
  * chapter's README, "The data: synthetic tasks and the batcher".
  *
  * Letters: n sequences, S = seq_len ids per sequence, C = num_categories
- * (the ids of the task are 0..C-1), N sequences in a batch.
+ * (the ids of the task are 0..C-1; a letter of this chapter alone), N
+ * sequences in a batch.
  *
  * The data is drawn from the project's RNG, so a seed gives the same
  * dataset, and the same shuffles, in C and in reference/ch08_training.py.

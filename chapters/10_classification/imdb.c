@@ -73,18 +73,18 @@ int imdb_train_bpe(Imdb *d, int n, int vocab_size, Error *err)
 }
 
 /* The rows of the test sets (and of the training set when it was read). */
-int imdb_encode(Imdb *d, int L, Error *err)
+int imdb_encode(Imdb *d, int S, Error *err)
 {
     double started = time_now();
-    if ((d->train.n && review_rows(&d->train_rows, &d->train, &d->bpe, L, err) != 0) ||
-        (d->val.n && review_rows(&d->val_rows, &d->val, &d->bpe, L, err) != 0) ||
-        review_rows(&d->test_rows, &d->test, &d->bpe, L, err) != 0 ||
-        review_rows(&d->rt_rows, &d->rt, &d->bpe, L, err) != 0)
+    if ((d->train.n && review_rows(&d->train_rows, &d->train, &d->bpe, S, err) != 0) ||
+        (d->val.n && review_rows(&d->val_rows, &d->val, &d->bpe, S, err) != 0) ||
+        review_rows(&d->test_rows, &d->test, &d->bpe, S, err) != 0 ||
+        review_rows(&d->rt_rows, &d->rt, &d->bpe, S, err) != 0)
         return -1;
     const ReviewRows *r = d->train.n ? &d->train_rows : &d->test_rows;
     printf("encoded in %.1f s: %.1f tokens a %s review on average; %d kept at most: %" PRId64
            " of %" PRId64 " %s reviews truncated\n", time_now() - started,
-           (double)r->tokens / r->n, d->train.n ? "training" : "test", L, r->truncated, r->n,
+           (double)r->tokens / r->n, d->train.n ? "training" : "test", S, r->truncated, r->n,
            d->train.n ? "training" : "test");
     return 0;
 }
@@ -93,25 +93,25 @@ int imdb_encode(Imdb *d, int L, Error *err)
 int imdb_read_tokenizer(const TensorFile *f, Bpe *bpe, int *max_len, Error *err)
 {
     const char *merges = tensorfile_meta(f, META_MERGES);
-    long long L;
+    long long S;
     if (!merges)
         return error_set(err, "%s: no metadata '%s' (not a model written by 10_classification)",
                          f->path, META_MERGES);
-    if (tensorfile_meta_int(f, META_MAX_LEN, -1, &L, err) != 0) return -1;
-    if (L < 1 || L > MODEL_MAX_LEN)
+    if (tensorfile_meta_int(f, META_MAX_LEN, -1, &S, err) != 0) return -1;
+    if (S < 1 || S > MODEL_MAX_LEN)
         return error_set(err, "%s: metadata '%s' is missing or not in 1..%d", f->path,
                          META_MAX_LEN, MODEL_MAX_LEN);
-    *max_len = (int)L;
+    *max_len = (int)S;
     return bpe_from_merges(bpe, merges, f->path, err);
 }
 
 /* The metadata pairs that carry the tokenizer: keys and values, NULL-ended.
  * merges and len_text are the caller's buffers. */
-int imdb_tokenizer_meta(Imdb *d, int L, Error *err)
+int imdb_tokenizer_meta(Imdb *d, int S, Error *err)
 {
     text_free(&d->merges);
     if (bpe_merges_text(&d->bpe, &d->merges, err) != 0) return -1;
-    snprintf(d->len_text, sizeof d->len_text, "%d", L);
+    snprintf(d->len_text, sizeof d->len_text, "%d", S);
     d->meta[0] = META_MERGES;
     d->meta[1] = (const char *)d->merges.data;
     d->meta[2] = META_MAX_LEN;
@@ -158,14 +158,14 @@ int imdb_report(Model *m, const ReviewRows *rows, const char *name, double *acc,
 /* Reads the test sets and the model at path, and encodes the reviews. */
 int imdb_open_eval(Imdb *d, Model *m, const char *path, const char *dir, Error *err)
 {
-    int L;
+    int S;
     if (imdb_read(d, dir, 0, err) != 0) return -1;
-    if (imdb_load_classifier(m, &d->bpe, &L, path, err) != 0) {
+    if (imdb_load_classifier(m, &d->bpe, &S, path, err) != 0) {
         imdb_free(d);
         return -1;
     }
     d->have_bpe = 1;
-    if (imdb_encode(d, L, err) != 0) {
+    if (imdb_encode(d, S, err) != 0) {
         model_free(m);
         imdb_free(d);
         return -1;

@@ -2,7 +2,7 @@
  * imdb.h - the data of chapter 10's task: the IMDb reviews (training,
  * validation and test, review.h's split) and the Rotten Tomatoes sentences,
  * cleaned, the BPE tokenizer learned on the training reviews, and the rows
- * the model reads (L ids each: the book's S). The tokenizer travels in the
+ * the model reads (S ids each). The tokenizer travels in the
  * metadata of every checkpoint and model file (bpe.merges, with
  * review.max_len), so a model file is all --eval and --classify need
  * besides the reviews.
@@ -43,15 +43,15 @@ int imdb_read(Imdb *d, const char *dir, int with_train, Error *err);
 /* Trains the tokenizer on the first n training reviews (0: all). */
 int imdb_train_bpe(Imdb *d, int n, int vocab_size, Error *err);
 
-/* The rows (L ids each) of the test sets, and of the training and validation
+/* The rows (S ids each) of the test sets, and of the training and validation
  * sets when they were read. */
-int imdb_encode(Imdb *d, int L, Error *err);
+int imdb_encode(Imdb *d, int S, Error *err);
 
 /* The tokenizer and review length a model or checkpoint file carries. */
 int imdb_read_tokenizer(const TensorFile *f, Bpe *bpe, int *max_len, Error *err);
 
-/* d->meta: the tokenizer and L as metadata pairs. */
-int imdb_tokenizer_meta(Imdb *d, int L, Error *err);
+/* d->meta: the tokenizer and S as metadata pairs. */
+int imdb_tokenizer_meta(Imdb *d, int S, Error *err);
 
 /* A two-class classifier and its tokenizer from a model or checkpoint file. */
 int imdb_load_classifier(Model *m, Bpe *bpe, int *max_len, const char *path, Error *err);

@@ -16,8 +16,8 @@ static int rows_where(ReviewRows *part, const ReviewRows *r,
                       int (*pick)(const ReviewRows *, int64_t), Error *err)
 {
     memset(part, 0, sizeof *part);
-    part->L = r->L;
-    part->ids = malloc((size_t)(r->n ? r->n : 1) * r->L * sizeof *part->ids);
+    part->S = r->S;
+    part->ids = malloc((size_t)(r->n ? r->n : 1) * r->S * sizeof *part->ids);
     part->label = malloc((size_t)(r->n ? r->n : 1) * sizeof *part->label);
     part->length = malloc((size_t)(r->n ? r->n : 1) * sizeof *part->length);
     if (!part->ids || !part->label || !part->length) {
@@ -26,7 +26,7 @@ static int rows_where(ReviewRows *part, const ReviewRows *r,
     }
     for (int64_t i = 0; i < r->n; i++) {
         if (!pick(r, i)) continue;
-        memcpy(part->ids + part->n * r->L, r->ids + i * r->L, (size_t)r->L * sizeof *r->ids);
+        memcpy(part->ids + part->n * r->S, r->ids + i * r->S, (size_t)r->S * sizeof *r->ids);
         part->label[part->n] = r->label[i];
         part->length[part->n++] = r->length[i];
     }
@@ -35,8 +35,8 @@ static int rows_where(ReviewRows *part, const ReviewRows *r,
 
 static int is_negative(const ReviewRows *r, int64_t i) { return r->label[i] == 0; }
 static int is_positive(const ReviewRows *r, int64_t i) { return r->label[i] == 1; }
-static int is_whole(const ReviewRows *r, int64_t i) { return r->length[i] < r->L; }
-static int is_long(const ReviewRows *r, int64_t i) { return r->length[i] == r->L; }
+static int is_whole(const ReviewRows *r, int64_t i) { return r->length[i] < r->S; }
+static int is_long(const ReviewRows *r, int64_t i) { return r->length[i] == r->S; }
 
 /* The test accuracy by class and by length: where the errors are. */
 int imdb_report_parts(Model *m, const ReviewRows *r, Error *err)
@@ -46,8 +46,8 @@ int imdb_report_parts(Model *m, const ReviewRows *r, Error *err)
     char names[4][64];
     snprintf(names[0], sizeof names[0], "  negative reviews");
     snprintf(names[1], sizeof names[1], "  positive reviews");
-    snprintf(names[2], sizeof names[2], "  shorter than %d tokens", r->L);
-    snprintf(names[3], sizeof names[3], "  %d tokens kept (cut)", r->L);
+    snprintf(names[2], sizeof names[2], "  shorter than %d tokens", r->S);
+    snprintf(names[3], sizeof names[3], "  %d tokens kept (cut)", r->S);
     for (int k = 0; k < 4; k++) {
         ReviewRows part;
         double acc;
@@ -59,11 +59,11 @@ int imdb_report_parts(Model *m, const ReviewRows *r, Error *err)
     return 0;
 }
 
-/* The probability of "positive" for rows (N, L) of ids. */
-static int positive(Model *m, const int64_t *ids, int N, int L, double *p, Error *err)
+/* The probability of "positive" for rows (N, S) of ids. */
+static int positive(Model *m, const int64_t *ids, int N, int S, double *p, Error *err)
 {
     ModelWork w;
-    if (model_work_alloc(&w, m, N, L, 0, 0, err) != 0) return -1;
+    if (model_work_alloc(&w, m, N, S, 0, 0, err) != 0) return -1;
     if (model_forward(m, &w, ids, NULL, NULL) != 0) {
         model_work_free(&w);
         return error_set(err, "model_forward failed");
@@ -74,13 +74,13 @@ static int positive(Model *m, const int64_t *ids, int N, int L, double *p, Error
     return 0;
 }
 
-int imdb_classify(Model *m, const Bpe *bpe, int L, const char *text, double *p, int *length,
+int imdb_classify(Model *m, const Bpe *bpe, int S, const char *text, double *p, int *length,
                   Error *err)
 {
-    int64_t *ids = malloc((size_t)L * sizeof *ids);
-    int rc = ids ? review_encode(bpe, text, L, ids, length, err)
+    int64_t *ids = malloc((size_t)S * sizeof *ids);
+    int rc = ids ? review_encode(bpe, text, S, ids, length, err)
                  : error_set(err, "out of memory");
-    if (rc == 0) rc = positive(m, ids, 1, L, p, err);
+    if (rc == 0) rc = positive(m, ids, 1, S, p, err);
     free(ids);
     return rc;
 }
@@ -89,10 +89,10 @@ static int run_classify(const char *path, const char *text, Error *err)
 {
     Model m;
     Bpe bpe;
-    int L, length = 0;
+    int S, length = 0;
     double p = 0.0;
-    if (imdb_load_classifier(&m, &bpe, &L, path, err) != 0) return -1;
-    int rc = imdb_classify(&m, &bpe, L, text, &p, &length, err);
+    if (imdb_load_classifier(&m, &bpe, &S, path, err) != 0) return -1;
+    int rc = imdb_classify(&m, &bpe, S, text, &p, &length, err);
     if (rc == 0)
         printf("%s (p(positive) = %.3f, %d tokens)\n", p >= 0.5 ? "positive" : "negative", p,
                length);
@@ -113,10 +113,10 @@ static int run_demo(Error *err)
            m.cfg.num_encoder_layers);
     const ReviewRows *r = &d.test_rows;
     int pick[6] = {0, 1, 2, 2500, 2501, 2502};   /* the test half keeps the file's order */
-    int64_t rows[6 * r->L];
+    int64_t rows[6 * r->S];
     for (int i = 0; i < 6; i++)
-        memcpy(rows + (size_t)i * r->L, r->ids + (size_t)pick[i] * r->L, r->L * sizeof *rows);
-    int rc = positive(&m, rows, 6, r->L, p, err);
+        memcpy(rows + (size_t)i * r->S, r->ids + (size_t)pick[i] * r->S, r->S * sizeof *rows);
+    int rc = positive(&m, rows, 6, r->S, p, err);
     for (int i = 0; rc == 0 && i < 6; i++) {
         const Text *t = &d.test.text[pick[i]];     /* cleaned: a space, then the text */
         printf("%.100s%s\n  label %s, model %s (p(positive) = %.3f)\n\n",

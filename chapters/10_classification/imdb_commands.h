@@ -19,8 +19,8 @@
 int imdb_report_parts(Model *m, const ReviewRows *r, Error *err);
 
 /* p(positive) of one text, cleaned and framed as the training reviews were
- * (review.h) in L ids of bpe; *length the tokens kept. */
-int imdb_classify(Model *m, const Bpe *bpe, int L, const char *text, double *p, int *length,
+ * (review.h) in S ids of bpe; *length the tokens kept. */
+int imdb_classify(Model *m, const Bpe *bpe, int S, const char *text, double *p, int *length,
                   Error *err);
 
 int classify_command(int argc, char **argv, Error *err);

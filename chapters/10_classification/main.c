@@ -79,7 +79,7 @@ static int inputs(const TaskRun *r, RunPath *out, int max)
 static int open_data(TaskRun *r, Error *err)
 {
     Model m;
-    int L;
+    int S;
     if (!r->training) {
         if (imdb_open_eval(&imdb, &m, r->model_path, data_dir, err) != 0) return -1;
         model_free(&m);         /* task_load_model reads it again */
@@ -90,7 +90,7 @@ static int open_data(TaskRun *r, Error *err)
            PRId64 " Rotten Tomatoes sentences\n", data_dir, imdb.train.n, imdb.val.n,
            imdb.test.n, imdb.rt.n);
     if (r->o.resume) {
-        if (imdb_load_classifier(&m, &imdb.bpe, &L, r->o.resume, err) != 0) return -1;
+        if (imdb_load_classifier(&m, &imdb.bpe, &S, r->o.resume, err) != 0) return -1;
         imdb.have_bpe = 1;
         model_free(&m);
         printf("the tokenizer of %s: %d ids\n", r->o.resume, imdb.bpe.vocab.size);
@@ -118,9 +118,9 @@ static void close_data(TaskRun *r)
 static int check_model(const TaskRun *r, const Model *m, const char *path, Error *err)
 {
     if (m->cfg.kind != MODEL_CLASSIFIER || m->cfg.tgt_vocab != 2 ||
-        m->cfg.src_vocab != imdb.bpe.vocab.size || m->cfg.max_len < imdb.test_rows.L)
+        m->cfg.src_vocab != imdb.bpe.vocab.size || m->cfg.max_len < imdb.test_rows.S)
         return error_set(err, "%s: not a two-class classifier over its %d BPE ids with max_len "
-                         ">= %d", path, imdb.bpe.vocab.size, imdb.test_rows.L);
+                         ">= %d", path, imdb.bpe.vocab.size, imdb.test_rows.S);
     return 0;
 }
 

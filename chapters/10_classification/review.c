@@ -168,47 +168,47 @@ void review_rows_free(ReviewRows *rows)
     memset(rows, 0, sizeof *rows);
 }
 
-/* Frames the ids of one text in L ids; *length the tokens kept. */
-static int frame(const Bpe *bpe, const Text *text, int L, int64_t *scratch, int64_t *row,
+/* Frames the ids of one text in S ids; *length the tokens kept. */
+static int frame(const Bpe *bpe, const Text *text, int S, int64_t *scratch, int64_t *row,
                  int *length, int64_t *tokens, Error *err)
 {
     int64_t n;
     if (bpe_encode(bpe, text->data, text->len, scratch, &n, err) != 0) return -1;
     if (n == 0) return error_set(err, "no token (the text is empty)");
     *tokens = n;
-    if (n > L) n = L;
+    if (n > S) n = S;
     memcpy(row, scratch, (size_t)n * sizeof *row);
-    for (int64_t k = n; k < L; k++) row[k] = TOKEN_PAD;
+    for (int64_t k = n; k < S; k++) row[k] = TOKEN_PAD;
     *length = (int)n;
     return 0;
 }
 
-int review_rows(ReviewRows *rows, const ReviewSet *rs, const Bpe *bpe, int L, Error *err)
+int review_rows(ReviewRows *rows, const ReviewSet *rs, const Bpe *bpe, int S, Error *err)
 {
     memset(rows, 0, sizeof *rows);
-    if (L < 1) return error_set(err, "--max-len %d: a review needs at least 1 id", L);
+    if (S < 1) return error_set(err, "--max-len %d: a review needs at least 1 id", S);
     size_t longest = 1;
     for (int64_t i = 0; i < rs->n; i++)
         if (rs->text[i].len > longest) longest = rs->text[i].len;
     rows->n = rs->n;
-    rows->L = L;
-    rows->ids = malloc((size_t)(rs->n ? rs->n : 1) * L * sizeof *rows->ids);
+    rows->S = S;
+    rows->ids = malloc((size_t)(rs->n ? rs->n : 1) * S * sizeof *rows->ids);
     rows->label = malloc((size_t)(rs->n ? rs->n : 1) * sizeof *rows->label);
     rows->length = malloc((size_t)(rs->n ? rs->n : 1) * sizeof *rows->length);
     int64_t *scratch = malloc(longest * sizeof *scratch);
     int rc = 0;
     if (!rows->ids || !rows->label || !rows->length || !scratch)
-        rc = error_set(err, "out of memory for %" PRId64 " reviews of %d ids", rs->n, L);
+        rc = error_set(err, "out of memory for %" PRId64 " reviews of %d ids", rs->n, S);
     for (int64_t i = 0; rc == 0 && i < rs->n; i++) {
         int64_t tokens = 0;
         rows->label[i] = rs->label[i];
-        if (frame(bpe, &rs->text[i], L, scratch, rows->ids + i * L, &rows->length[i], &tokens,
+        if (frame(bpe, &rs->text[i], S, scratch, rows->ids + i * S, &rows->length[i], &tokens,
                   err) != 0) {
             char why[sizeof err->msg];
             snprintf(why, sizeof why, "%s", err->msg);
             rc = error_set(err, "review of line %" PRId64 ": %s", rs->line[i], why);
         }
-        rows->truncated += tokens > L;
+        rows->truncated += tokens > S;
         rows->tokens += tokens;
     }
     free(scratch);
@@ -216,7 +216,7 @@ int review_rows(ReviewRows *rows, const ReviewSet *rs, const Bpe *bpe, int L, Er
     return rc;
 }
 
-int review_encode(const Bpe *bpe, const char *text, int L, int64_t *ids, int *length,
+int review_encode(const Bpe *bpe, const char *text, int S, int64_t *ids, int *length,
                   Error *err)
 {
     if (!*text) return error_set(err, "no token (the text is empty)");
@@ -226,7 +226,7 @@ int review_encode(const Bpe *bpe, const char *text, int L, int64_t *ids, int *le
     if (rc == 0) rc = review_clean(&t, err);
     int64_t *scratch = rc == 0 ? malloc((t.len ? t.len : 1) * sizeof *scratch) : NULL;
     if (rc == 0 && !scratch) rc = error_set(err, "out of memory");
-    if (rc == 0) rc = frame(bpe, &t, L, scratch, ids, length, &tokens, err);
+    if (rc == 0) rc = frame(bpe, &t, S, scratch, ids, length, &tokens, err);
     free(scratch);
     text_free(&t);
     return rc;
@@ -241,7 +241,7 @@ static int fill_rows(const void *data, const int64_t *idx, int N, int64_t *src,
         if (idx[i] < 0 || idx[i] >= r->n)
             return error_set(err, "review index %" PRId64 " is outside 0..%" PRId64, idx[i],
                              r->n - 1);
-        memcpy(src + (int64_t)i * r->L, r->ids + idx[i] * r->L, (size_t)r->L * sizeof *src);
+        memcpy(src + (int64_t)i * r->S, r->ids + idx[i] * r->S, (size_t)r->S * sizeof *src);
         target[i] = r->label[idx[i]];
     }
     return 0;
@@ -256,12 +256,12 @@ Examples review_examples(const ReviewRows *rows, int vocab)
 {
     Examples e = {0};
     e.n = rows->n;
-    e.S = rows->L;
+    e.S = rows->S;
     e.T = 0;
     e.one_target = 1;
     e.src_vocab = vocab;
     e.tgt_vocab = 2;
-    e.longest = rows->L;
+    e.longest = rows->S;
     e.data = rows;
     e.fill = fill_rows;
     e.length = row_length;

