@@ -5,9 +5,13 @@ build/09_translation.
         greedy (or beam) exact match of MODEL (written by C's model_save, or
         by `train` here) on the 750 test pairs, decoded by PyTorch
     python -m reference.ch09_translation train --epochs E --out MODEL [--log CSV]
+                                               [--eval-every K] [--minutes MIN]
         the C program's recipe in PyTorch (same model, Adam, cosine schedule
-        with warm-up, batch 32, dropout 0.1, length bucketing), for the
-        side-by-side table of the chapter
+        with warm-up, batch 32, dropout 0.1, length bucketing; --lr, --warmup,
+        --dropout as the C program's), for the side-by-side runs of the
+        chapter: the validation exact match every K epochs, and with --minutes
+        the run stops at the end of the first epoch past that wall time (the
+        schedule still spans E epochs) and measures the test pairs there
 
 The data is read and cut exactly as chapters/09_translation/pairs.c does it:
 each line source|target, each side tokenized by chapter 01's Taylor
@@ -204,7 +208,7 @@ def train(args):
     lengths = ((src != PAD).sum(dim=1) + (tgt != PAD).sum(dim=1)).tolist()
     log = open(args.log, "w") if args.log else None
     if log:
-        log.write("step,epoch,lr,train_loss,val_exact\n")
+        log.write("step,epoch,lr,train_loss,val_exact,seconds\n")
     started, step = time.time(), 0
     for epoch in range(args.epochs):
         model.train()
@@ -218,14 +222,21 @@ def train(args):
             sched.step()
             step += 1
             if log and step % 50 == 0:
-                log.write(f"{step},{epoch + 1},{sched.get_last_lr()[0]:.6g},{loss.item():.6f},\n")
-        model.eval()
-        val, _ = exact_match(model, *data["val"])
-        print(f"epoch {epoch + 1}/{args.epochs}: loss {loss.item():.4f}, validation exact match "
-              f"{val:.4f}, {time.time() - started:.0f} s", flush=True)
-        if log:
-            log.write(f"{step},{epoch + 1},,,{val:.6f}\n")
-            log.flush()
+                log.write(f"{step},{epoch + 1},{sched.get_last_lr()[0]:.6g},{loss.item():.6f},,"
+                          f"{time.time() - started:.1f}\n")
+        out_of_time = args.minutes > 0 and time.time() - started >= 60 * args.minutes
+        last = epoch + 1 == args.epochs or out_of_time
+        if (epoch + 1) % args.eval_every == 0 or last:
+            model.eval()
+            val, _ = exact_match(model, *data["val"])
+            print(f"epoch {epoch + 1}/{args.epochs}: loss {loss.item():.4f}, validation exact "
+                  f"match {val:.4f}, {time.time() - started:.0f} s", flush=True)
+            if log:
+                log.write(f"{step},{epoch + 1},,,{val:.6f},{time.time() - started:.1f}\n")
+                log.flush()
+        if out_of_time:
+            print(f"--minutes {args.minutes:g}: stopped after epoch {epoch + 1} of {args.epochs}")
+            break
     test, right = exact_match(model, *data["test"])
     print(f"test: exact match {test:.4f} ({right} of {data['test'][0].shape[0]}), greedy; "
           f"{step} steps in {time.time() - started:.0f} s")
@@ -262,9 +273,15 @@ def main():
     t.add_argument("--bucket", type=int, default=50)
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=int, default=2)
+    t.add_argument("--eval-every", type=int, default=1,
+                   help="the validation exact match every this many epochs (and at the end)")
+    t.add_argument("--minutes", type=float, default=0,
+                   help="stop at the end of the first epoch past this wall time (0: none)")
     t.add_argument("--log")
     t.add_argument("--out")
     args = parser.parse_args()
+    if args.command == "train" and args.eval_every < 1:
+        parser.error(f"--eval-every {args.eval_every}: must be at least 1")
     if args.command == "train":
         torch.set_num_threads(args.threads)
         train(args)
