@@ -14,9 +14,11 @@
  * The training command is the one every task program shares (runtime/
  * task.h). The defaults are the Taylor task: reference/data/taylor's
  * pairs, the Taylor tokenizers of chapter 01, the seed's limits and split,
- * and the seed's model (d_model 64, 2 + 2 layers, 8 heads, FFN 128, dropout
- * 0.1, learned positions, a learned embedding scale). taylor_commands.c
- * has the commands around the shipped model.
+ * the seed's model (d_model 64, 2 + 2 layers, 8 heads, FFN 128, learned
+ * positions, a learned embedding scale), and the recipe of the shipped
+ * model, under an hour on two cores: 320 epochs, peak learning rate 4e-3,
+ * no dropout (the seed's is --dropout 0.1). taylor_commands.c has the
+ * commands around the shipped model.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -35,12 +37,13 @@ static Translation pairs;
 
 static void defaults(RunOptions *o)
 {
-    o->epochs = 1164;
+    o->epochs = 320;
+    o->lr = 4e-3;
     o->warmup = 1000;
     o->eval_every = 5;
     o->bucket = 50;
     o->heads = 8;
-    o->dropout = 0.1;
+    o->dropout = 0.0;
 }
 
 static int inputs(const TaskRun *r, RunPath *paths, int max)
