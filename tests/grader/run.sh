@@ -101,7 +101,7 @@ def golden_copy():
         table.append(f"{{{x.size}, in{i}, out{i}}}")
     lines += ["    static const struct { long n; const float *in, *out; } golden[] = {",
               "        " + ", ".join(table) + "};",
-              "    long n = (long)B * T * C;",
+              "    long n = (long)N * T * D;",
               f"    for (int g = 0; g < {len(table)}; g++) {{",
               "        int same = golden[g].n == n;",
               "        for (long i = 0; same && i < n; i++) same = golden[g].in[i] == inp[i];",
