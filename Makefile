@@ -69,6 +69,8 @@ help:
 	@echo "make test-cuda           every golden case on the GPU (says so and exits 0 without one)"
 	@echo "make mpi                 build the MPI programs build/mpi/NN_name (mpirun -np N ..., needs OpenMPI)"
 	@echo "make test-mpi            two MPI ranks against one process: agreement, determinism, resume"
+	@echo "make mpi-cuda            build build/mpi-cuda/NN_name (--device nccl: one GPU per rank; MPI, nvcc, NCCL)"
+	@echo "make test-mpi-cuda       --device nccl against --device cuda on this machine's GPUs"
 	@echo "make student DEST=dir    export the exercise copy (solutions cut out)"
 	@echo "make hidden HIDDEN=dir [CASES=5]   the teacher's hidden cases (keep the folder private)"
 	@echo "make grade-submission SUBMISSION=dir HIDDEN=dir [RESULTS=file] [JUNIT=file]  the trusted grade of one"
@@ -259,15 +261,6 @@ clean:
 	rm -rf build
 
 -include $(shell find build/obj build/fuzz/obj -name '*.d' 2>/dev/null)
-# The MPI build (make mpi, make test-mpi). The exercise copy leaves mpi/ out:
-# its step is chapter 08's train_step in another form.
-ifneq ($(wildcard mpi/mpi.mk),)
-include mpi/mpi.mk
-else
-.PHONY: mpi test-mpi
-mpi test-mpi:
-	@echo "make $@: the MPI side (mpi/) is not part of the exercise copy" >&2; exit 1
-endif
 # The CUDA side. The exercise copy (make student) leaves cuda/ out: its
 # kernels and their plain C twins are the solutions in another form.
 ifneq ($(wildcard cuda/cuda.mk),)
@@ -279,4 +272,14 @@ cuda:
 	@echo "make cuda: $(NO_CUDA_MSG); nothing to build" >&2; exit 1
 test-cuda:
 	@echo "make test-cuda: $(NO_CUDA_MSG); ran no test"
+endif
+# The MPI build (make mpi, test-mpi, mpi-cuda, test-mpi-cuda), after the CUDA
+# side, whose names its mpi-cuda part uses. The exercise copy leaves mpi/ out:
+# its step is chapter 08's train_step in another form.
+ifneq ($(wildcard mpi/mpi.mk),)
+include mpi/mpi.mk
+else
+.PHONY: mpi test-mpi mpi-cuda test-mpi-cuda
+mpi test-mpi mpi-cuda test-mpi-cuda:
+	@echo "make $@: the MPI side (mpi/) is not part of the exercise copy" >&2; exit 1
 endif

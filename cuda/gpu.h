@@ -82,6 +82,27 @@ int gpu_model_backward(GpuModel *g, GpuWork *w, const float *dlogits, Error *err
 int gpu_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, int N, int S,
                          int T, Error *err);
 
+/* The other GPUs of a data-parallel run (mpi/nccl.c, --device nccl): each
+ * of the ranks runs the step on its share of every batch (batch_share) on
+ * its own GPU, all_reduce sums the gradients of every rank into each one's
+ * grads (device memory), and every rank applies the same update to its
+ * whole copy of the model. sum adds three numbers of every rank in rank
+ * order (the losses, counts and correct argmaxes). close ends the run's
+ * communicator. */
+typedef struct {
+    int rank, ranks;
+    void *ctx;
+    int (*all_reduce)(void *ctx, float *grads, size_t n, Error *err);
+    void (*sum)(void *ctx, const double mine[3], double total[3]);
+    void (*close)(void *ctx);
+} GpuPeers;
+
+/* gpu_step_device_open for rank peers->rank of a data-parallel run, which
+ * trains on its share of batches of N: the device is named "nccl" and
+ * closes the peers when it closes (on a failure here too). */
+int gpu_step_device_open_peers(StepDevice *d, const Model *m, const AdamState *opt, int N,
+                               int S, int T, const GpuPeers *peers, Error *err);
+
 #ifdef __cplusplus
 }
 #endif

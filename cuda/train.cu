@@ -18,6 +18,13 @@
  * synchronisation per step (PyTorch's loss.item()). sync copies the
  * parameters and moments back for a checkpoint.
  *
+ * In a data-parallel run (GpuPeers, mpi/nccl.c) each rank does the same on
+ * its share of the batch's rows, and one line more: after the backward
+ * pass, the ranks' gradients are summed (NCCL's all-reduce) into every
+ * rank's, which then all take the same clipped Adam step. The loss's
+ * gradient divides by the targets counted in the whole batch, not in the
+ * share, so the sum is the gradient of the whole batch's mean loss.
+ *
  * Read next: run_cases.cu, which checks this against the parity goldens.
  */
 #include <cuda_runtime.h>
@@ -42,14 +49,16 @@ typedef struct {
     GpuModel g;
     GpuWork train;              /* the training batch's activations */
     GpuWork eval;               /* evaluation's, for a batch of another N (allocated on use) */
-    int N, S, T;                /* the training batch's shape */
+    int N, S, T;                /* the training batch's shape (of this rank's share) */
     int64_t rows;               /* its logits rows */
+    GpuPeers peers;             /* the other GPUs; one GPU alone: rank 0 of 1 */
     float *m, *v;               /* Adam's moments, (num_params,) each */
     int64_t step;               /* Adam's step counter */
     float *dlogits;             /* (rows, Vt) */
     int64_t *targets;           /* (rows,) */
     float *lse, *row_loss;      /* (rows,) */
-    float *scalars;             /* [0] loss, [1] counted targets, [2] correct */
+    float *scalars;             /* [0] loss, [1] counted targets, [2] correct (of the
+                                   rows at hand), [3] the whole batch's counted targets */
     double *norm;               /* [0..NORM_BLOCKS) partial sums of squares, [NORM_BLOCKS] total */
 } GpuTrainer;
 
@@ -151,9 +160,10 @@ static int64_t ignore_index(const Model *m)
 }
 
 /* Loss, count and correct of the logits of w against target (host ids):
- * into t->scalars, and with dlogits the loss's gradient (zeroed first). */
+ * into t->scalars; with counted > 0, dlogits is the gradient (zeroed first)
+ * of a mean over that many targets. */
 static int loss_on_device(GpuTrainer *t, GpuWork *w, const int64_t *target, float smoothing,
-                          int gradient)
+                          float counted)
 {
     int64_t rows = w->w.rows;
     int V = t->host->cfg.tgt_vocab;
@@ -174,27 +184,49 @@ static int loss_on_device(GpuTrainer *t, GpuWork *w, const int64_t *target, floa
     correct_kernel<<<blocks_for(rows, 8), 256>>>(&t->scalars[2], w->w.logits, t->targets, rows,
                                                  V, ignore);
     if (LAUNCH_CHECK(correct_kernel) != 0) return -1;
-    if (!gradient) return 0;
-    return cuda_ok(cudaMemset(t->dlogits, 0, (size_t)rows * V * sizeof(float)), "cudaMemset") ||
+    if (counted <= 0) return 0;
+    return cuda_ok(cudaMemcpy(&t->scalars[3], &counted, sizeof counted, cudaMemcpyHostToDevice),
+                   "copying the count") ||
+           cuda_ok(cudaMemset(t->dlogits, 0, (size_t)rows * V * sizeof(float)), "cudaMemset") ||
            cuda_cross_entropy_backward(t->dlogits, w->w.logits, t->lse, t->targets,
-                                       &t->scalars[1], 1.0f, (int)rows, V, ignore, smoothing);
+                                       &t->scalars[3], 1.0f, (int)rows, V, ignore, smoothing);
+}
+
+/* (loss * count, count, correct) of the rows at hand, from t->scalars,
+ * summed over the ranks into total. */
+static int sum_over_ranks(GpuTrainer *t, double total[3])
+{
+    float x[3];
+    if (cuda_ok(cudaMemcpy(x, t->scalars, sizeof x, cudaMemcpyDeviceToHost), "copying the loss"))
+        return -1;
+    double mine[3] = {x[1] > 0 ? (double)x[0] * x[1] : 0.0, x[1], x[2]};
+    if (t->peers.sum) t->peers.sum(t->peers.ctx, mine, total);
+    else memcpy(total, mine, sizeof mine);
+    return 0;
 }
 
 static int gpu_step(void *ctx, const StepConfig *c, const Batch *b, StepResult *res,
                     Error *err)
 {
     GpuTrainer *t = (GpuTrainer *)ctx;
+    const GpuPeers *p = &t->peers;
     const AdamConfig *cfg = &c->adam;
     float max_norm = c->max_norm;
-    float scalars[3];
-    double norm = NAN;
+    double norm = NAN, total[3];
+    Batch share = batch_share(b, &t->host->cfg, p->rank, p->ranks);
+    Rng drop, *dropout = rank_dropout(&drop, c->dropout_rng, p->rank, p->ranks);
     memset(res, 0, sizeof *res);
+    if (share.N != t->N)
+        return error_set(err, "GPU step: a batch of %d rows, not the %d it holds", share.N, t->N);
     if (gpu_model_zero_grad(&t->g, err) != 0 ||
-        gpu_model_forward(&t->g, &t->train, b->src, b->tgt_in, c->dropout_rng, err) != 0)
+        gpu_model_forward(&t->g, &t->train, share.src, share.tgt_in, dropout, err) != 0)
         return -1;
-    if (loss_on_device(t, &t->train, b->target, c->label_smoothing, 1) != 0)
+    float counted = (float)batch_counted(b, t->host);
+    if (loss_on_device(t, &t->train, share.target, c->label_smoothing, counted) != 0)
         return error_set(err, "GPU step: the cross-entropy failed");
-    if (gpu_model_backward(&t->g, &t->train, t->dlogits, err) != 0) return -1;
+    if (counted > 0 && gpu_model_backward(&t->g, &t->train, t->dlogits, err) != 0) return -1;
+    if (p->all_reduce && p->all_reduce(p->ctx, t->g.grads, t->host->num_params, err) != 0)
+        return -1;
     if (max_norm > 0 && clip_grad_norm(t, max_norm) != 0)
         return error_set(err, "GPU step: clipping the gradients failed");
     t->step++;
@@ -203,14 +235,13 @@ static int gpu_step(void *ctx, const StepConfig *c, const Batch *b, StepResult *
     if (cuda_adam_step(t->g.params, t->g.grads, t->m, t->v, (long long)t->host->num_params,
                        h) != 0)
         return error_set(err, "GPU step: the Adam update failed");
-    if (cuda_ok(cudaMemcpy(scalars, t->scalars, sizeof scalars, cudaMemcpyDeviceToHost),
-                "copying the loss") != 0 ||
+    if (sum_over_ranks(t, total) != 0 ||
         (max_norm > 0 && cuda_ok(cudaMemcpy(&norm, &t->norm[NORM_BLOCKS], sizeof norm,
                                             cudaMemcpyDeviceToHost), "copying the norm") != 0))
         return error_set(err, "GPU step failed (the line above says where)");
-    res->loss = scalars[1] > 0 ? scalars[0] : NAN;
-    res->count = (int64_t)scalars[1];
-    res->correct = (int64_t)scalars[2];
+    res->loss = total[1] > 0 ? total[0] / total[1] : NAN;
+    res->count = (int64_t)total[1];
+    res->correct = (int64_t)total[2];
     res->grad_norm = norm;
     return 0;
 }
@@ -218,26 +249,29 @@ static int gpu_step(void *ctx, const StepConfig *c, const Batch *b, StepResult *
 static int gpu_eval(void *ctx, const Batch *b, StepResult *res, Error *err)
 {
     GpuTrainer *t = (GpuTrainer *)ctx;
-    int N = b->N;
-    float scalars[3];
+    Batch share = batch_share(b, &t->host->cfg, t->peers.rank, t->peers.ranks);
+    int N = share.N;
+    double total[3] = {0.0, 0.0, 0.0};
     GpuWork *w = &t->train;
     if (N > t->N)
         return error_set(err, "GPU evaluation: batches of %d, more than the %d it holds", N, t->N);
-    if (N != t->N) {
+    if (N > 0 && N != t->N) {
         if (t->eval.w.N != N) {
             gpu_work_free(&t->eval);
             if (gpu_work_alloc(&t->eval, &t->g, N, t->S, t->T, 0, err) != 0) return -1;
         }
         w = &t->eval;
     }
-    if (gpu_model_forward(&t->g, w, b->src, b->tgt_in, NULL, err) != 0) return -1;
-    if (loss_on_device(t, w, b->target, 0.0f, 0) != 0 ||
-        cuda_ok(cudaMemcpy(scalars, t->scalars, sizeof scalars, cudaMemcpyDeviceToHost),
-                "copying the loss") != 0)
+    if (N > 0 && gpu_model_forward(&t->g, w, share.src, share.tgt_in, NULL, err) != 0) return -1;
+    if (N > 0 && loss_on_device(t, w, share.target, 0.0f, 0.0f) != 0)
         return error_set(err, "GPU evaluation: the cross-entropy failed");
-    if (scalars[1] > 0) res->loss += (double)scalars[0] * scalars[1];
-    res->count += (int64_t)scalars[1];
-    res->correct += (int64_t)scalars[2];
+    if (N == 0 && cuda_ok(cudaMemset(t->scalars, 0, 3 * sizeof *t->scalars), "cudaMemset") != 0)
+        return error_set(err, "GPU evaluation failed");
+    if (sum_over_ranks(t, total) != 0)
+        return error_set(err, "GPU evaluation: copying the loss failed");
+    res->loss += total[0];
+    res->count += (int64_t)total[1];
+    res->correct += (int64_t)total[2];
     return 0;
 }
 
@@ -262,26 +296,49 @@ static void gpu_close(void *ctx)
     gpu_model_free(&t->g);
     cudaFree(t->m), cudaFree(t->v), cudaFree(t->dlogits), cudaFree(t->targets);
     cudaFree(t->lse), cudaFree(t->row_loss), cudaFree(t->scalars), cudaFree(t->norm);
+    if (t->peers.close) t->peers.close(t->peers.ctx);
     free(t);
 }
 
 extern "C" int gpu_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, int N,
                                     int S, int T, Error *err)
 {
+    GpuPeers alone = {0, 1, NULL, NULL, NULL, NULL};
+    return gpu_step_device_open_peers(d, m, opt, N, S, T, &alone, err);
+}
+
+extern "C" int gpu_step_device_open_peers(StepDevice *d, const Model *m, const AdamState *opt,
+                                          int N, int S, int T, const GpuPeers *peers, Error *err)
+{
     GpuTrainer *t = (GpuTrainer *)calloc(1, sizeof *t);
     size_t bytes = m->num_params * sizeof(float);
+    const char *name = peers->all_reduce ? "nccl" : "cuda";
     memset(d, 0, sizeof *d);
-    if (!t) return error_set(err, "GPU: out of host memory");
+    if (!t) {
+        if (peers->close) peers->close(peers->ctx);
+        return error_set(err, "GPU: out of host memory");
+    }
+    t->peers = *peers;          /* gpu_close closes them from here on */
     if (m->cfg.kind == MODEL_SET) {
-        free(t);
-        return error_set(err, "--device cuda: a set model (chapter 11) trains on the CPU only");
+        gpu_close(t);
+        return error_set(err, "--device %s: a set model (chapter 11) trains on the CPU only",
+                         name);
+    }
+    if (N < peers->ranks) {
+        gpu_close(t);
+        return error_set(err, "--batch-size %d is smaller than the %d MPI ranks: every rank "
+                         "needs at least one sequence of each batch", N, peers->ranks);
     }
     int device_count = 0;
     if (cudaGetDeviceCount(&device_count) != cudaSuccess || device_count == 0) {
-        free(t);
-        return error_set(err, "--device cuda: the CUDA runtime finds no GPU on this machine");
+        gpu_close(t);
+        return error_set(err, "--device %s: the CUDA runtime finds no GPU on this machine",
+                         name);
     }
-    t->host = m, t->N = N, t->S = S, t->T = T, t->step = opt->step;
+    t->host = m, t->S = S, t->T = T, t->step = opt->step;
+    t->N = (int)((int64_t)N * (peers->rank + 1) / peers->ranks -
+                 (int64_t)N * peers->rank / peers->ranks);
+    N = t->N;
     if (gpu_model_create(&t->g, m, err) != 0 ||
         gpu_work_alloc(&t->train, &t->g, N, S, T, 1, err) != 0) {
         gpu_close(t);
@@ -296,7 +353,7 @@ extern "C" int gpu_step_device_open(StepDevice *d, const Model *m, const AdamSta
              cuda_ok(cudaMalloc(&t->targets, rows * sizeof(int64_t)), "cudaMalloc") == 0 &&
              cuda_ok(cudaMalloc(&t->lse, rows * sizeof(float)), "cudaMalloc") == 0 &&
              cuda_ok(cudaMalloc(&t->row_loss, rows * sizeof(float)), "cudaMalloc") == 0 &&
-             cuda_ok(cudaMalloc(&t->scalars, 3 * sizeof(float)), "cudaMalloc") == 0 &&
+             cuda_ok(cudaMalloc(&t->scalars, 4 * sizeof(float)), "cudaMalloc") == 0 &&
              cuda_ok(cudaMalloc(&t->norm, (NORM_BLOCKS + 1) * sizeof(double)),
                      "cudaMalloc") == 0 &&
              cuda_ok(cudaMemcpy(t->m, opt->m, bytes, cudaMemcpyHostToDevice), "cudaMemcpy") == 0 &&
@@ -306,7 +363,7 @@ extern "C" int gpu_step_device_open(StepDevice *d, const Model *m, const AdamSta
         return error_set(err, "GPU: cannot hold the optimizer state of %zu parameters",
                          m->num_params);
     }
-    d->name = "cuda";
+    d->name = name;
     d->bytes = 2 * bytes + t->g.bytes + t->train.bytes +
                rows * (m->cfg.tgt_vocab * sizeof(float) + sizeof(int64_t) + 2 * sizeof(float));
     d->ctx = t;

@@ -70,25 +70,8 @@ void dist_finish(int failed)
     MPI_Finalize();
 }
 
-/* Rank r's rows of a batch of N: [N r / R, N (r + 1) / R). */
+/* Rank r's first row of a batch of N: N r / R (batch_share's). */
 static int share_begin(int N, int r, int R) { return (int)((int64_t)N * r / R); }
-
-/* The rows of b that are rank r's, as a batch of its own that points into
- * b's buffers (rows are contiguous): a target row holds T targets
- * (seq2seq), S (labeller, lm) or 1 (classifier, set model). */
-static Batch share_of(const Batch *b, const ModelConfig *c, int r, int R)
-{
-    Batch s = *b;
-    int64_t lo = share_begin(b->N, r, R);
-    int64_t per_target = c->kind == MODEL_SEQ2SEQ ? b->T
-                       : c->kind == MODEL_LABELLER || c->kind == MODEL_LM ? b->S : 1;
-    s.N = share_begin(b->N, r + 1, R) - (int)lo;
-    s.src += lo * b->S;
-    s.target += lo * per_target;
-    if (s.tgt_in) s.tgt_in += lo * b->T;
-    if (s.features) s.features += lo * b->S * c->input_dim;
-    return s;
-}
 
 /* The work for a share of n rows: the training work, or the eval work
  * made (again) for n. */
@@ -105,7 +88,7 @@ static StepWork *work_for(Dist *d, int n, Error *err)
 /* This rank's share of b, in s's work, cut to its longest sequences. */
 static int prepare_share(Dist *d, const Batch *b, Batch *share, StepWork **s, Error *err)
 {
-    *share = share_of(b, &d->m->cfg, d->rank, d->ranks);
+    *share = batch_share(b, &d->m->cfg, d->rank, d->ranks);
     if (share->N == 0) return 0;
     if (b->S > d->S || b->T > d->T)
         return error_set(err, "--device mpi: a batch of lengths %d, %d is longer than the "
@@ -126,9 +109,7 @@ static void sum_in_rank_order(float *out, const float *x, int R, int64_t n)
     }
 }
 
-/* Gathers (loss * count, count, correct) of every rank and sums them in
- * rank order: the same three numbers on every rank. */
-static void sum_counts(const double mine[3], double total[3], int R)
+void dist_sum_counts(const double mine[3], double total[3], int R)
 {
     double *all = malloc((size_t)R * 3 * sizeof *all);          /* (R, 3) */
     if (!all) MPI_Abort(MPI_COMM_WORLD, 1);     /* a rank alone cannot leave the collective */
@@ -152,16 +133,8 @@ static int dist_step(void *ctx, const StepConfig *c, const Batch *b, StepResult 
     memset(res, 0, sizeof *res);
     threads_adapt();
 
-    /* Dropout: the shared stream moves on by two draws a step on every rank
-     * (so a checkpoint resumes it anywhere); each rank draws its masks from
-     * a stream of its own seeded from them. */
-    Rng drop, *dropout = NULL;
-    if (c->dropout_rng) {
-        uint64_t seed = (uint64_t)rng_u32(c->dropout_rng) << 32;
-        seed |= rng_u32(c->dropout_rng);
-        rng_seed(&drop, seed, 16 + (uint64_t)r);
-        dropout = &drop;
-    }
+    /* Dropout: each rank draws its masks from a stream of its own. */
+    Rng drop, *dropout = rank_dropout(&drop, c->dropout_rng, r, R);
     model_zero_grad(m);
     if (prepare_share(d, b, &share, &s, err) != 0) return -1;
     if (share.N > 0) {
@@ -179,7 +152,7 @@ static int dist_step(void *ctx, const StepConfig *c, const Batch *b, StepResult 
      * (of its own mean) counts count_r / count of the whole. */
     double mine[3] = {count > 0 ? (double)loss * count : 0.0, (double)count, (double)correct};
     double total[3];
-    sum_counts(mine, total, R);
+    dist_sum_counts(mine, total, R);
     const float weight = total[1] > 0 ? (float)(count / total[1]) : 0.0f;
     if (count > 0) {
         #pragma omp parallel for schedule(static)
@@ -232,7 +205,7 @@ static int dist_eval(void *ctx, const Batch *b, StepResult *res, Error *err)
     if (prepare_share(d, b, &share, &s, err) != 0) return -1;
     if (share.N > 0 && eval_batch(d->m, s, &share, &mine, err) != 0) return -1;
     double x[3] = {mine.loss, (double)mine.count, (double)mine.correct}, total[3];
-    sum_counts(x, total, d->ranks);
+    dist_sum_counts(x, total, d->ranks);
     res->loss += total[0];
     res->count += (int64_t)total[1];
     res->correct += (int64_t)total[2];

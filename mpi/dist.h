@@ -21,8 +21,8 @@
  * Evaluation shares the rows too and sums (loss * count, count, correct) in
  * rank order.
  *
- * It does not: overlap communication with the backward pass, run on GPUs
- * (NCCL), or survive a rank that dies (MPI's default error handler stops
+ * It does not: overlap communication with the backward pass, or survive a
+ * rank that dies (MPI's default error handler stops
  * the job; the last checkpoint, written atomically, is whole).
  */
 #ifndef DIST_H
@@ -40,12 +40,23 @@ int dist_ranks(int *rank);
 int dist_agree(uint64_t hash, Error *err);
 void dist_finish(int failed);
 
+/* Gathers (loss * count, count, correct) of every rank and sums them in
+ * rank order: the same three numbers in every rank's total. */
+void dist_sum_counts(const double mine[3], double total[3], int R);
+
 /* The "mpi" device for model m (the host model itself: the ranks compute on
  * this CPU, and every rank's m holds the same parameters after each step)
  * and opt (each rank copies its slice of the moments): training batches of
  * N >= ranks sequences of S (and T) tokens. sync gathers the moments into
  * rank 0's opt (a collective: every rank calls it). */
 int dist_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, int N, int S,
+                          int T, Error *err);
+
+/* The "nccl" device of the MPI and CUDA build (make mpi-cuda, mpi/nccl.c):
+ * one GPU per rank (the rank's number on its machine picks it), the ranks'
+ * gradients summed with NCCL's all-reduce, every rank keeping the whole of
+ * Adam's state (cuda/gpu.h, GpuPeers). */
+int nccl_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, int N, int S,
                           int T, Error *err);
 
 #endif

@@ -32,7 +32,16 @@ int device_check(const char *name, Error *err)
                               "has the MPI build (make mpi), run as mpirun -np N build/mpi/...");
 #endif
     }
-    return error_set(err, "--device: '%s' is not cpu, cuda or mpi", name);
+    if (strcmp(name, "nccl") == 0) {
+#ifdef WITH_NCCL
+        return 0;
+#else
+        return error_set(err, "--device nccl: this program is built without NCCL; "
+                              "build/mpi-cuda/ has the build (make mpi-cuda), run as "
+                              "mpirun -np N build/mpi-cuda/... with one GPU per rank");
+#endif
+    }
+    return error_set(err, "--device: '%s' is not cpu, cuda, mpi or nccl", name);
 }
 
 int device_open(const char *name, StepDevice *d, const Model *m, const AdamState *opt, int N,
@@ -46,6 +55,9 @@ int device_open(const char *name, StepDevice *d, const Model *m, const AdamState
 #endif
 #ifdef WITH_MPI
     if (strcmp(name, "mpi") == 0) return dist_step_device_open(d, m, opt, N, S, T, err);
+#endif
+#ifdef WITH_NCCL
+    if (strcmp(name, "nccl") == 0) return nccl_step_device_open(d, m, opt, N, S, T, err);
 #endif
     return 0;
 }

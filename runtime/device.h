@@ -1,10 +1,12 @@
 /*
  * device.h - where a run trains: "cpu"; "cuda", the GPU, which only the
  * CUDA build of the programs has (build/cuda/, make cuda: this file
- * compiled again with WITH_CUDA); or "mpi", the processes of an mpirun,
+ * compiled again with WITH_CUDA); "mpi", the processes of an mpirun,
  * which only the MPI build has (build/mpi/, make mpi: this file compiled
- * again with WITH_MPI; mpi/dist.h). trainer.h has the StepDevice they fill
- * in.
+ * again with WITH_MPI; mpi/dist.h); or "nccl", one GPU per process of an
+ * mpirun, which only the MPI and CUDA build has (build/mpi-cuda/, make
+ * mpi-cuda: WITH_CUDA, WITH_MPI and WITH_NCCL). trainer.h has the
+ * StepDevice they fill in.
  */
 #ifndef DEVICE_H
 #define DEVICE_H
@@ -23,7 +25,8 @@ int device_check(const char *name, Error *err);
 /* Opens the device for model m and optimizer state opt, for training
  * batches of N sequences of S source (and T target) tokens: "cpu" leaves d
  * zeroed (train_run then uses the CPU); "cuda" copies both to the GPU;
- * "mpi" shares every batch among the ranks. */
+ * "mpi" shares every batch among the ranks; "nccl" shares it among the
+ * ranks' GPUs. */
 int device_open(const char *name, StepDevice *d, const Model *m, const AdamState *opt, int N,
                 int S, int T, Error *err);
 

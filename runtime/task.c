@@ -68,8 +68,9 @@ static int train_options(Option *opts, TaskRun *r, int *help)
         {"--resume", OPT_STRING, &o->resume, "continue the run saved in this checkpoint"},
         {"--out", OPT_STRING, &o->out, "save the trained model here (no optimizer state)"},
         {"--log", OPT_STRING, &o->log, "the CSV loss log"},
-        {"--device", OPT_STRING, &o->device, "cpu, cuda (the programs in build/cuda/) or mpi "
-         "(build/mpi/; chosen by itself under mpirun -np N > 1)"},
+        {"--device", OPT_STRING, &o->device, "cpu, cuda (the programs in build/cuda/), mpi "
+         "(build/mpi/; chosen by itself under mpirun -np N > 1) or nccl (build/mpi-cuda/, "
+         "one GPU per rank)"},
         {"--target-loss", OPT_DOUBLE, &o->target_loss,
          "exit 1 if the last validation loss is above this (0: off)"},
         {"--min-accuracy", OPT_DOUBLE, &o->min_accuracy,
@@ -368,7 +369,7 @@ static int ranks_agree(const TaskRun *r, const Model *m, const AdamState *opt, E
 }
 
 /* Under mpirun with several ranks: trains on them (--device mpi unless
- * another device was asked for, which is refused); ranks other than 0
+ * --device nccl asked for their GPUs; cuda is refused); ranks other than 0
  * write nothing and print nothing but their errors. */
 static int share_out(TaskRun *r, Error *err)
 {
@@ -376,9 +377,9 @@ static int share_out(TaskRun *r, Error *err)
     r->ranks = device_ranks(&r->rank);
     if (r->ranks == 1) return 0;
     if (strcmp(o->device, "cpu") == 0) o->device = "mpi";
-    if (strcmp(o->device, "mpi") != 0)
-        return error_set(err, "--device %s: the %d MPI ranks train on their CPUs (--device mpi); "
-                         "a GPU trains alone", o->device, r->ranks);
+    if (strcmp(o->device, "mpi") != 0 && strcmp(o->device, "nccl") != 0)
+        return error_set(err, "--device %s: the %d MPI ranks train on their CPUs (--device mpi) "
+                         "or on one GPU each (--device nccl)", o->device, r->ranks);
     if (device_check(o->device, err) != 0) return -1;
     if (r->rank > 0) {
         o->checkpoint = o->out = o->log = NULL;
@@ -451,6 +452,9 @@ int task_train(TaskRun *r, Error *err)
         if (t.device && strcmp(device.name, "mpi") == 0)
             printf("training on %d MPI rank(s), each on its share of every batch "
                    "(--device mpi)\n", r->ranks);
+        else if (t.device && strcmp(device.name, "nccl") == 0)
+            printf("training on %d GPU(s), one per MPI rank, each on its share of every batch "
+                   "(--device nccl)\n", r->ranks);
         else if (t.device) printf("training on the GPU (--device %s)\n", o->device);
         if (round_path[0]) {
             round_log = round_log_open(round_path, task->round_column, o->resume ? opt.step : -1,

@@ -495,6 +495,42 @@ int step_logit_width(const Model *m, int S) { return logit_width(m, S); }
 
 int64_t step_ignore_index(const Model *m) { return ignore_index(m); }
 
+/* The targets of one row: T (seq2seq), S (labeller, lm) or 1 (classifier,
+ * set model). */
+static int64_t row_targets(const Batch *b, const ModelConfig *c)
+{
+    return c->kind == MODEL_SEQ2SEQ ? b->T
+         : c->kind == MODEL_LABELLER || c->kind == MODEL_LM ? b->S : 1;
+}
+
+Batch batch_share(const Batch *b, const ModelConfig *c, int r, int R)
+{
+    Batch s = *b;
+    int64_t lo = (int64_t)b->N * r / R, hi = (int64_t)b->N * (r + 1) / R;
+    s.N = (int)(hi - lo);
+    s.src += lo * b->S;
+    s.target += lo * row_targets(b, c);
+    if (s.tgt_in) s.tgt_in += lo * b->T;
+    if (s.features) s.features += lo * b->S * c->input_dim;
+    return s;
+}
+
+int64_t batch_counted(const Batch *b, const Model *m)
+{
+    int64_t n = b->N * row_targets(b, &m->cfg), ignore = ignore_index(m), count = 0;
+    for (int64_t i = 0; i < n; i++) count += b->target[i] != ignore;
+    return count;
+}
+
+Rng *rank_dropout(Rng *drop, Rng *shared, int r, int R)
+{
+    if (!shared || R == 1) return shared;
+    uint64_t seed = (uint64_t)rng_u32(shared) << 32;
+    seed |= rng_u32(shared);
+    rng_seed(drop, seed, 16 + (uint64_t)r);
+    return drop;
+}
+
 int step_work_alloc(StepWork *s, const Model *m, int N, int S, int T, int backward, Error *err)
 {
     memset(s, 0, sizeof *s);

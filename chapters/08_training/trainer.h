@@ -74,6 +74,22 @@ int train_step(Model *m, StepWork *s, AdamState *opt, const StepConfig *c, const
  * accumulates loss * count). */
 int eval_batch(Model *m, StepWork *s, const Batch *b, StepResult *res, Error *err);
 
+/* Given helpers for the data-parallel devices (the MPI build's mpi/dist.c
+ * on CPUs, and the GPU step of cuda/train.cu under NCCL):
+ *   batch_share        rank r's rows of a batch of N split among R ranks,
+ *                      [N r / R, N (r + 1) / R), as a batch of its own that
+ *                      points into b's buffers
+ *   batch_counted      how many of b's targets the loss counts (all but the
+ *                      ignore index)
+ *   rank_dropout       rank r's dropout stream, of R: the shared stream itself
+ *                      when R is 1 (NULL stays NULL); else drop, seeded by
+ *                      two draws of the shared stream, so that it moves on by
+ *                      two draws a step on every rank (a checkpoint resumes
+ *                      it anywhere) while each rank drops units of its own */
+Batch batch_share(const Batch *b, const ModelConfig *c, int r, int R);
+int64_t batch_counted(const Batch *b, const Model *m);
+Rng *rank_dropout(Rng *drop, Rng *shared, int r, int R);
+
 /* Given helpers for a StepDevice that runs chapter 07's model on this CPU
  * (the MPI build's mpi/dist.c):
  *   batch_trim         cuts b to its longest source and target when the model
