@@ -69,6 +69,14 @@ int nccl_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, i
     if (cudaSetDevice(local_rank) != cudaSuccess)
         return error_set(err, "--device nccl: rank %d cannot take GPU %d", rank, local_rank);
 
+    /* The order of the sum. Ring and Tree, NCCL's own algorithms, add in an
+     * order fixed by the message's size and the ranks' places on the GPUs,
+     * the same in every step (the gradient's size never changes) and every
+     * run. NVLS, the NVSwitch's reduction in hardware, may not (NVIDIA/nccl
+     * issue 1497; PyTorch's deterministic mode leaves it out the same way).
+     * A NCCL_ALGO of the user's own stays. */
+    setenv("NCCL_ALGO", "^NVLS", 0);
+
     ncclUniqueId id;
     ncclResult_t r = rank == 0 ? ncclGetUniqueId(&id) : ncclSuccess;
     if (r != ncclSuccess)
