@@ -81,7 +81,7 @@ $(MPI_CUDA_PROGRAMS): build/mpi-cuda/%: build/obj/chapters/%/main.o build/mpi-cu
 
 mpi-cuda: cuda mpi $(MPI_CUDA_PROGRAMS)
 
-test-mpi-cuda: mpi-cuda
+test-mpi-cuda: mpi-cuda build/mpi/compare
 	tests/mpi/run-gpu.sh
 
 -include $(wildcard build/mpi/*.d build/mpi-cuda/*.d)

@@ -97,6 +97,6 @@ if mpirun -np $((gpus + 1)) --oversubscribe build/mpi-cuda/08_training --train -
           --train-size 320 --test-size 50 --batch-size 32 --epochs 1 >"$dir/refused.out" 2>&1; then
     fail "$((gpus + 1)) ranks on $gpus GPU(s) were not refused"
 fi
-grep -q 'one rank per GPU' "$dir/refused.out" || { cat "$dir/refused.out"; fail "no clear line"; }
-echo "refused: $(grep -m1 'one rank per GPU' "$dir/refused.out")"
+grep -aq 'one rank per GPU' "$dir/refused.out" || { cat "$dir/refused.out"; fail "no clear line"; }
+echo "refused: $(grep -a -m1 'one rank per GPU' "$dir/refused.out")"
 echo "make test-mpi-cuda: all passed"
