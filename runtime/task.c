@@ -644,8 +644,9 @@ static int bench_command(const char *program, int argc, char **argv)
         {"--steps", OPT_INT, &b.steps, "steps per timed run"},
         {"--repeats", OPT_INT, &b.repeats, "timed runs; the median is printed"},
         {"--warmup", OPT_INT, &b.warmup, "untimed steps first"},
-        {"--device", OPT_STRING, &b.device, "cpu, cuda (build/cuda/) or mpi (build/mpi/, "
-         "under mpirun: each rank times its share of the batch)"},
+        {"--device", OPT_STRING, &b.device, "cpu, cuda (build/cuda/), mpi (build/mpi/, "
+         "under mpirun: each rank times its share of the batch) or nccl (build/mpi-cuda/, the "
+         "same on one GPU per rank)"},
         {"--help", OPT_FLAG, &help, "this list"},
     };
     int n = (int)(sizeof opts / sizeof opts[0]);
