@@ -26,11 +26,8 @@ fi
 dir=$(mktemp -d build/mpi-cuda/test.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 
-# The bounds of step 4 and their reason: tests/mpi/run.sh.
-LOSS_REL=1e-6
-WEIGHT_ABS=2e-6
-WEIGHT_REL=1e-5
-values() { cut -d, -f1-6 "$1"; }
+# The bounds of step 4 and their reason, values() and loss_diff().
+. tests/mpi/agreement.sh
 same() {    # same RUN_A RUN_B WHAT: logs and checkpoints bit-identical
     cmp -s <(values "$1.csv") <(values "$2.csv") || fail "$3: the logs differ"
     build/mpi/compare "$1.st" "$2.st" --bits >/dev/null || fail "$3: the checkpoints differ"
@@ -80,14 +77,12 @@ for model in labeller seq2seq; do
     fi
     mpirun -np 2 build/mpi-cuda/08_training --train --device nccl $run --stop-after 1 \
         --checkpoint "$d/two_first.st" --log "$d/two_first.csv" >/dev/null
-    losses=$(paste -d, <(values "$d/first.csv") <(values "$d/two_first.csv") |
-             awk -F, 'NR > 1 { d = $4 - $10; if (d < 0) d = -d; m = ($4 < 0 ? -$4 : $4);
-                      if (d / m > x) x = d / m } END { printf "%.3g", x }')
+    losses=$(loss_diff "$d/first.csv" "$d/two_first.csv")
     weights=$(build/mpi/compare "$d/first.st" "$d/two_first.st" --except in_proj_bias)
-    echo "agreement, 1 GPU against 2 after 100 steps: losses max rel diff $losses; $weights"
+    echo "agreement, 1 GPU against 2 after 100 steps: $losses; $weights"
     abs=$(sed 's/.*max abs diff \([^ ]*\) .*/\1/' <<<"$weights")
     rel=$(sed 's/.*max rel diff \([^ ]*\) .*/\1/' <<<"$weights")
-    awk -v l="$losses" -v a="$abs" -v r="$rel" -v bl=$LOSS_REL -v ba=$WEIGHT_ABS \
+    awk -v l="${losses##* }" -v a="$abs" -v r="$rel" -v bl=$LOSS_REL -v ba=$WEIGHT_ABS \
         -v br=$WEIGHT_REL 'BEGIN { exit !(l <= bl && a <= ba && r <= br) }' ||
         fail "$model: 2 GPUs differ from one by more than the bounds"
 done

@@ -23,31 +23,8 @@ dir=$(mktemp -d build/mpi/test.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "test-mpi: $*" >&2; exit 1; }
 
-# Bounds of the agreement (step 2), written down with the reason: the two
-# runs sum the same float32 numbers in another order (one gradient of 32
-# rows against two of 16 added), so each step's values differ in their last
-# bits, and Adam carries those differences on. Over 100 steps the losses
-# measured 5e-8 apart (relative) at most, the weights and moments 1.2e-7
-# (absolute) and 5e-7 (relative to each tensor's largest value). The bounds
-# leave a factor of about 20, and are far below what a wrong share of the
-# batch makes (a missing row moves the loss by 1e-2). The attention's key
-# bias (in in_proj_bias) is left out of the maxima: its true gradient is 0
-# (a softmax does not change when every score moves by the same amount), so
-# what it gets is rounding noise, which Adam scales up to steps of the
-# learning rate's size; there the two runs differ by 3e-4 (printed).
-LOSS_REL=1e-6
-WEIGHT_ABS=2e-6
-WEIGHT_REL=1e-5
-
-# A log without its last column, the wall time (which no two runs share).
-values() { cut -d, -f1-6 "$1"; }
-
-# The largest relative difference of the train_loss column (4) of two logs.
-loss_diff() {
-    paste -d, <(values "$1") <(values "$2") | awk -F, 'NR > 1 { d = $4 - $10; if (d < 0) d = -d;
-        m = ($4 < 0 ? -$4 : $4); if (d / m > x) x = d / m; n++ }
-        END { printf "%d losses, max rel diff %.3g\n", n, x }'
-}
+# The bounds of the agreement (step 2), values() and loss_diff().
+. tests/mpi/agreement.sh
 
 for model in labeller seq2seq; do
     run="--model $model --train-size 3200 --test-size 500 --batch-size 32 --epochs 2 --clip 1"
