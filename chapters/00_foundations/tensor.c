@@ -107,6 +107,18 @@ const char *tensor_shape_str(const Tensor *t, char *buf, size_t size)
     return buf;
 }
 
+void floats_zero(float *x, size_t n)
+{
+    #pragma omp parallel for schedule(static) if (n >= FLOATS_PARALLEL_MIN)
+    for (size_t i = 0; i < n; i++) x[i] = 0.0f;
+}
+
+void floats_copy(float *dst, const float *src, size_t n)
+{
+    #pragma omp parallel for schedule(static) if (n >= FLOATS_PARALLEL_MIN)
+    for (size_t i = 0; i < n; i++) dst[i] = src[i];
+}
+
 void matrix_print(const char *title, const float *m, int rows, int cols)
 {
     printf("%s (%d, %d):\n", title, rows, cols);

@@ -69,6 +69,15 @@ int tensor_alloc(Tensor *t, DType dtype, int ndim, const int64_t *shape, Error *
 /* Frees the data and leaves an empty tensor; safe on an empty tensor. */
 void tensor_free(Tensor *t);
 
+/* x[0..n) = 0, and dst[0..n) = src[0..n) (the two may not overlap), with
+ * the threads sharing the buffer. The backward passes zero or copy a
+ * gradient buffer of a whole batch before every layer adds into it; a
+ * memset of one thread would leave the other cores waiting. Small buffers
+ * (FLOATS_PARALLEL_MIN) are done by the calling thread alone. */
+#define FLOATS_PARALLEL_MIN (1 << 14)
+void floats_zero(float *x, size_t n);
+void floats_copy(float *dst, const float *src, size_t n);
+
 /* Prints a (rows, cols) float matrix under a title, 4 decimals: for demos. */
 void matrix_print(const char *title, const float *m, int rows, int cols);
 

@@ -17,6 +17,7 @@
 
 #include "matmul.h"
 #include "sdpa.h"
+#include "tensor.h"
 
 /* ------------------------------------------------------------------------ */
 /* Heads and masks                                                          */
@@ -96,6 +97,12 @@ int mha_mask_bias(float *bias, const void *key_padding_mask, int kpm_is_bool,
 /* Forward and backward                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* Given at the end of the file: the cache's buffers in the heads' layout. */
+typedef struct {
+    float *q, *k, *v, *o, *d_o, *dq, *dk, *dv;
+} HeadBuffers;
+static HeadBuffers head_buffers(const MhaCache *c);
+
 int mha_forward(float *out, MhaCache *cache, const float *query, const float *key,
                 const float *value, const MhaParams *params, const float *bias,
                 int is_causal)
@@ -114,20 +121,23 @@ int mha_forward(float *out, MhaCache *cache, const float *query, const float *ke
         linear_forward(c->v, value, w[2], b[2], N * S, c->Ev, D) != 0)
         return -1;
 
-    /* 2. Each head takes its own Dh features: (N, T, D) -> (N, H, T, Dh). */
-    if (mha_split_heads(c->qh, c->q, N, L, H, Dh) != 0 ||
-        mha_split_heads(c->kh, c->k, N, S, H, Dh) != 0 ||
-        mha_split_heads(c->vh, c->v, N, S, H, Dh) != 0)
+    /* 2. Each head takes its own Dh features: (N, T, D) -> (N, H, T, Dh).
+     *    With one head the two layouts are the same and nothing moves: hb
+     *    names the buffers the heads use (head_buffers). */
+    HeadBuffers hb = head_buffers(c);
+    if (H > 1 && (mha_split_heads(hb.q, c->q, N, L, H, Dh) != 0 ||
+                  mha_split_heads(hb.k, c->k, N, S, H, Dh) != 0 ||
+                  mha_split_heads(hb.v, c->v, N, S, H, Dh) != 0))
         return -1;
 
     /* 3. Attention in every head at once: N * H independent problems, each
      *    scaled by 1/sqrt(Dh), the head's own feature size. */
     SdpaArgs heads = {N * H, L, S, Dh, Dh, sdpa_default_scale(Dh), is_causal, bias, c->drop,
                       c->dropout_p};
-    if (sdpa_forward(c->oh, c->att, c->qh, c->kh, c->vh, &heads) != 0) return -1;
+    if (sdpa_forward(hb.o, c->att, hb.q, hb.k, hb.v, &heads) != 0) return -1;
 
     /* 4. Concatenate the heads' outputs: (N, H, L, Dh) -> (N, L, D). */
-    if (mha_merge_heads(c->o, c->oh, N, L, H, Dh) != 0) return -1;
+    if (H > 1 && mha_merge_heads(c->o, hb.o, N, L, H, Dh) != 0) return -1;
 
     /* 5. The output projection mixes the heads:
      *    out = o out_proj_weight^T + out_proj_bias. */
@@ -148,34 +158,35 @@ int mha_backward(float *dquery, float *dkey, float *dvalue, const MhaParams *gra
     float *w[3], *b[3], *dw[3], *db[3];
     mha_in_proj_params(params, D, w, b);
     mha_in_proj_params(grads, D, dw, db);
+    HeadBuffers hb = head_buffers(c);   /* with one head, the row buffers */
 
     /* 5. d_o (N, L, D) = dout out_proj_weight, and the gradients of
      *    out_proj_weight and out_proj_bias. linear_backward adds, so d_o
      *    starts at zero. */
-    memset(c->d_o, 0, nl * sizeof *c->d_o);
+    floats_zero(c->d_o, nl);
     if (linear_backward(c->d_o, grads->out_proj_weight, grads->out_proj_bias, dout, c->o,
                         params->out_proj_weight, N * L, D, D) != 0)
         return -1;
 
     /* 4. Merging the heads only moved values around, so its backward moves
      *    the gradient back: split d_o into the heads, (N, H, L, Dh). */
-    if (mha_split_heads(c->doh, c->d_o, N, L, H, Dh) != 0) return -1;
+    if (H > 1 && mha_split_heads(hb.d_o, c->d_o, N, L, H, Dh) != 0) return -1;
 
     /* 3. Attention, every head at once. sdpa_backward adds into dqh, dkh,
      *    dvh: zero them first. */
-    memset(c->dqh, 0, nl * sizeof *c->dqh);
-    memset(c->dkh, 0, ns * sizeof *c->dkh);
-    memset(c->dvh, 0, ns * sizeof *c->dvh);
+    floats_zero(hb.dq, nl);
+    floats_zero(hb.dk, ns);
+    floats_zero(hb.dv, ns);
     SdpaArgs heads = {N * H, L, S, Dh, Dh, sdpa_default_scale(Dh), 0, NULL, c->drop,
                       c->dropout_p};
-    if (sdpa_backward(c->dqh, c->dkh, c->dvh, c->doh, c->qh, c->kh, c->vh, c->att, &heads) != 0)
+    if (sdpa_backward(hb.dq, hb.dk, hb.dv, hb.d_o, hb.q, hb.k, hb.v, c->att, &heads) != 0)
         return -1;
 
     /* 2. The split was a copy too: merge the heads' gradients back into
      *    (N, T, D) rows. */
-    if (mha_merge_heads(c->dq, c->dqh, N, L, H, Dh) != 0 ||
-        mha_merge_heads(c->dk, c->dkh, N, S, H, Dh) != 0 ||
-        mha_merge_heads(c->dv, c->dvh, N, S, H, Dh) != 0)
+    if (H > 1 && (mha_merge_heads(c->dq, hb.dq, N, L, H, Dh) != 0 ||
+                  mha_merge_heads(c->dk, hb.dk, N, S, H, Dh) != 0 ||
+                  mha_merge_heads(c->dv, hb.dv, N, S, H, Dh) != 0))
         return -1;
 
     /* 1. The three input projections: each adds its share into the input's
@@ -274,6 +285,17 @@ void mha_cache_free(MhaCache *c)
         free(*buffers[i]);
         *buffers[i] = NULL;
     }
+}
+
+/* The buffers the heads are read from and written to, (N, H, T, Dh) each:
+ * the cache's qh, kh, ... With one head, (N, T, D) is already (N, 1, T, Dh),
+ * so there they are the row buffers q, k, ... themselves, and the layer
+ * skips the split and merge copies. */
+static HeadBuffers head_buffers(const MhaCache *c)
+{
+    if (c->H > 1)
+        return (HeadBuffers){c->qh, c->kh, c->vh, c->oh, c->doh, c->dqh, c->dkh, c->dvh};
+    return (HeadBuffers){c->q, c->k, c->v, c->o, c->d_o, c->dq, c->dk, c->dv};
 }
 
 void mha_in_proj_params(const MhaParams *p, int D, float *w[3], float *b[3])

@@ -42,16 +42,13 @@ int dropout_mask(uint8_t *mask, int n, float p, Rng *rng)
 int dropout_forward(float *out, const float *x, const uint8_t *mask, int n, float p)
 {
     /* BEGIN SOLUTION */
-    if (!mask) {                                  /* evaluation mode: the identity */
-        if (out != x)
-            for (int i = 0; i < n; i++) out[i] = x[i];
-        return 0;
-    }
+    if (!mask && out == x) return 0;              /* evaluation mode, in place */
     /* 1 / (1 - p) for the survivors; with p = 1 there are none, and 1 / 0
-     * must not be computed. */
+     * must not be computed. Without a mask (evaluation mode) dropout is the
+     * identity, a copy. */
     float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
     #pragma omp parallel for schedule(static)
-    for (int i = 0; i < n; i++) out[i] = mask[i] ? x[i] * scale : 0.0f;
+    for (int i = 0; i < n; i++) out[i] = !mask ? x[i] : mask[i] ? x[i] * scale : 0.0f;
     return 0;
     /* END SOLUTION */
 }

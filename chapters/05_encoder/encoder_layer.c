@@ -20,6 +20,7 @@
 #include "ffn.h"
 #include "layernorm.h"
 #include "residual.h"
+#include "tensor.h"
 
 /* Given at the end of the file: the glue that keeps the layer's code short. */
 static const uint8_t *drawn(const EncoderLayerCache *c, const uint8_t *mask);
@@ -123,37 +124,36 @@ static int post_norm_backward(float *dsrc, const EncoderLayerParams *g, const fl
 {
     /* BEGIN SOLUTION */
     int rows = c->N * c->S, n = rows * c->D;
-    size_t bytes = (size_t)n * sizeof(float);
     FfnParams ffn = ffn_params(p);
     FfnParams ffn_g = ffn_params(g);
     FfnCache ffn_c = ffn_cache(c);
 
     /* out = norm2(res2) */
     float *d_res2 = c->d_a;
-    memset(d_res2, 0, bytes);
+    floats_zero(d_res2, n);
     if (norm_backward(c, d_res2, g->norm2_weight, g->norm2_bias, dout, c->res2,
                       p->norm2_weight, c->mean2, c->rstd2) != 0)
         return -1;
     /* res2 = ln1 + dropout2(ffn(ln1)): ln1 gets d_res2 by the skip path and
      * the FFN's input gradient on top. */
     float *d_ln1 = c->d_b, *d_ffn_out = c->d_c;
-    memcpy(d_ln1, d_res2, bytes);
-    memset(d_ffn_out, 0, bytes);
+    floats_copy(d_ln1, d_res2, n);
+    floats_zero(d_ffn_out, n);
     if (dropout_backward(d_ffn_out, d_res2, drawn(c, c->mask2), n, c->dropout) != 0 ||
         ffn_backward(d_ln1, &ffn_g, c->d_hidden, d_ffn_out, c->ln1, &ffn, &ffn_c, rows) != 0)
         return -1;
     /* ln1 = norm1(res1) */
     float *d_res1 = c->d_a;
-    memset(d_res1, 0, bytes);
+    floats_zero(d_res1, n);
     if (norm_backward(c, d_res1, g->norm1_weight, g->norm1_bias, d_ln1, c->res1,
                       p->norm1_weight, c->mean1, c->rstd1) != 0)
         return -1;
     /* res1 = src + dropout1(attn(src)): src gets d_res1 by the skip path,
      * and three times more through query, key and value. */
     float *d_dropped = c->d_c, *d_attn_out = c->d_b;
-    memset(d_dropped, 0, bytes);
+    floats_zero(d_dropped, n);
     if (residual_backward(dsrc, d_dropped, d_res1, n) != 0) return -1;
-    memset(d_attn_out, 0, bytes);
+    floats_zero(d_attn_out, n);
     if (dropout_backward(d_attn_out, d_dropped, drawn(c, c->mask1), n, c->dropout) != 0)
         return -1;
     return mha_backward(dsrc, dsrc, dsrc, &g->self_attn, d_attn_out, src, src, src,
@@ -167,31 +167,30 @@ static int pre_norm_backward(float *dsrc, const EncoderLayerParams *g, const flo
 {
     /* BEGIN SOLUTION */
     int rows = c->N * c->S, n = rows * c->D;
-    size_t bytes = (size_t)n * sizeof(float);
     FfnParams ffn = ffn_params(p);
     FfnParams ffn_g = ffn_params(g);
     FfnCache ffn_c = ffn_cache(c);
 
     /* out = res1 + dropout2(ffn(ln2)): res1 gets dout by the skip path. */
     float *d_res1 = c->d_b, *d_ffn_out = c->d_c, *d_ln2 = c->d_a;
-    memcpy(d_res1, dout, bytes);
-    memset(d_ffn_out, 0, bytes);
+    floats_copy(d_res1, dout, n);
+    floats_zero(d_ffn_out, n);
     if (dropout_backward(d_ffn_out, dout, drawn(c, c->mask2), n, c->dropout) != 0) return -1;
     /* ln2 = norm2(res1) adds its input gradient into d_res1. */
-    memset(d_ln2, 0, bytes);
+    floats_zero(d_ln2, n);
     if (ffn_backward(d_ln2, &ffn_g, c->d_hidden, d_ffn_out, c->ln2, &ffn, &ffn_c, rows) != 0 ||
         norm_backward(c, d_res1, g->norm2_weight, g->norm2_bias, d_ln2, c->res1,
                       p->norm2_weight, c->mean2, c->rstd2) != 0)
         return -1;
     /* res1 = src + dropout1(attn(ln1)): src gets d_res1 by the skip path ... */
     float *d_dropped = c->d_c, *d_attn_out = c->d_b, *d_ln1 = c->d_a;
-    memset(d_dropped, 0, bytes);
+    floats_zero(d_dropped, n);
     if (residual_backward(dsrc, d_dropped, d_res1, n) != 0) return -1;
-    memset(d_attn_out, 0, bytes);
+    floats_zero(d_attn_out, n);
     if (dropout_backward(d_attn_out, d_dropped, drawn(c, c->mask1), n, c->dropout) != 0)
         return -1;
     /* ... and through attention (query, key and value all ln1) and norm1. */
-    memset(d_ln1, 0, bytes);
+    floats_zero(d_ln1, n);
     if (mha_backward(d_ln1, d_ln1, d_ln1, &g->self_attn, d_attn_out, c->ln1, c->ln1, c->ln1,
                      &p->self_attn, &c->attn) != 0)
         return -1;
@@ -230,7 +229,7 @@ int encoder_forward(float *out, EncoderCache *c, const float *src, const Encoder
     if (p->norm_weight)
         return layernorm_forward(out, c->mean, c->rstd, x, p->norm_weight, p->norm_bias, 1,
                                  rows, c->D, c->eps);
-    memcpy(out, x, (size_t)n * sizeof *out);
+    floats_copy(out, x, n);
     return 0;
     /* END SOLUTION */
 }
@@ -240,20 +239,19 @@ int encoder_backward(float *dsrc, const EncoderParams *g, const float *dout, con
 {
     /* BEGIN SOLUTION */
     int rows = c->N * c->S, n = rows * c->D, K = c->num_layers;
-    size_t bytes = (size_t)n * sizeof(float);
     /* dx = dL/dx_K, through the final norm if there is one. */
     float *dx = c->d_a, *dprev = c->d_b;
-    memset(dx, 0, bytes);
+    floats_zero(dx, n);
     if (p->norm_weight) {
         if (layernorm_backward(dx, g->norm_weight, g->norm_bias, dout, c->xs + (size_t)(K - 1) * n,
                                p->norm_weight, c->mean, c->rstd, 1, rows, c->D) != 0)
             return -1;
     } else {
-        memcpy(dx, dout, bytes);
+        floats_copy(dx, dout, n);
     }
     /* Back through the layers, last first; each turns dL/dx_k into dL/dx_{k-1}. */
     for (int k = K - 1; k >= 1; k--) {
-        memset(dprev, 0, bytes);
+        floats_zero(dprev, n);
         if (encoder_layer_backward(dprev, &g->layers[k], dx, c->xs + (size_t)(k - 1) * n,
                                    &p->layers[k], &c->layers[k]) != 0)
             return -1;

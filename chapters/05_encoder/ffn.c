@@ -6,10 +6,10 @@
 
 #include "error.h"   /* not_implemented(), used by the exercise stubs */
 
-#include <string.h>
 
 #include "dropout.h"
 #include "matmul.h"
+#include "tensor.h"
 
 int ffn_forward(float *out, FfnCache *c, const float *x, const FfnParams *p, int rows)
 {
@@ -30,7 +30,7 @@ int ffn_backward(float *dx, const FfnParams *g, float *dhidden, const float *dou
     int D = c->D, F = c->F;
     /* linear2: dhidden = dout W2 (overwritten: linear_backward adds, so zero
      * it first), and the gradients of W2 and b2. */
-    memset(dhidden, 0, (size_t)rows * F * sizeof *dhidden);
+    floats_zero(dhidden, (size_t)rows * F);
     if (linear_backward(dhidden, g->w2, g->b2, dout, c->hidden, p->w2, rows, F, D) != 0)
         return -1;
     /* Back through dropout and ReLU, in place: the factor mask / (1 - p) of

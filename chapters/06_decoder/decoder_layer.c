@@ -14,6 +14,7 @@
 #include "ffn.h"
 #include "layernorm.h"
 #include "residual.h"
+#include "tensor.h"
 
 /* Given at the end of the file: the glue that keeps the layer's code short. */
 static const uint8_t *drawn(const DecoderLayerCache *c, const uint8_t *mask);
@@ -104,7 +105,7 @@ static int pre_norm_forward(float *out, DecoderLayerCache *c, const float *tgt,
 {
     /* BEGIN SOLUTION */
     int n = c->N * c->T * c->D;
-    memcpy(c->norm_in[0], tgt, (size_t)n * sizeof *tgt);
+    floats_copy(c->norm_in[0], tgt, n);
     for (int k = 0; k < 3; k++) {
         float *next = k < 2 ? c->norm_in[k + 1] : out;
         if (norm_forward(c, k, c->norm_out[k], c->norm_in[k], p) != 0 ||
@@ -137,7 +138,7 @@ static int sublayer_backward(DecoderLayerCache *c, int k, float *dx, float *dmem
     /* BEGIN SOLUTION */
     int rows = c->N * c->T, n = rows * c->D;
     float *d_f = c->dsub;                       /* the gradient of f_k's output */
-    memset(d_f, 0, (size_t)n * sizeof *d_f);
+    floats_zero(d_f, n);
     if (dropout_backward(d_f, d_out, drawn(c, c->mask[k]), n, c->dropout) != 0) return -1;
     if (k == 0)         /* one input used three times: one buffer takes all three paths */
         return mha_backward(dx, dx, dx, &g->self_attn, d_f, x, x, x, &p->self_attn, &c->sa);
@@ -158,14 +159,14 @@ static int post_norm_backward(float *dmemory, const DecoderLayerParams *g, const
                               const DecoderLayerParams *p, DecoderLayerCache *c)
 {
     /* BEGIN SOLUTION */
-    size_t bytes = (size_t)c->N * c->T * c->D * sizeof(float);
+    size_t n = (size_t)c->N * c->T * c->D;
     float *d_x = c->dx, *d_sum = c->dnorm;
-    memcpy(d_x, dout, bytes);
+    floats_copy(d_x, dout, n);
     for (int k = 2; k >= 0; k--) {
         const float *x = k > 0 ? c->norm_out[k - 1] : tgt;
-        memset(d_sum, 0, bytes);
+        floats_zero(d_sum, n);
         if (norm_backward(c, k, d_sum, g, d_x, c->norm_in[k], p) != 0) return -1;
-        memcpy(d_x, d_sum, bytes);              /* the skip path; f_k adds its share */
+        floats_copy(d_x, d_sum, n);              /* the skip path; f_k adds its share */
         if (sublayer_backward(c, k, d_x, dmemory, g, d_sum, x, memory, p) != 0) return -1;
     }
     return 0;
@@ -179,11 +180,11 @@ static int pre_norm_backward(float *dmemory, const DecoderLayerParams *g, const 
                              DecoderLayerCache *c)
 {
     /* BEGIN SOLUTION */
-    size_t bytes = (size_t)c->N * c->T * c->D * sizeof(float);
+    size_t n = (size_t)c->N * c->T * c->D;
     float *d_x = c->dx, *d_normed = c->dnorm;
-    memcpy(d_x, dout, bytes);
+    floats_copy(d_x, dout, n);
     for (int k = 2; k >= 0; k--) {
-        memset(d_normed, 0, bytes);
+        floats_zero(d_normed, n);
         if (sublayer_backward(c, k, d_normed, dmemory, g, d_x, c->norm_out[k], memory, p) != 0 ||
             norm_backward(c, k, d_x, g, d_normed, c->norm_in[k], p) != 0)
             return -1;
@@ -200,8 +201,10 @@ int decoder_layer_backward(float *dtgt, float *dmemory, const DecoderLayerParams
     int rc = c->norm_first ? pre_norm_backward(dmemory, g, dout, memory, p, c)
                            : post_norm_backward(dmemory, g, dout, tgt, memory, p, c);
     if (rc != 0) return -1;
-    if (dtgt)
+    if (dtgt) {
+        #pragma omp parallel for schedule(static)
         for (int i = 0; i < c->N * c->T * c->D; i++) dtgt[i] += c->dx[i];
+    }
     return 0;
     /* END SOLUTION */
 }
@@ -216,7 +219,7 @@ int decoder_forward(float *out, DecoderCache *c, const float *tgt, const float *
     /* BEGIN SOLUTION */
     int R = c->N * c->T, D = c->D;
     size_t nd = (size_t)R * D;
-    memcpy(c->xs, tgt, nd * sizeof *tgt);
+    floats_copy(c->xs, tgt, nd);
     /* Every layer reads the previous layer's output and the same memory. */
     for (int l = 0; l < c->num_layers; l++)
         if (decoder_layer_forward(c->xs + (l + 1) * nd, &c->layers[l], c->xs + l * nd, memory,
@@ -224,7 +227,7 @@ int decoder_forward(float *out, DecoderCache *c, const float *tgt, const float *
             return -1;
     const float *last = c->xs + c->num_layers * nd;
     if (!p->norm_weight) {
-        memcpy(out, last, nd * sizeof *out);
+        floats_copy(out, last, nd);
         return 0;
     }
     return layernorm_forward(out, c->mean, c->rstd, last, p->norm_weight, p->norm_bias, 1, R, D,
@@ -241,24 +244,26 @@ int decoder_backward(float *dtgt, float *dmemory, const DecoderParams *g, const 
     size_t nd = (size_t)R * D;
     float *d = c->d_a, *dprev = c->d_b;
     if (p->norm_weight) {
-        memset(d, 0, nd * sizeof *d);
+        floats_zero(d, nd);
         if (layernorm_backward(d, g->norm_weight, g->norm_bias, dout, c->xs + c->num_layers * nd,
                                p->norm_weight, c->mean, c->rstd, 1, R, D) != 0)
             return -1;
     } else {
-        memcpy(d, dout, nd * sizeof *d);
+        floats_copy(d, dout, nd);
     }
     /* Back through the layers; each adds its share into dmemory. */
     for (int l = c->num_layers - 1; l >= 0; l--) {
-        memset(dprev, 0, nd * sizeof *dprev);
+        floats_zero(dprev, nd);
         if (decoder_layer_backward(dprev, dmemory, &g->layers[l], d, c->xs + l * nd, memory,
                                    &p->layers[l], &c->layers[l]) != 0)
             return -1;
         float *t = d;
         d = dprev, dprev = t;
     }
-    if (dtgt)
+    if (dtgt) {
+        #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < nd; i++) dtgt[i] += d[i];
+    }
     return 0;
     /* END SOLUTION */
 }

@@ -27,6 +27,7 @@
 #include "embedding.h"
 #include "matmul.h"
 #include "positional.h"
+#include "tensor.h"
 
 /* ------------------------------------------------------------------------ */
 /* The parameters: one table per layer kind                                  */
@@ -342,15 +343,15 @@ int model_backward(Model *m, ModelWork *w, const float *dlogits)
     if (!w->backward) return -1;
     const float *top = c->kind == MODEL_SEQ2SEQ ? w->dec_out
                      : c->kind == MODEL_CLASSIFIER ? w->pooled : w->memory;
-    memset(w->d_top, 0, (size_t)w->rows * D * sizeof *w->d_top);
+    floats_zero(w->d_top, (size_t)w->rows * D);
     if (linear_backward(w->d_top, g->generator_weight, g->generator_bias, dlogits, top,
                         p->generator_weight, (int)w->rows, D, c->tgt_vocab) != 0)
         return -1;
 
     /* The gradient reaching the encoder's output. */
-    memset(w->d_memory, 0, nsd * sizeof *w->d_memory);
+    floats_zero(w->d_memory, nsd);
     if (c->kind == MODEL_LABELLER || c->kind == MODEL_SET || c->kind == MODEL_LM) {
-        memcpy(w->d_memory, w->d_top, nsd * sizeof *w->d_memory);
+        floats_copy(w->d_memory, w->d_top, nsd);
     } else if (c->kind == MODEL_CLASSIFIER) {
         /* the mean spreads its gradient evenly over the positions it averaged */
         for (int n = 0; n < N; n++) {
@@ -364,7 +365,7 @@ int model_backward(Model *m, ModelWork *w, const float *dlogits)
         }
     } else {
         Side tgt_side = side_of(m, 1);
-        memset(w->d_tgt, 0, (size_t)N * T * D * sizeof *w->d_tgt);
+        floats_zero(w->d_tgt, (size_t)N * T * D);
         if (decoder_backward(w->d_tgt, w->d_memory, &g->decoder, w->d_top, w->tgt_x, w->memory,
                              &p->decoder, &w->dec) != 0)
             return -1;
@@ -374,7 +375,7 @@ int model_backward(Model *m, ModelWork *w, const float *dlogits)
     }
 
     Side src_side = side_of(m, 0);
-    memset(w->d_src, 0, nsd * sizeof *w->d_src);
+    floats_zero(w->d_src, nsd);
     if (encoder_backward(w->d_src, &g->encoder, w->d_memory, w->src_x, &p->encoder,
                          &w->enc) != 0)
         return -1;
