@@ -166,6 +166,7 @@ static void test_matmul_blocks_of_k_thread_count_independent(void **state)
 {
     static const struct { const char *op; int M, N, K; } shapes[] = {
         {"matmul_tn", 64, 64, 2000}, {"matmul_nt", 40, 48, 1300}, {"matmul_nn", 30, 50, 777},
+        {"matmul_tn", 24, 40, 5000},   /* 20 blocks: several rounds, the last one short */
     };
     uint32_t seed = 12345;
     for (size_t s = 0; s < 2 * sizeof shapes / sizeof *shapes; s++) {

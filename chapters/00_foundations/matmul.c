@@ -62,9 +62,10 @@
  *     A product with few tiles and many blocks of k (a weight gradient:
  *     dy^T x over thousands of rows, C only 64 x 64) would give each thread
  *     a handful of tiles, so there the threads take whole blocks of k
- *     instead, one each per round: thread 0 adds its block to C, the others
- *     write theirs to a buffer of their own, and then every thread adds
- *     those buffers, in block order, to its share of C's rows. A product
+ *     instead, a run of consecutive blocks each per round: the round's
+ *     first block is added to C, the others written to buffers of their
+ *     own, and then every thread adds those buffers, in block order, to its
+ *     share of C's rows. A product
  *     below PARALLEL_MIN multiply-adds, or one called inside a parallel
  *     loop, runs on the calling thread.
  *
@@ -99,6 +100,7 @@
 #define PACK_A_MIN_COLS 256       /* pack the slivers of A^T when N is this large */
 #define PARALLEL_MIN (1L << 15)   /* multiply-adds below which one thread is faster */
 #define SPLIT_K_TILES 64          /* tiles per thread below which threads take blocks of k */
+#define K_ROUND 4                 /* ... up to K_ROUND blocks each between two barriers */
 #define SMALL_PACK 8192           /* floats of packing buffer kept on the stack (32 KB) */
 
 /* One tile of C: C[r, c] (+)= sum over k < kc of A[r, k] * b[k, c], for
@@ -179,8 +181,8 @@ typedef struct {
     int M, N, K, accumulate;
     int pack_a;             /* copy every sliver of A (else only the last, short one) */
     float *work;            /* each thread's packed block of B and sliver of A; when
-                               threads take blocks of k, then a block of C per thread
-                               but the first */
+                               threads take blocks of k, then a block of C for every
+                               block of a round but the first */
     size_t b_floats, a_floats;
 } Product;
 
@@ -264,33 +266,37 @@ static int share_tiles(const Product *p, int me, int threads)
 }
 
 /* Thread `me` of `threads`, sharing the blocks of k (N <= N_BLOCK: one block
- * of columns). Round after round, thread me takes block round * threads + me
- * whole, with its own packed B and sliver: thread 0 adds its block to C as
- * share_tiles would, the others store theirs in their block buffer. Then,
- * all blocks of the round done, each thread adds the buffers in block order
- * to its share of C's rows, so every element of C is C + block 0 + block 1
- * + ..., in that order, as with one thread. */
+ * of columns). A round takes up to threads * K_ROUND blocks and cuts them
+ * into `threads` equal runs of consecutive blocks, one run per thread, with
+ * its own packed B and sliver: the round's first block is added to C as
+ * share_tiles would, every other one stored in a block buffer of its own.
+ * Then, all blocks of the round done, each thread adds the buffers in block
+ * order to its share of C's rows, so every element of C is C + block 0 +
+ * block 1 + ..., in that order, as with one thread. Two barriers a round:
+ * a weight gradient over 2,048 rows (8 blocks) on two threads is one round. */
 static int share_k(const Product *p, int me, int threads)
 {
     float *packed = p->work + me * (p->b_floats + p->a_floats), *sliver = packed + p->b_floats;
-    float *blocks = p->work + threads * (p->b_floats + p->a_floats);      /* threads - 1 of them */
+    float *blocks = p->work + threads * (p->b_floats + p->a_floats);   /* buffers 1, 2, ... */
     size_t mn = (size_t)p->M * p->N;
     long tiles = (long)((p->M + TILE_ROWS - 1) / TILE_ROWS) * ((p->N + TILE_COLS - 1) / TILE_COLS);
     int pack_b = packs_b(p, p->N), failed = 0;
     int i0 = (int)((long)p->M * me / threads), i1 = (int)((long)p->M * (me + 1) / threads);
-    for (int first = 0; first < p->K; first += threads * K_BLOCK) {
-        int k0 = first + me * K_BLOCK, kc = p->K - k0 < K_BLOCK ? p->K - k0 : K_BLOCK;
-        if (k0 < p->K && !failed) {
+    for (int first = 0; first < p->K; first += threads * K_ROUND * K_BLOCK) {
+        int left = (p->K - first + K_BLOCK - 1) / K_BLOCK;           /* blocks from first on */
+        int round = left < threads * K_ROUND ? left : threads * K_ROUND;
+        for (int b = round * me / threads; b < round * (me + 1) / threads && !failed; b++) {
+            int k0 = first + b * K_BLOCK, kc = p->K - k0 < K_BLOCK ? p->K - k0 : K_BLOCK;
             if (pack_b) pack_b_block(p, packed, 0, p->N, k0, kc);
-            failed = me == 0
+            failed = b == 0
                 ? block_tiles(p, p->C, 0, p->N, k0, kc, p->accumulate || k0 > 0, packed,
                               pack_b, sliver, 0, tiles) != 0
-                : block_tiles(p, blocks + (me - 1) * mn, 0, p->N, k0, kc, 0, packed, pack_b,
+                : block_tiles(p, blocks + (b - 1) * mn, 0, p->N, k0, kc, 0, packed, pack_b,
                               sliver, 0, tiles) != 0;
         }
         #pragma omp barrier
-        for (int t = 1; t < threads && first + t * K_BLOCK < p->K; t++) {
-            const float *block = blocks + (t - 1) * mn;
+        for (int b = 1; b < round; b++) {
+            const float *block = blocks + (b - 1) * mn;
             for (int i = i0; i < i1; i++) {
                 float *c = p->C + (size_t)i * p->N;
                 const float *w = block + (size_t)i * p->N;
@@ -332,7 +338,8 @@ static int blocked_product(Product p)
      * thousands per step, one per head, and a malloc each would cost more
      * than packing), from the heap for a large one. */
     float small[SMALL_PACK];
-    size_t need = threads * (p.b_floats + p.a_floats) + (by_k ? (threads - 1) * (size_t)M * N : 0);
+    size_t need = threads * (p.b_floats + p.a_floats) +
+                  (by_k ? ((size_t)threads * K_ROUND - 1) * M * N : 0);
     p.work = need <= SMALL_PACK ? small : malloc(need * sizeof *p.work);
     if (!p.work) return -1;
     int failed = 0;

@@ -241,8 +241,8 @@ int encoder_backward(float *dsrc, const EncoderParams *g, const float *dout, con
     int rows = c->N * c->S, n = rows * c->D, K = c->num_layers;
     /* dx = dL/dx_K, through the final norm if there is one. */
     float *dx = c->d_a, *dprev = c->d_b;
-    floats_zero(dx, n);
     if (p->norm_weight) {
+        floats_zero(dx, n);
         if (layernorm_backward(dx, g->norm_weight, g->norm_bias, dout, c->xs + (size_t)(K - 1) * n,
                                p->norm_weight, c->mean, c->rstd, 1, rows, c->D) != 0)
             return -1;

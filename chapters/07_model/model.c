@@ -343,16 +343,18 @@ int model_backward(Model *m, ModelWork *w, const float *dlogits)
     if (!w->backward) return -1;
     const float *top = c->kind == MODEL_SEQ2SEQ ? w->dec_out
                      : c->kind == MODEL_CLASSIFIER ? w->pooled : w->memory;
-    floats_zero(w->d_top, (size_t)w->rows * D);
-    if (linear_backward(w->d_top, g->generator_weight, g->generator_bias, dlogits, top,
+    /* The generator's input gradient. Where the generator reads the
+     * encoder's output (labeller, set, language model) that is the gradient
+     * reaching the encoder, collected straight into d_memory. */
+    float *d_top = top == w->memory ? w->d_memory : w->d_top;
+    floats_zero(d_top, (size_t)w->rows * D);
+    if (linear_backward(d_top, g->generator_weight, g->generator_bias, dlogits, top,
                         p->generator_weight, (int)w->rows, D, c->tgt_vocab) != 0)
         return -1;
 
-    /* The gradient reaching the encoder's output. */
-    floats_zero(w->d_memory, nsd);
-    if (c->kind == MODEL_LABELLER || c->kind == MODEL_SET || c->kind == MODEL_LM) {
-        floats_copy(w->d_memory, w->d_top, nsd);
-    } else if (c->kind == MODEL_CLASSIFIER) {
+    /* The gradient reaching the encoder's output, from the other heads. */
+    if (c->kind == MODEL_CLASSIFIER) {
+        floats_zero(w->d_memory, nsd);
         /* the mean spreads its gradient evenly over the positions it averaged */
         for (int n = 0; n < N; n++) {
             if (w->pool_count[n] == 0) continue;
@@ -363,8 +365,9 @@ int model_backward(Model *m, ModelWork *w, const float *dlogits)
                 for (int k = 0; k < D; k++) d[k] = g[k] / w->pool_count[n];
             }
         }
-    } else {
+    } else if (c->kind == MODEL_SEQ2SEQ) {
         Side tgt_side = side_of(m, 1);
+        floats_zero(w->d_memory, nsd);
         floats_zero(w->d_tgt, (size_t)N * T * D);
         if (decoder_backward(w->d_tgt, w->d_memory, &g->decoder, w->d_top, w->tgt_x, w->memory,
                              &p->decoder, &w->dec) != 0)
