@@ -154,6 +154,24 @@ static void pack_a_sliver(float *dst, const float *a, size_t a_row, size_t a_k, 
     }
 }
 
+/* The slivers of row tiles t0 .. t1 - 1 over k0 .. k0 + kc - 1, one after
+ * another (sliver t - t0 at (t - t0) * TILE_ROWS * kc), zero rows past M.
+ * k is the outer loop: A^T (K, M) is read row after row, each row once and
+ * in order, where packing one sliver after another would read 12 floats
+ * from each of kc rows (kc pages apart for a wide A) and start again. */
+static void pack_a_block(float *dst, const float *A, size_t a_row, size_t a_k, int M, int t0,
+                         int t1, int k0, int kc)
+{
+    for (int k = 0; k < kc; k++)
+        for (int t = t0; t < t1; t++) {
+            int i = t * TILE_ROWS, rows = M - i < TILE_ROWS ? M - i : TILE_ROWS;
+            float *d = dst + (size_t)(t - t0) * TILE_ROWS * kc + (size_t)k * TILE_ROWS;
+            const float *a = A + (size_t)i * a_row + (size_t)(k0 + k) * a_k;
+            for (int r = 0; r < rows; r++) d[r] = a[r * a_row];
+            for (int r = rows; r < TILE_ROWS; r++) d[r] = 0.0f;
+        }
+}
+
 /* cols (<= TILE_COLS) columns of B over kc values of k -> dst (kc,
  * TILE_COLS): dst[k * TILE_COLS + c] = B[k, c], zero for c >= cols. Walks B
  * in the order it is stored. */
@@ -210,8 +228,10 @@ static void pack_b_block(const Product *p, float *packed, int j0, int nc, int k0
 /* The tiles first .. last - 1 (row tile by panel, row tile major) of the
  * block at columns j0 .. j0 + nc - 1 and k0 .. k0 + kc - 1: written into C
  * (p->N floats a row, the product's C or a block buffer shaped like it),
- * stored or added (add). packed holds the block of B when pack_b. Returns
- * -1 at the first failed tile (an exercise stub), else 0. */
+ * stored or added (add). packed holds the block of B when pack_b; sliver
+ * holds, with pack_a, the slivers of the row tiles from first's on
+ * (pack_a_block), else it is room for one. Returns -1 at the first failed
+ * tile (an exercise stub), else 0. */
 static int block_tiles(const Product *p, float *C, int j0, int nc, int k0, int kc, int add,
                        const float *packed, int pack_b, float *sliver, long first, long last)
 {
@@ -223,7 +243,10 @@ static int block_tiles(const Product *p, float *C, int j0, int nc, int k0, int k
         int j = j0 + q * TILE_COLS, cols = p->N - j < TILE_COLS ? p->N - j : TILE_COLS;
         const float *a = p->A + i * p->a_row + k0 * p->a_k;
         size_t row_step = p->a_row, k_step = p->a_k;
-        if (p->pack_a || rows < TILE_ROWS) {
+        if (p->pack_a) {                  /* the thread packed its row tiles' slivers */
+            a = sliver + (size_t)(t - first / panels) * TILE_ROWS * kc;
+            row_step = 1, k_step = TILE_ROWS;
+        } else if (rows < TILE_ROWS) {
             if (sliver_tile != t) pack_a_sliver(sliver, a, p->a_row, p->a_k, rows, kc);
             sliver_tile = t;
             a = sliver, row_step = 1, k_step = TILE_ROWS;
@@ -257,9 +280,14 @@ static int share_tiles(const Product *p, int me, int threads)
             /* The first block of k stores into C (unless accumulating), the
              * later ones add to it. */
             int add = p->accumulate || k0 > 0;
+            long first = tiles * me / threads, last = tiles * (me + 1) / threads;
+            int panels = (nc + TILE_COLS - 1) / TILE_COLS;
             if (pack_b) pack_b_block(p, packed, j0, nc, k0, kc);
-            failed = block_tiles(p, p->C, j0, nc, k0, kc, add, packed, pack_b, sliver,
-                                 tiles * me / threads, tiles * (me + 1) / threads) != 0;
+            if (p->pack_a && last > first)
+                pack_a_block(sliver, p->A, p->a_row, p->a_k, p->M, (int)(first / panels),
+                             (int)((last - 1) / panels) + 1, k0, kc);
+            failed = block_tiles(p, p->C, j0, nc, k0, kc, add, packed, pack_b, sliver, first,
+                                 last) != 0;
         }
     }
     return failed;
@@ -288,6 +316,9 @@ static int share_k(const Product *p, int me, int threads)
         for (int b = round * me / threads; b < round * (me + 1) / threads && !failed; b++) {
             int k0 = first + b * K_BLOCK, kc = p->K - k0 < K_BLOCK ? p->K - k0 : K_BLOCK;
             if (pack_b) pack_b_block(p, packed, 0, p->N, k0, kc);
+            if (p->pack_a)
+                pack_a_block(sliver, p->A, p->a_row, p->a_k, p->M, 0,
+                             (p->M + TILE_ROWS - 1) / TILE_ROWS, k0, kc);
             failed = b == 0
                 ? block_tiles(p, p->C, 0, p->N, k0, kc, p->accumulate || k0 > 0, packed,
                               pack_b, sliver, 0, tiles) != 0
@@ -333,7 +364,13 @@ static int blocked_product(Product p)
                tiles < (long)SPLIT_K_TILES * threads;
     p.pack_a = p.a_k != 1 && N >= PACK_A_MIN_COLS;
     p.b_floats = (size_t)max_panels * max_kc * TILE_COLS;
-    p.a_floats = (size_t)TILE_ROWS * max_kc;
+    /* Room for one sliver of A, or with pack_a for the slivers of every row
+     * tile a thread's tiles touch: its share of them, and one more where its
+     * range of tiles starts in the middle of a row tile (all of them when
+     * the threads take blocks of k). */
+    int row_tiles = (M + TILE_ROWS - 1) / TILE_ROWS;
+    int a_tiles = !p.pack_a ? 1 : by_k ? row_tiles : row_tiles / threads + 2;
+    p.a_floats = (size_t)a_tiles * TILE_ROWS * max_kc;
     /* The work buffer: on the stack for a small product (attention makes
      * thousands per step, one per head, and a malloc each would cost more
      * than packing), from the heap for a large one. */
