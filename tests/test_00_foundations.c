@@ -158,15 +158,18 @@ static float uniform_pm1(uint32_t *state)
 }
 
 /* Products with few tiles of C and many blocks of k (a weight gradient over
- * thousands of rows), where several threads take whole blocks of k: with
- * 1, 2 and 3 threads, overwriting and accumulating into a C that is not
- * zero, the results are bit-identical, and within float32 rounding of the
- * product in double. */
+ * thousands of rows), where several threads take whole blocks of k, and one
+ * wide product where they share the tiles: with 1, 2 and 3 threads,
+ * overwriting and accumulating into a C that is not zero, the results are
+ * bit-identical, and within float32 rounding of the product in double. */
 static void test_matmul_blocks_of_k_thread_count_independent(void **state)
 {
     static const struct { const char *op; int M, N, K; } shapes[] = {
         {"matmul_tn", 64, 64, 2000}, {"matmul_nt", 40, 48, 1300}, {"matmul_nn", 30, 50, 777},
         {"matmul_tn", 24, 40, 5000},   /* 20 blocks: several rounds, the last one short */
+        /* Not by blocks of k: tiles shared, two blocks of columns (512 and 88),
+         * A^T's slivers packed for each thread's row tiles. */
+        {"matmul_tn", 100, 600, 300},
     };
     uint32_t seed = 12345;
     for (size_t s = 0; s < 2 * sizeof shapes / sizeof *shapes; s++) {

@@ -31,11 +31,13 @@
  *   - Blocks of k. K is cut into blocks of at most K_BLOCK (256) values, so
  *     that the columns of B a tile reads (K_BLOCK * TILE_COLS floats, 16 KB
  *     with AVX2, 32 KB with AVX-512) stay in the first-level cache while
- *     every row tile of C uses them. N is cut into blocks of N_BLOCK (256)
- *     columns, so that a block of B (256 x 256 floats, 256 KB) stays in the
- *     second-level cache of each core that works on it (with 2048 columns,
- *     two threads streamed 2 MB blocks from the shared cache and ran at 0.7
- *     of PyTorch's speed).
+ *     every row tile of C uses them. N is cut into blocks of N_BLOCK (512)
+ *     columns, so that a block of B (256 x 512 floats, 512 KB) stays in the
+ *     second-level cache of each core that works on it (1 MB on AMD's Zen 4,
+ *     2 MB on Intel's Sapphire Rapids; with 2048 columns, two threads
+ *     streamed 2 MB blocks from the shared cache and ran at 0.7 of
+ *     PyTorch's speed). Blocks of 256 columns would fit too, but every block
+ *     of columns packs A^T's slivers again and reloads its rows of C.
  *   - Packed panels of B. The tile wants each row of its TILE_COLS columns
  *     of B as TILE_COLS consecutive floats. matmul_nn and matmul_tn have
  *     them in place (b_col 1); matmul_nt's B^T has them K apart. There, and whenever B is
@@ -94,7 +96,7 @@
 #define TILE_COLS 16
 #endif
 #define K_BLOCK 256               /* k values per block: a panel of B is 16 or 32 KB */
-#define N_BLOCK 256               /* columns per block: packed B is at most 256 KB */
+#define N_BLOCK 512               /* columns per block: packed B is at most 512 KB */
 #define PACK_B_MIN_ROWS 256       /* pack B in place of reading it when M is this large, */
 #define PACK_B_MIN_ROWS_AT 96     /* or this large when A is read as A^T (matmul_tn) */
 #define PACK_A_MIN_COLS 256       /* pack the slivers of A^T when N is this large */
