@@ -336,8 +336,8 @@ extern "C" int gpu_step_device_open_peers(StepDevice *d, const Model *m, const A
                          name);
     }
     t->host = m, t->S = S, t->T = T, t->step = opt->step;
-    t->N = (int)((int64_t)N * (peers->rank + 1) / peers->ranks -
-                 (int64_t)N * peers->rank / peers->ranks);
+    t->N = share_first(N, peers->rank + 1, peers->ranks) -
+           share_first(N, peers->rank, peers->ranks);
     N = t->N;
     if (gpu_model_create(&t->g, m, err) != 0 ||
         gpu_work_alloc(&t->train, &t->g, N, S, T, 1, err) != 0) {

@@ -70,9 +70,6 @@ void dist_finish(int failed)
     MPI_Finalize();
 }
 
-/* Rank r's first row of a batch of N: N r / R (batch_share's). */
-static int share_begin(int N, int r, int R) { return (int)((int64_t)N * r / R); }
-
 /* The work for a share of n rows: the training work, or the eval work
  * made (again) for n. */
 static StepWork *work_for(Dist *d, int n, Error *err)
@@ -271,7 +268,7 @@ int dist_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, i
         t->recv_displs[q] = (int)(q * len);
     }
     t->recv = malloc((size_t)(R * len > 0 ? R * len : 1) * sizeof *t->recv);
-    int rows = share_begin(N, rank + 1, R) - share_begin(N, rank, R);
+    int rows = share_first(N, rank + 1, R) - share_first(N, rank, R);
     if (!t->recv || adam_state_alloc(&t->opt, (size_t)(len ? len : 1), err) != 0 ||
         step_work_alloc(&t->train, m, rows, S, T, 1, err) != 0) {
         if (!t->recv) error_set(err, "out of memory for %d gradient slices", R);

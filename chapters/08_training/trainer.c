@@ -503,11 +503,16 @@ static int64_t row_targets(const Batch *b, const ModelConfig *c)
          : c->kind == MODEL_LABELLER || c->kind == MODEL_LM ? b->S : 1;
 }
 
+int share_first(int N, int r, int R)
+{
+    return (int)((int64_t)N * r / R);
+}
+
 Batch batch_share(const Batch *b, const ModelConfig *c, int r, int R)
 {
     Batch s = *b;
-    int64_t lo = (int64_t)b->N * r / R, hi = (int64_t)b->N * (r + 1) / R;
-    s.N = (int)(hi - lo);
+    int64_t lo = share_first(b->N, r, R);
+    s.N = share_first(b->N, r + 1, R) - (int)lo;
     s.src += lo * b->S;
     s.target += lo * row_targets(b, c);
     if (s.tgt_in) s.tgt_in += lo * b->T;

@@ -76,8 +76,10 @@ int eval_batch(Model *m, StepWork *s, const Batch *b, StepResult *res, Error *er
 
 /* Given helpers for the data-parallel devices (the MPI build's mpi/dist.c
  * on CPUs, and the GPU step of cuda/train.cu under NCCL):
- *   batch_share        rank r's rows of a batch of N split among R ranks,
- *                      [N r / R, N (r + 1) / R), as a batch of its own that
+ *   share_first        the first of rank r's rows of a batch of N split
+ *                      among R ranks, N r / R; its rows are [share_first(N,
+ *                      r, R), share_first(N, r + 1, R))
+ *   batch_share        rank r's rows of b, as a batch of its own that
  *                      points into b's buffers
  *   batch_counted      how many of b's targets the loss counts (all but the
  *                      ignore index)
@@ -86,6 +88,7 @@ int eval_batch(Model *m, StepWork *s, const Batch *b, StepResult *res, Error *er
  *                      two draws of the shared stream, so that it moves on by
  *                      two draws a step on every rank (a checkpoint resumes
  *                      it anywhere) while each rank drops units of its own */
+int share_first(int N, int r, int R);
 Batch batch_share(const Batch *b, const ModelConfig *c, int r, int R);
 int64_t batch_counted(const Batch *b, const Model *m);
 Rng *rank_dropout(Rng *drop, Rng *shared, int r, int R);
