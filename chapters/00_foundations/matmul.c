@@ -159,7 +159,7 @@ static void pack_a_sliver(float *dst, const float *a, size_t a_row, size_t a_k, 
 /* The slivers of row tiles t0 .. t1 - 1 over k0 .. k0 + kc - 1, one after
  * another (sliver t - t0 at (t - t0) * TILE_ROWS * kc), zero rows past M.
  * k is the outer loop: A^T (K, M) is read row after row, each row once and
- * in order, where packing one sliver after another would read 12 floats
+ * in order, where packing one sliver after another would read TILE_ROWS floats
  * from each of kc rows (kc pages apart for a wide A) and start again. */
 static void pack_a_block(float *dst, const float *A, size_t a_row, size_t a_k, int M, int t0,
                          int t1, int k0, int kc)
