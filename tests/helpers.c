@@ -164,6 +164,14 @@ float *test_floats(int64_t n)
     return p;
 }
 
+float test_uniform(uint32_t *state)
+{
+    uint32_t x = *state;
+    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+    *state = x;
+    return (float)(x >> 8) / 8388608.0f - 1.0f;
+}
+
 double golden_meta_double(const TensorFile *file, const char *key, double fallback)
 {
     double v;

@@ -163,6 +163,11 @@ void check_malformed_corpus(const char *chapter, CorpusReader read, int min_file
 /* A zeroed buffer of n floats for a test's outputs; free() it. */
 float *test_floats(int64_t n);
 
+/* A uniform draw in [-1, 1) from a 32-bit xorshift state (not zero): the
+ * tests' own numbers, independent of chapter 00's Rng (which a student
+ * writes). */
+float test_uniform(uint32_t *state);
+
 /* Every test program's main ends with this: runs the CMUnitTest array `tests`
  * (cmocka_run_group_tests_name without group fixtures) and returns its
  * status. Two environment variables pick the tests, for tools/grade.sh and

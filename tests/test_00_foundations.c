@@ -32,6 +32,7 @@
 #include "matmul.h"
 #include "rng.h"
 #include "softmax.h"
+#include "tensor.h"
 
 #define CHAPTER "00_foundations"
 
@@ -147,16 +148,6 @@ static void test_matmul_thread_count_independent(void **state)
     }
 }
 
-/* A uniform draw in [-1, 1) from a 32-bit xorshift state: the test's own
- * numbers, independent of chapter 00's Rng (which a student writes). */
-static float uniform_pm1(uint32_t *state)
-{
-    uint32_t x = *state;
-    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
-    *state = x;
-    return (float)(x >> 8) / 8388608.0f - 1.0f;
-}
-
 /* Products with few tiles of C and many blocks of k (a weight gradient over
  * thousands of rows), where several threads take whole blocks of k, and one
  * wide product where they share the tiles: with 1, 2 and 3 threads,
@@ -178,9 +169,9 @@ static void test_matmul_blocks_of_k_thread_count_independent(void **state)
         size_t mn = (size_t)M * N;
         float *a = test_floats((int64_t)M * K), *b = test_floats((int64_t)K * N);
         float *c0 = test_floats((int64_t)mn), *c[3];
-        for (int64_t i = 0; i < (int64_t)M * K; i++) a[i] = uniform_pm1(&seed);
-        for (int64_t i = 0; i < (int64_t)K * N; i++) b[i] = uniform_pm1(&seed);
-        for (size_t i = 0; i < mn; i++) c0[i] = uniform_pm1(&seed);
+        for (int64_t i = 0; i < (int64_t)M * K; i++) a[i] = test_uniform(&seed);
+        for (int64_t i = 0; i < (int64_t)K * N; i++) b[i] = test_uniform(&seed);
+        for (size_t i = 0; i < mn; i++) c0[i] = test_uniform(&seed);
         int saved = omp_get_max_threads();
         for (int t = 0; t < 3; t++) {
             c[t] = test_floats((int64_t)mn);
@@ -212,6 +203,54 @@ static void test_matmul_blocks_of_k_thread_count_independent(void **state)
         free(b);
         free(c0);
         free(expected);
+    }
+}
+
+/* linear_backward over several blocks of SUM_ROWS rows, the last one short,
+ * with more and fewer columns than a vector holds: with 1, 2 and 3 threads
+ * dx, dW and db are bit-identical, and db, added to buffers that are not
+ * zero, is their old values plus the column sums of dy within float32
+ * rounding of the sums in double. */
+static void test_linear_backward_thread_count_independent(void **state)
+{
+    static const struct { int M, K, N; } shapes[] = {{700, 24, 10}, {3 * SUM_ROWS, 8, 37}};
+    uint32_t seed = 777;
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        int M = shapes[s].M, K = shapes[s].K, N = shapes[s].N;
+        float *x = test_floats((int64_t)M * K), *w = test_floats((int64_t)N * K);
+        float *dy = test_floats((int64_t)M * N), *db0 = test_floats(N);
+        for (int64_t i = 0; i < (int64_t)M * K; i++) x[i] = test_uniform(&seed);
+        for (int64_t i = 0; i < (int64_t)N * K; i++) w[i] = test_uniform(&seed);
+        for (int64_t i = 0; i < (int64_t)M * N; i++) dy[i] = test_uniform(&seed);
+        for (int j = 0; j < N; j++) db0[j] = test_uniform(&seed);
+        float *dx[3], *dw[3], *db[3];
+        int saved = omp_get_max_threads();
+        for (int t = 0; t < 3; t++) {
+            dx[t] = test_floats((int64_t)M * K), dw[t] = test_floats((int64_t)N * K);
+            db[t] = test_floats(N);
+            memcpy(db[t], db0, (size_t)N * sizeof *db0);
+            omp_set_num_threads(t + 1);
+            int rc = linear_backward(dx[t], dw[t], db[t], dy, x, w, M, K, N);
+            omp_set_num_threads(saved);
+            assert_ok(rc);
+        }
+        for (int t = 1; t < 3; t++) {
+            assert_memory_equal(dx[0], dx[t], (size_t)M * K * sizeof(float));
+            assert_memory_equal(dw[0], dw[t], (size_t)N * K * sizeof(float));
+            assert_memory_equal(db[0], db[t], (size_t)N * sizeof(float));
+        }
+        float expected[64];
+        for (int j = 0; j < N; j++) {
+            double sum = db0[j];
+            for (int i = 0; i < M; i++) sum += dy[(size_t)i * N + j];
+            expected[j] = (float)sum;
+        }
+        /* Sums of M values of size <= 1 (about sqrt(M) = 26 in size):
+         * float32 rounding stays under 1e-4; a block of rows lost or added
+         * twice, or the old db dropped, is off by far more. */
+        assert_close("linear_backward db", db[0], expected, N, 1e-4, 1e-5);
+        for (int t = 0; t < 3; t++) free(dx[t]), free(dw[t]), free(db[t]);
+        free(x), free(w), free(dy), free(db0);
     }
 }
 
@@ -986,6 +1025,7 @@ int main(void)
         GOLDEN_TEST(test_linear_case, "linear_backward_128x32x64"),
         cmocka_unit_test(test_matmul_thread_count_independent),
         cmocka_unit_test(test_matmul_blocks_of_k_thread_count_independent),
+        cmocka_unit_test(test_linear_backward_thread_count_independent),
         cmocka_unit_test(test_softmax_exp_accuracy),
 
         GOLDEN_TEST(test_softmax_case, "softmax_normal_4x7"),

@@ -83,6 +83,7 @@
 #include "matmul.h"
 
 #include "error.h"   /* not_implemented(), used by the exercise stubs */
+#include "tensor.h"  /* sum_blocks, partial_sums_add */
 
 #include <omp.h>
 #include <stdlib.h>
@@ -437,21 +438,25 @@ int linear_backward(float *dx, float *dweight, float *dbias, const float *dout,
     if (dx && matmul_nn(dx, dout, weight, M, K, N, 1) != 0) return -1;
     if (matmul_tn(dweight, dout, x, N, K, M, 1) != 0) return -1;
     if (dbias) {
-        /* Column sums of dout. Each column is summed by one thread, over the
-         * rows in order, so the result does not depend on the thread count;
-         * the threads share out blocks of 16 columns, and a block walks the
-         * rows so that its loads are 16 consecutive floats. */
-        #pragma omp parallel for schedule(static)
-        for (int j0 = 0; j0 < N; j0 += 16) {
-            int width = N - j0 < 16 ? N - j0 : 16;
-            float sum[16] = {0};
-            for (int i = 0; i < M; i++) {
-                const float *row = dout + (size_t)i * N + j0;
+        /* Column sums of dout, by blocks of SUM_ROWS rows (tensor.h): each
+         * block is summed by the thread that has it, row after row, then
+         * the blocks' sums are added in order, whatever the thread count. */
+        int blocks = sum_blocks(M);
+        float *partial = malloc((size_t)blocks * N * sizeof *partial);
+        if (!partial) return -1;
+        #pragma omp parallel for schedule(static) if (blocks > 1)
+        for (int b = 0; b < blocks; b++) {
+            float *sum = partial + (size_t)b * N;
+            int end = M - b * SUM_ROWS < SUM_ROWS ? M : (b + 1) * SUM_ROWS;
+            for (int j = 0; j < N; j++) sum[j] = 0.0f;
+            for (int i = b * SUM_ROWS; i < end; i++) {
+                const float *row = dout + (size_t)i * N;
                 #pragma omp simd
-                for (int c = 0; c < width; c++) sum[c] += row[c];
+                for (int j = 0; j < N; j++) sum[j] += row[j];
             }
-            for (int c = 0; c < width; c++) dbias[j0 + c] += sum[c];
         }
+        partial_sums_add(dbias, partial, blocks, N);
+        free(partial);
     }
     return 0;
     /* END SOLUTION */

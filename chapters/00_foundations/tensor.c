@@ -119,6 +119,20 @@ void floats_copy(float *dst, const float *src, size_t n)
     for (size_t i = 0; i < n; i++) dst[i] = src[i];
 }
 
+int sum_blocks(int rows)
+{
+    return (rows + SUM_ROWS - 1) / SUM_ROWS;
+}
+
+void partial_sums_add(float *out, const float *partial, int blocks, int n)
+{
+    for (int j = 0; j < n; j++) {
+        float total = partial[j];
+        for (int b = 1; b < blocks; b++) total += partial[(size_t)b * n + j];
+        out[j] += total;
+    }
+}
+
 void matrix_print(const char *title, const float *m, int rows, int cols)
 {
     printf("%s (%d, %d):\n", title, rows, cols);

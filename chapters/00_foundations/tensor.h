@@ -78,6 +78,24 @@ void tensor_free(Tensor *t);
 void floats_zero(float *x, size_t n);
 void floats_copy(float *dst, const float *src, size_t n);
 
+/* Sums over the rows of a batch (a bias gradient: the column sums of dy),
+ * the same for any thread count and made where the rows are. The rows are
+ * cut into blocks of SUM_ROWS; the threads share out the blocks, and each
+ * block is summed, row after row, into partial sums of its own (one float
+ * per column). Then partial_sums_add adds the blocks' partial sums, in block
+ * order, and adds the total into out once:
+ *
+ *     out[j] += ((partial[0][j] + partial[1][j]) + partial[2][j]) + ...
+ *
+ * partial is (blocks, n), blocks = sum_blocks(rows). Summing each column
+ * over all rows on one thread gives the same independence of the thread
+ * count, but then every thread reads every row, most of them from another
+ * core's cache, and a layer with fewer columns than threads leaves threads
+ * idle. */
+#define SUM_ROWS 256
+int sum_blocks(int rows);
+void partial_sums_add(float *out, const float *partial, int blocks, int n);
+
 /* Prints a (rows, cols) float matrix under a title, 4 decimals: for demos. */
 void matrix_print(const char *title, const float *m, int rows, int cols);
 

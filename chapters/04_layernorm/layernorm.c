@@ -14,9 +14,11 @@
 #include "layernorm.h"
 
 #include "error.h"   /* not_implemented(), used by the exercise stubs */
+#include "tensor.h"  /* sum_blocks, partial_sums_add */
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 
 int layernorm_forward(float *out, float *mean, float *rstd, const float *inp,
                       const float *weight, const float *bias, int N, int T, int D, float eps)
@@ -118,58 +120,56 @@ int layernorm_backward(float *dinp, float *dweight, float *dbias, const float *d
     /* BEGIN SOLUTION */
     int rows = N * T;
 
-    /* The input gradient: rows are independent. */
-    #pragma omp parallel for schedule(static)
-    for (int r = 0; r < rows; r++) {
-        const float *x = inp + (size_t)r * D;     /* (D,) */
-        const float *dy = dout + (size_t)r * D;   /* (D,) */
-        float *dx = dinp + (size_t)r * D;         /* (D,) */
-        float m = mean[r], s = rstd[r];
+    /* The parameter gradients are sums over rows (tensor.h): each block of
+     * SUM_ROWS rows sums dout * n and dout into partial sums of its own,
+     * (blocks, D) for weight and then (blocks, D) for bias, added up in
+     * block order at the end, so the result is the same for any thread
+     * count. The total is added to the buffers once, as autograd adds a new
+     * gradient to an existing .grad. */
+    int blocks = sum_blocks(rows), params = (weight && dweight) || dbias;
+    float *partial = params ? malloc((size_t)blocks * 2 * D * sizeof *partial) : NULL;
+    if (params && !partial) return -1;
 
-        float mean_g = 0.0f, mean_gn = 0.0f;      /* mean_c g[c] and mean_c g[c] n[c] */
-        for (int c = 0; c < D; c++) {
-            float n = (x[c] - m) * s;
-            float g = weight ? dy[c] * weight[c] : dy[c];
-            mean_g += g;
-            mean_gn += g * n;
-        }
-        mean_g /= D;
-        mean_gn /= D;
+    /* Rows are independent: the threads share out the blocks of rows. */
+    #pragma omp parallel for schedule(static) if (blocks > 1)
+    for (int b = 0; b < blocks; b++) {
+        float *dw = params ? partial + (size_t)b * D : NULL;              /* (D,) */
+        float *db = params ? partial + (size_t)(blocks + b) * D : NULL;   /* (D,) */
+        for (int c = 0; params && c < D; c++) dw[c] = db[c] = 0.0f;
+        int end = rows - b * SUM_ROWS < SUM_ROWS ? rows : (b + 1) * SUM_ROWS;
+        for (int r = b * SUM_ROWS; r < end; r++) {
+            const float *x = inp + (size_t)r * D;     /* (D,) */
+            const float *dy = dout + (size_t)r * D;   /* (D,) */
+            float *dx = dinp + (size_t)r * D;         /* (D,) */
+            float m = mean[r], s = rstd[r];
 
-        for (int c = 0; c < D; c++) {
-            float n = (x[c] - m) * s;
-            float g = weight ? dy[c] * weight[c] : dy[c];
-            dx[c] += s * (g - mean_g - n * mean_gn);   /* the three terms above */
-        }
-    }
+            float mean_g = 0.0f, mean_gn = 0.0f;      /* mean_c g[c] and mean_c g[c] n[c] */
+            for (int c = 0; c < D; c++) {
+                float n = (x[c] - m) * s;
+                float g = weight ? dy[c] * weight[c] : dy[c];
+                mean_g += g;
+                mean_gn += g * n;
+            }
+            mean_g /= D;
+            mean_gn /= D;
 
-    /* The parameter gradients are sums over rows, so here the threads share
-     * out the columns instead: each column is summed by one thread, row after
-     * row, and the result is the same for any thread count. The sum is made
-     * first and added to the buffer once, as autograd adds a new gradient to
-     * an existing .grad. */
-    if ((weight && dweight) || dbias) {
-        /* Blocks of 16 columns, each walked row after row, so that the
-         * loads are 16 consecutive floats (a column alone would jump D
-         * floats from one row to the next). */
-        #pragma omp parallel for schedule(static)
-        for (int c0 = 0; c0 < D; c0 += 16) {
-            int width = D - c0 < 16 ? D - c0 : 16;
-            float dw[16] = {0}, db[16] = {0};
-            for (int r = 0; r < rows; r++) {
-                const float *x = inp + (size_t)r * D + c0, *dy = dout + (size_t)r * D + c0;
+            for (int c = 0; c < D; c++) {
+                float n = (x[c] - m) * s;
+                float g = weight ? dy[c] * weight[c] : dy[c];
+                dx[c] += s * (g - mean_g - n * mean_gn);   /* the three terms above */
+            }
+            if (params) {
                 #pragma omp simd
-                for (int c = 0; c < width; c++) {
-                    dw[c] += dy[c] * ((x[c] - mean[r]) * rstd[r]);   /* dout * n */
+                for (int c = 0; c < D; c++) {
+                    dw[c] += dy[c] * ((x[c] - m) * s);     /* dout * n */
                     db[c] += dy[c];
                 }
             }
-            for (int c = 0; c < width; c++) {
-                if (weight && dweight) dweight[c0 + c] += dw[c];
-                if (dbias) dbias[c0 + c] += db[c];
-            }
         }
     }
+    if (weight && dweight) partial_sums_add(dweight, partial, blocks, D);
+    if (dbias) partial_sums_add(dbias, partial + (size_t)blocks * D, blocks, D);
+    free(partial);
     return 0;
     /* END SOLUTION */
 }
