@@ -161,6 +161,10 @@ static void test_matmul_blocks_of_k_thread_count_independent(void **state)
         /* Not by blocks of k: tiles shared, two blocks of columns (512 and 88),
          * A^T's slivers packed for each thread's row tiles. */
         {"matmul_tn", 100, 600, 300},
+        /* Packed slivers taken ROW_GROUP row tiles at a time: 34 row tiles,
+         * so more than a group for every thread count, a short last panel,
+         * a block of k of 4. */
+        {"matmul_tn", 400, 300, 260},
     };
     uint32_t seed = 12345;
     for (size_t s = 0; s < 2 * sizeof shapes / sizeof *shapes; s++) {
