@@ -63,7 +63,7 @@
  *     BLIS: ROW_GROUP row tiles (their slivers, 192 KB with AVX-512, in the
  *     second-level cache) take each panel of B in turn, and the panel (32
  *     KB) stays in the first-level cache while every tile of the group uses
- *     it. For the squares of 256 and 512 in matmul_tn that was 10-15 %
+ *     it. For the squares of 256 and 512 in matmul_tn that was 10 %
  *     faster on two threads; for the in-place slivers of matmul_nn, slower.
  *   - Threads, two ways, in one parallel region for the whole product. Most
  *     products share out the tiles of C (numbered row tile by panel, row
