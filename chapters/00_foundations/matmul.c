@@ -37,7 +37,7 @@
  *     2 MB on Intel's Sapphire Rapids; with 2048 columns, two threads
  *     streamed 2 MB blocks from the shared cache and ran at 0.7 of
  *     PyTorch's speed). Blocks of 256 columns would fit too, but every block
- *     of columns packs A^T's slivers again and reloads its rows of C.
+ *     of columns reloads its rows of C.
  *   - Packed panels of B. The tile wants each row of its TILE_COLS columns
  *     of B as TILE_COLS consecutive floats. matmul_nn and matmul_tn have
  *     them in place (b_col 1); matmul_nt's B^T has them K apart. There, and whenever B is
