@@ -34,8 +34,9 @@ machine's speed drifts by 10-30 % over minutes, and a round compares the two
 within seconds): the row gives the median of each side's times and the
 median of the rounds' speed-ups, then the lowest and highest round and how
 many rounds reached the speed-up the step aims for (SPEED_UP_AIM).
-torch.compile and C on one thread are measured once. Peak memory is each process's own high-water mark of resident
-memory, VmHWM in /proc/self/status, read at its end (the rusage a parent
+torch.compile and C on one thread are measured once. Peak memory is each
+process's own high-water mark of resident memory (the highest of the
+rounds), VmHWM in /proc/self/status, read at its end (the rusage a parent
 gets would also count the Python parent's pages from before the exec).
 PyTorch's includes the interpreter and its libraries, so its resident
 memory just before the first step is printed as well.

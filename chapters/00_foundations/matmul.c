@@ -68,8 +68,8 @@
  *   - Threads, two ways, in one parallel region for the whole product. Most
  *     products share out the tiles of C (numbered row tile by panel, row
  *     tile major) in equal, contiguous ranges, the same for every block of
- *     k; each thread packs
- *     the blocks of B for itself, so that no thread ever waits for another.
+ *     k; each thread packs the blocks of B for itself, so that no thread
+ *     ever waits for another.
  *     A product with few tiles and many blocks of k (a weight gradient:
  *     dy^T x over thousands of rows, C only 64 x 64) would give each thread
  *     a handful of tiles, so there the threads take whole blocks of k
@@ -114,6 +114,7 @@
 #define SPLIT_K_TILES 64          /* tiles per thread below which threads take blocks of k */
 #define K_ROUND 4                 /* ... up to K_ROUND blocks each between two barriers */
 #define ROW_GROUP 16              /* packed slivers of A that take each panel of B in turn */
+#define PACK_RUN 16               /* rows of A^T or B packed at a time, kept in the L1 cache */
 #define SMALL_PACK 8192           /* floats of packing buffer kept on the stack (32 KB) */
 
 /* One tile of C: C[r, c] (+)= sum over k < kc of A[r, k] * b[k, c], for
@@ -169,17 +170,17 @@ static void pack_a_sliver(float *dst, const float *a, size_t a_row, size_t a_k, 
 
 /* The slivers of row tiles t0 .. t1 - 1 over k0 .. k0 + kc - 1, one after
  * another (sliver t - t0 at (t - t0) * TILE_ROWS * kc), zero rows past M.
- * 16 values of k at a time: 16 rows of A^T (K, M), read once and kept in
- * the first-level cache, give each sliver 16 x TILE_ROWS consecutive
- * floats. Packing one sliver after another would read TILE_ROWS floats
+ * PACK_RUN (16) values of k at a time: 16 rows of A^T (K, M), read once and
+ * kept in the first-level cache, give each sliver 16 x TILE_ROWS
+ * consecutive floats. Packing one sliver after another would read TILE_ROWS floats
  * from each of kc rows (kc pages apart for a wide A) and start again; one
  * k at a time would write TILE_ROWS floats to each sliver, a sliver apart. */
 static void pack_a_block(float *dst, const float *A, size_t a_row, size_t a_k, int M, int t0,
                          int t1, int k0, int kc)
 {
-    for (int kb = 0; kb < kc; kb += 16)
+    for (int kb = 0; kb < kc; kb += PACK_RUN)
         for (int t = t0; t < t1; t++)
-            for (int k = kb; k < kb + 16 && k < kc; k++) {
+            for (int k = kb; k < kb + PACK_RUN && k < kc; k++) {
                 int i = t * TILE_ROWS, rows = M - i < TILE_ROWS ? M - i : TILE_ROWS;
                 float *d = dst + (size_t)(t - t0) * TILE_ROWS * kc + (size_t)k * TILE_ROWS;
                 const float *a = A + (size_t)i * a_row + (size_t)(k0 + k) * a_k;
@@ -245,13 +246,13 @@ static int packs_b(const Product *p, int nc)
 }
 
 /* The block of B at columns j0 .. j0 + nc - 1 and k0 .. k0 + kc - 1, into
- * panels in packed: with B's rows contiguous (b_col 1), 16 rows at a time
- * across all the panels, so that B is read along its rows rather than a
+ * panels in packed: with B's rows contiguous (b_col 1), PACK_RUN rows at a
+ * time across all the panels, so that B is read along its rows rather than a
  * panel's width (TILE_COLS floats) from each of kc rows in turn. */
 static void pack_b_block(const Product *p, float *packed, int j0, int nc, int k0, int kc)
 {
     int panels = (nc + TILE_COLS - 1) / TILE_COLS;
-    int chunk = p->b_col == 1 ? 16 : kc;
+    int chunk = p->b_col == 1 ? PACK_RUN : kc;
     for (int kb = 0; kb < kc; kb += chunk)
         for (int q = 0; q < panels; q++) {
             int j = j0 + q * TILE_COLS, n = kc - kb < chunk ? kc - kb : chunk;
