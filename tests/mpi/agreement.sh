@@ -26,3 +26,17 @@ loss_diff() {
         m = ($4 < 0 ? -$4 : $4); if (d / m > x) x = d / m; n++ }
         END { printf "%d losses, max rel diff %.3g\n", n, x }'
 }
+
+# Whether a loss_diff line ($1) and a `compare --except in_proj_bias` line
+# ($2) stay within the bounds above; prints the one that does not.
+within_bounds() {
+    local abs rel
+    abs=$(sed 's/.*max abs diff \([^ ]*\) .*/\1/' <<<"$2")
+    rel=$(sed 's/.*max rel diff \([^ ]*\) .*/\1/' <<<"$2")
+    awk -v l="${1##* }" -v a="$abs" -v r="$rel" -v bl=$LOSS_REL -v ba=$WEIGHT_ABS \
+        -v br=$WEIGHT_REL 'BEGIN {
+            if (!(l <= bl)) print "the losses differ by more than " bl
+            if (!(a <= ba && r <= br))
+                print "the weights differ by more than " ba " (or " br " relative)"
+            exit !(l <= bl && a <= ba && r <= br) }'
+}

@@ -26,7 +26,7 @@ fi
 dir=$(mktemp -d build/mpi-cuda/test.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 
-# The bounds of step 4 and their reason, values() and loss_diff().
+# The bounds of step 4 and their reason, values(), loss_diff() and within_bounds().
 . tests/mpi/agreement.sh
 same() {    # same RUN_A RUN_B WHAT: logs and checkpoints bit-identical
     cmp -s <(values "$1.csv") <(values "$2.csv") || fail "$3: the logs differ"
@@ -80,11 +80,7 @@ for model in labeller seq2seq; do
     losses=$(loss_diff "$d/first.csv" "$d/two_first.csv")
     weights=$(build/mpi/compare "$d/first.st" "$d/two_first.st" --except in_proj_bias)
     echo "agreement, 1 GPU against 2 after 100 steps: $losses; $weights"
-    abs=$(sed 's/.*max abs diff \([^ ]*\) .*/\1/' <<<"$weights")
-    rel=$(sed 's/.*max rel diff \([^ ]*\) .*/\1/' <<<"$weights")
-    awk -v l="${losses##* }" -v a="$abs" -v r="$rel" -v bl=$LOSS_REL -v ba=$WEIGHT_ABS \
-        -v br=$WEIGHT_REL 'BEGIN { exit !(l <= bl && a <= ba && r <= br) }' ||
-        fail "$model: 2 GPUs differ from one by more than the bounds"
+    why=$(within_bounds "$losses" "$weights") || fail "$model: 2 GPUs against one: $why"
 done
 
 # 3. more ranks than GPUs

@@ -23,7 +23,7 @@ dir=$(mktemp -d build/mpi/test.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "test-mpi: $*" >&2; exit 1; }
 
-# The bounds of the agreement (step 2), values() and loss_diff().
+# The bounds of the agreement (step 2), values(), loss_diff() and within_bounds().
 . tests/mpi/agreement.sh
 
 for model in labeller seq2seq; do
@@ -54,12 +54,7 @@ for model in labeller seq2seq; do
     echo "agreement, 1 process against 2 ranks after 100 steps: $losses"
     echo "    checkpoints (weights and Adam's moments, but the key bias): $weights"
     echo "    the key bias:$key_bias"
-    awk -v l="${losses##* }" -v b=$LOSS_REL 'BEGIN { exit !(l <= b) }' ||
-        fail "$model: the losses differ by more than $LOSS_REL"
-    abs=$(sed 's/.*max abs diff \([^ ]*\) .*/\1/' <<<"$weights")
-    rel=$(sed 's/.*max rel diff \([^ ]*\) .*/\1/' <<<"$weights")
-    awk -v a="$abs" -v r="$rel" -v b=$WEIGHT_ABS -v c=$WEIGHT_REL 'BEGIN { exit !(a <= b && r <= c) }' ||
-        fail "$model: the weights differ by more than $WEIGHT_ABS (or $WEIGHT_REL relative)"
+    why=$(within_bounds "$losses" "$weights") || fail "$model: $why"
 
     # 3. resume: on 2 ranks bit for bit, on one process within rounding
     cp "$d/half.st" "$d/resumed.st"
