@@ -165,8 +165,13 @@ static int front_forward(const Model *m, const Side *s, float *x, float *emb, ui
     int D = m->cfg.d_model, n = N * len * D;
     float scale = scale_of(m, s);
     if (embedding_forward(emb, ids, s->embed, N, len, D, 1.0f) != 0) return -1;
-    for (int i = 0; i < n; i++) x[i] = emb[i] * scale;
-    if (positional_forward(x, x, s->pos, N, len, D) != 0) return -1;
+    const float *scaled = emb;                    /* embed(ids) * scale */
+    if (scale != 1.0f) {
+        #pragma omp parallel for schedule(static) if (n >= FLOATS_PARALLEL_MIN)
+        for (int i = 0; i < n; i++) x[i] = emb[i] * scale;
+        scaled = x;
+    }
+    if (positional_forward(x, scaled, s->pos, N, len, D) != 0) return -1;
     if (rng && m->cfg.dropout > 0) {
         if (dropout_mask(drop, n, m->cfg.dropout, rng) != 0) return -1;
         return dropout_forward(x, x, drop, n, m->cfg.dropout);
