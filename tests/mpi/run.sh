@@ -3,9 +3,11 @@
 # this machine (mpirun -np 2 --oversubscribe), chapter 08's reverse task:
 #   1. determinism   two 2-rank runs write the same log (but its wall-time column) and
 #                    checkpoint, bit for bit
-#   2. agreement     100 steps of 2 ranks against 100 steps of one process (the
+#   2. agreement     40 steps of 2 ranks against 40 steps of one process (the
 #                    plain build/08_training) on the same global batches: the
-#                    losses and the weights agree to float32 rounding (printed)
+#                    losses and the weights agree to float32 rounding; over 100
+#                    steps the losses stay close (tests/mpi/agreement.sh says
+#                    why the bounds differ; all printed)
 #   3. resume        a 2-rank run stopped after epoch 1 and resumed on 2 ranks ends
 #                    bit for bit where the uninterrupted run ends; resumed on one
 #                    process it ends within rounding of it
@@ -43,18 +45,27 @@ for model in labeller seq2seq; do
         fail "$model: two 2-rank runs wrote different checkpoints"
     echo "determinism: two 2-rank runs, logs and checkpoints bit-identical"
 
-    # 2. agreement: the first epoch (100 steps) of 2 ranks and of one process
+    # 2. agreement: 40 steps of 2 ranks and of one process within the tight
+    # bounds; the first epoch of the run above (100 steps) within the long one
+    short="${run/--train-size 3200/--train-size 1280} --epochs 1"
+    $mpirun build/mpi/08_training --train $short --checkpoint "$d/short2.st" \
+        --log "$d/short2.csv" >/dev/null
+    build/08_training --train $short --checkpoint "$d/short1.st" --log "$d/short1.csv" >/dev/null
+    losses=$(loss_diff "$d/short1.csv" "$d/short2.csv")
+    weights=$(build/mpi/compare "$d/short1.st" "$d/short2.st" --except in_proj_bias)
+    key_bias=$(build/mpi/compare "$d/short1.st" "$d/short2.st" --each | grep -m1 in_proj_bias)
+    echo "agreement, 1 process against 2 ranks after 40 steps: $losses"
+    echo "    checkpoints (weights and Adam's moments, but the key bias): $weights"
+    echo "    the key bias:$key_bias"
+    why=$(within_bounds "$losses" "$weights") || fail "$model: $why"
     $mpirun build/mpi/08_training --train $run --stop-after 1 --checkpoint "$d/half.st" \
         --log "$d/half.csv" >/dev/null
     build/08_training --train $run --stop-after 1 --checkpoint "$d/one.st" --log "$d/one.csv" \
         >/dev/null
     losses=$(loss_diff "$d/one.csv" "$d/half.csv")
-    weights=$(build/mpi/compare "$d/one.st" "$d/half.st" --except in_proj_bias)
-    key_bias=$(build/mpi/compare "$d/one.st" "$d/half.st" --each | grep -m1 in_proj_bias)
-    echo "agreement, 1 process against 2 ranks after 100 steps: $losses"
-    echo "    checkpoints (weights and Adam's moments, but the key bias): $weights"
-    echo "    the key bias:$key_bias"
-    why=$(within_bounds "$losses" "$weights") || fail "$model: $why"
+    echo "agreement after 100 steps: $losses;"
+    echo "    $(build/mpi/compare "$d/one.st" "$d/half.st" --except in_proj_bias)"
+    why=$(losses_within_long "$losses") || fail "$model: over 100 steps, $why"
 
     # 3. resume: on 2 ranks bit for bit, on one process within rounding
     cp "$d/half.st" "$d/resumed.st"
