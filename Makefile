@@ -6,21 +6,47 @@
 # chapter program) and each tests/test_NN_name.c becomes build/test_NN_name.
 
 CC      := cc
+# A flag this compiler accepts, or nothing: $(call probe,-fflag).
+probe = $(shell $(CC) $(1) -Werror -c -x c /dev/null -o /dev/null >/dev/null 2>&1 && echo $(1))
 # The vector instructions of this machine (AVX2 and FMA on most x86-64 CPUs
-# of the last ten years) where the compiler can name them; none otherwise.
-ARCH    := $(shell $(CC) -march=native -E -x c /dev/null >/dev/null 2>&1 && echo -march=native)
+# of the last ten years, NEON on 64-bit ARM) where the compiler can name
+# them; none otherwise. A cross build names its own (make test-arm64: ARCH=).
+ARCH    := $(call probe,-march=native)
+# macOS: Homebrew keeps cmocka, cJSON and libomp under its prefix
+# (/opt/homebrew on Apple silicon, /usr/local on Intel Macs), which Apple's
+# clang does not search.
+BREW    := $(if $(filter Darwin,$(shell uname -s)),$(shell brew --prefix 2>/dev/null))
+# OpenMP: used where the compiler has it (gcc; clang with LLVM's libomp;
+# Apple's clang with Homebrew's libomp, through -Xpreprocessor), or not at
+# all with OPENMP=0: the parallel loops then run on one thread (threads.h
+# stands in for OpenMP's calls) and compute the same numbers, while
+# -fopenmp-simd keeps the `omp simd` loops vectorised.
+omp_works = $(shell printf '\043include <omp.h>\nint main(void) { return omp_get_max_threads(); }\n' | \
+              $(CC) $(1) -x c - -o /dev/null $(2) >/dev/null 2>&1 && echo yes)
+ifneq ($(OPENMP),0)
+ifeq ($(call omp_works,-fopenmp),yes)
+OMP_FLAGS := -fopenmp
+else ifeq ($(call omp_works,-Xpreprocessor -fopenmp -I$(BREW)/opt/libomp/include,-L$(BREW)/opt/libomp/lib -lomp),yes)
+OMP_FLAGS := -Xpreprocessor -fopenmp -I$(BREW)/opt/libomp/include
+OMP_LIBS  := -L$(BREW)/opt/libomp/lib -lomp
+endif
+endif
+OMP_SAYS := $(if $(OMP_FLAGS),OpenMP ($(OMP_FLAGS)),no OpenMP ($(if $(filter 0,$(OPENMP)),OPENMP=0,$(CC) has none: one thread; see the README)))
+# (Without OpenMP the other `omp` pragmas are meant to be passed over.)
+OMP_FLAGS := $(or $(OMP_FLAGS),$(call probe,-fopenmp-simd) -Wno-unknown-pragmas)
 # -ffp-contract=fast: a * b + c may become one fused multiply-add (-std=c11
 # alone forbids it, which halves the matrix product's speed).
 # -fno-trapping-math: nothing here reads floating-point exception flags, so
 # the compiler may vectorise loops with float comparisons in them (the
 # softmax's exp, the row maxima); it changes no computed value.
-# -fno-tree-loop-distribute-patterns: keeps the compiler from turning the
-# matmul tile's zeroing and storing loops into calls to memset and memcpy on
-# a copy of its registers in memory.
+# -fno-tree-loop-distribute-patterns (gcc's; clang has no such pass): keeps
+# gcc from turning the matmul tile's zeroing and storing loops into calls to
+# memset and memcpy on a copy of its registers in memory.
 CFLAGS  := -std=c11 -O3 -g $(ARCH) -ffp-contract=fast -fno-trapping-math \
-           -fno-tree-loop-distribute-patterns -Wall -Wextra -Wno-unused-parameter -fopenmp -D_DEFAULT_SOURCE \
+           $(call probe,-fno-tree-loop-distribute-patterns) -Wall -Wextra -Wno-unused-parameter \
+           $(OMP_FLAGS) -D_DEFAULT_SOURCE $(if $(BREW),-I$(BREW)/include) \
            $(addprefix -I,$(wildcard chapters/*)) -Iruntime -Icases -Itests
-LDLIBS  := -lcjson -lm
+LDLIBS  := $(if $(BREW),-L$(BREW)/lib) -lcjson -lm $(OMP_LIBS)
 # Where the CPU has AVX-512, chapter 00's matrix product keeps a 12 x 32 tile
 # in 24 registers of 16 floats; gcc's default there is 8-float vectors,
 # which would spill that tile to memory, so matmul.c alone is told to use
@@ -87,8 +113,10 @@ deps:
 # The compiler and flags the objects in build/ were made with. The file
 # changes only when they do (make sanitize, another ARCH or CC), and every
 # object depends on it: a change rebuilds everything, in either direction.
+# Its recipe also says, in one line, what this build chose.
 build/flags: FORCE
 	@mkdir -p build
+	@echo "build: $(CC) ($$($(CC) --version | head -n 1)), $(or $(ARCH),no -march), $(OMP_SAYS)"
 	@echo '$(CC) $(CFLAGS)' | cmp -s - $@ || echo '$(CC) $(CFLAGS)' > $@
 
 # Objects wait for deps (make -j would otherwise compile while cJSON is

@@ -27,7 +27,7 @@
  * "Fuzzing and sanitizers" says how to replay a crash.
  */
 #define _GNU_SOURCE   /* memfd_create */
-#include <omp.h>
+#include "threads.h"  /* OpenMP, or its one-thread stand-ins */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -20,7 +20,7 @@
 
 #include <dirent.h>
 #include <math.h>
-#include <omp.h>
+#include "threads.h"  /* OpenMP, or its one-thread stand-ins */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -20,7 +20,10 @@
  * registers) and 6 values of A, and does 96 multiply-adds with them in 12
  * accumulator registers. With AVX-512 (32 registers of 16 floats) it is
  * 12 x 32: 384 multiply-adds a step in 24 registers of 16, twice the work
- * of each instruction and twice the sums for each load of b. Either way the
+ * of each instruction and twice the sums for each load of b. On 64-bit ARM
+ * (NEON: 32 registers of 4 floats) it is 8 x 12, the tile of BLIS's ARMv8
+ * kernel: 24 accumulator registers, 3 for the row of b and 2 for the 8
+ * values of A, 96 multiply-adds a step. Every way the
  * accumulators never travel to memory until the end. The plain loop
  * `C[i, :] += a * B[k, :]` instead loads and stores a row of C for every k,
  * and runs at a fifth of the speed.
@@ -94,13 +97,16 @@
 #include "error.h"   /* not_implemented(), used by the exercise stubs */
 #include "tensor.h"  /* sum_blocks, partial_sums_add */
 
-#include <omp.h>
+#include "threads.h"  /* OpenMP, or its one-thread stand-ins */
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef __AVX512F__                /* 32 vector registers of 16 floats */
+#if defined(__AVX512F__)          /* 32 vector registers of 16 floats */
 #define TILE_ROWS 12
 #define TILE_COLS 32
+#elif defined(__aarch64__)        /* NEON: 32 registers of 4 floats */
+#define TILE_ROWS 8
+#define TILE_COLS 12
 #else                             /* AVX2: 16 registers of 8 floats */
 #define TILE_ROWS 6
 #define TILE_COLS 16

@@ -9,13 +9,21 @@
 #define _GNU_SOURCE   /* sched_getaffinity, CPU_ISSET */
 #include "threads.h"
 
-#include <omp.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The cores this process may run on. Linux says which (sched_getaffinity)
+ * and how busy each one is (/proc/stat); elsewhere (macOS) neither is
+ * known, machine_busy answers -1, and the team size stays as it started. */
+#ifdef __linux__
+#include <sched.h>
+typedef cpu_set_t CoreSet;
+#else
+typedef int CoreSet;
+#endif
 
 static struct {
     int started;         /* 1 after the first call */
@@ -25,7 +33,7 @@ static struct {
     double wall;         /* seconds, at the last reading */
     double busy;         /* core-seconds the machine was busy on our cores, ditto */
     double self;         /* core-seconds this process ran, ditto */
-    cpu_set_t mask;      /* the cores this process may run on */
+    CoreSet mask;        /* the cores this process may run on */
 } state;
 
 double time_now(void)
@@ -35,10 +43,11 @@ double time_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+#ifdef __linux__
 /* Core-seconds spent busy (anything but idle and iowait, steal included:
  * a core the hypervisor gives to someone else is just as taken) on the
  * cores in `mask`, from /proc/stat's cpuN lines; -1 without /proc. */
-static double machine_busy(const cpu_set_t *mask)
+static double machine_busy(const CoreSet *mask)
 {
     FILE *f = fopen("/proc/stat", "r");
     if (!f) return -1.0;
@@ -60,6 +69,20 @@ static double machine_busy(const cpu_set_t *mask)
     return found ? ticks / (double)sysconf(_SC_CLK_TCK) : -1.0;
 }
 
+/* Fills `mask` with the cores this process may run on; returns how many. */
+static int our_cores(CoreSet *mask)
+{
+    if (sched_getaffinity(0, sizeof *mask, mask) != 0) {
+        CPU_ZERO(mask);
+        for (int c = 0; c < CPU_SETSIZE; c++) CPU_SET(c, mask);
+    }
+    return CPU_COUNT(mask);
+}
+#else
+static double machine_busy(const CoreSet *mask) { (void)mask; return -1.0; }
+static int our_cores(CoreSet *mask) { *mask = 0; return 0; }
+#endif
+
 /* Core-seconds this process has run, all its threads together. */
 static double process_time(void)
 {
@@ -75,11 +98,7 @@ int threads_adapt(void)
     if (!state.started) {
         state.started = 1;
         state.max_threads = state.threads = omp_get_max_threads();
-        if (sched_getaffinity(0, sizeof state.mask, &state.mask) != 0) {
-            CPU_ZERO(&state.mask);
-            for (int c = 0; c < CPU_SETSIZE; c++) CPU_SET(c, &state.mask);
-        }
-        state.cores = CPU_COUNT(&state.mask);
+        state.cores = our_cores(&state.mask);
         state.wall = now;
         state.busy = machine_busy(&state.mask);
         state.self = process_time();
