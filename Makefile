@@ -73,7 +73,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=build/obj/%.o)
 PROGRAMS := $(patsubst chapters/%/main.c,build/%,$(wildcard chapters/[0-9][0-9]_*/main.c))
 TESTS    := $(patsubst tests/%.c,build/%,$(wildcard tests/test_[0-9][0-9]_*.c))
 
-.PHONY: all help deps demo test grade golden golden-check verify plots bench student clean \
+.PHONY: all help deps demo test test-arm64 grade golden golden-check verify plots bench student clean \
         sanitize fuzz fuzz-build fuzz-deps FORCE hidden grade-submission grade-all gradescope test-grader
 .DEFAULT_GOAL := all
 .SECONDARY:   # keep the object files make builds along the way
@@ -103,6 +103,7 @@ help:
 	@echo "make grade-all SUBMISSIONS=dir HIDDEN=dir OUT=dir   every submission: grades.csv, results.json, JUnit"
 	@echo "make gradescope HIDDEN=dir OUT=autograder.zip       the autograder zip for Gradescope"
 	@echo "make test-grader         the grader against cheating submissions"
+	@echo "make test-arm64          every chapter's tests built for 64-bit ARM, run under qemu (Debian; installs the cross tools)"
 	@echo "make sanitize            the tests of make test, built with ASan and UBSan; fails on any report"
 	@echo "make fuzz [FUZZ_SECONDS=60]  libFuzzer on the readers and every case evaluator (clang)"
 
@@ -148,6 +149,11 @@ CHAPTER_TESTS = $(if $(CHAPTER),$(filter build/test_$(CHAPTER)%,$(TESTS)),$(TEST
 test: all
 	@$(if $(CHAPTER_TESTS),,echo "make test: no chapter matches CHAPTER=$(CHAPTER)" >&2; exit 2;) \
 	tools/run-tests.sh $(CHAPTER_TESTS)
+
+# The same tests built for 64-bit ARM and run under qemu-aarch64, in
+# build/arm64/ (tools/test-arm64.sh says how).
+test-arm64:
+	@tools/test-arm64.sh
 
 grade: all
 	@GRADE_FULL=$(if $(FULL),1,0) tools/grade.sh $(TESTS)

@@ -223,7 +223,10 @@ static void test_dropout_keeps_expectation(void **state)
     assert_ok(sdpa_forward(plain, att, q, k, v, &plain_args));
     assert_ok(sdpa_forward(out, att, q, k, v, &kept_all));
     double worst = 0;
-    for (int i = 0; i < N * L; i++) worst = fmax(worst, fabs(out[i] - plain[i] / (1.0 - p)));
+    for (int i = 0; i < N * L; i++) {        /* not fmax: it passes over NaN (and see test_04) */
+        double d = fabs(out[i] - plain[i] / (1.0 - p));
+        if (!(d <= worst)) worst = d;
+    }
     print_message("  p %.1f: %.4f of the weights dropped, mean output %.4f (1 expected); all "
                   "kept: within %.2g of the plain output / (1 - p)\n", (double)p,
                   (double)dropped / (N * L * S), mean, worst);

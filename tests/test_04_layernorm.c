@@ -93,8 +93,12 @@ static double scaled_error(const float *got, const float *want, int64_t n)
 {
     double err = 0, scale = 0;
     for (int64_t i = 0; i < n; i++) {
-        err = fmax(err, fabs((double)got[i] - want[i]));
-        scale = fmax(scale, fabs((double)want[i]));
+        /* Comparisons, not fmax: a NaN output then makes the error NaN (fmax
+         * would pass over it), and gcc 12 for aarch64 crashes vectorising
+         * fmax over doubles at -O3 (make test-arm64). */
+        double e = fabs((double)got[i] - want[i]), w = fabs((double)want[i]);
+        if (!(e <= err)) err = e;
+        if (w > scale) scale = w;
     }
     return err / scale;
 }

@@ -30,6 +30,9 @@
 # (tools/grader.py): OK lines printed by the code under test add nothing, but
 # code determined to fool it could.
 set -u
+# GNU timeout; macOS has it from Homebrew's coreutils as gtimeout.
+timeout=$(command -v timeout || command -v gtimeout) ||
+    { echo "$0: needs GNU timeout (macOS: brew install coreutils)" >&2; exit 2; }
 graded_file=tests/graded.txt
 POINTS=10
 limit=${TEST_TIMEOUT:-60}
@@ -56,12 +59,12 @@ for t in "$@"; do
             continue
         fi
     else
-        { TEST_LIST=1 timeout --kill-after=5 "$one_limit" "$t" < /dev/null 2>/dev/null |
+        { TEST_LIST=1 $timeout --kill-after=5 "$one_limit" "$t" < /dev/null 2>/dev/null |
             awk '/^[^ ]+$/ && !seen[$0]++' > "$tmp/declared"; } 2>/dev/null
     fi
     # (The braces keep bash's own "Aborted" and "Segmentation fault" notices
     # out of the table.)
-    { timeout --kill-after=10 "$limit" "$t" < /dev/null > "$tmp/out" 2>&1; rc=$?; } 2>/dev/null
+    { $timeout --kill-after=10 "$limit" "$t" < /dev/null > "$tmp/out" 2>&1; rc=$?; } 2>/dev/null
     cmocka_verdicts "$tmp/out" > "$tmp/verdicts"
     cp "$tmp/out" "$tmp/all"
     notes=()
@@ -99,7 +102,7 @@ for t in "$@"; do
             fi
             left=$((deadline - SECONDS))
             [ "$left" -lt "$one_limit" ] && s=$left || s=$one_limit
-            { TEST_ONLY=$test timeout --kill-after=5 "$s" "$t" < /dev/null > "$tmp/one" 2>&1
+            { TEST_ONLY=$test $timeout --kill-after=5 "$s" "$t" < /dev/null > "$tmp/one" 2>&1
               one_rc=$?; } 2>/dev/null
             cat "$tmp/one" >> "$tmp/all"
             cmocka_verdicts "$tmp/one" | grep -Fx -e "pass $test" -e "skip $test" -e "fail $test" \

@@ -20,6 +20,9 @@
 # the plain build, where each program takes about a second at most; make
 # sanitize sets 900, for the many times slower sanitized build.
 set -u
+# GNU timeout; macOS has it from Homebrew's coreutils as gtimeout.
+timeout=$(command -v timeout || command -v gtimeout) ||
+    { echo "$0: needs GNU timeout (macOS: brew install coreutils)" >&2; exit 2; }
 limit=${TEST_TIMEOUT:-60}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
@@ -40,7 +43,7 @@ summarise() {
 failed=()
 for t in "$@"; do
     echo "== $t"
-    timeout --kill-after=10 "$limit" "$t" < /dev/null 2>&1 | tee "$log"
+    $timeout --kill-after=10 "$limit" "$t" < /dev/null 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     declared='' run='' done=0 passed=0 skipped=0 running=''
     while read -r key value; do

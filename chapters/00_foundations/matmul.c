@@ -264,7 +264,7 @@ static void pack_b_block(const Product *p, float *packed, int j0, int nc, int k0
             int j = j0 + q * TILE_COLS, n = kc - kb < chunk ? kc - kb : chunk;
             pack_b_panel(packed + ((size_t)q * kc + kb) * TILE_COLS,
                          p->B + (k0 + kb) * p->b_k + j * p->b_col, p->b_k, p->b_col, n,
-                         p->N - j < TILE_COLS ? p->N - j : TILE_COLS);
+                         j0 + nc - j < TILE_COLS ? j0 + nc - j : TILE_COLS);
         }
 }
 
@@ -285,7 +285,12 @@ typedef struct {
 static inline int block_tile(const Product *p, BlockPass *w, int t, int q)
 {
     int i = t * TILE_ROWS, rows = p->M - i < TILE_ROWS ? p->M - i : TILE_ROWS;
-    int j = w->j0 + q * TILE_COLS, cols = p->N - j < TILE_COLS ? p->N - j : TILE_COLS;
+    /* The block's columns only: where N_BLOCK is not a multiple of
+     * TILE_COLS (the 8 x 12 tile of ARM), the last panel of a block stops
+     * short, and the next block's columns belong to that block's tiles,
+     * perhaps another thread's. */
+    int j = w->j0 + q * TILE_COLS, end = w->j0 + w->nc;
+    int cols = end - j < TILE_COLS ? end - j : TILE_COLS;
     const float *a = p->A + i * p->a_row + w->k0 * p->a_k;
     size_t row_step = p->a_row, k_step = p->a_k;
     if (p->pack_a) {                      /* the thread packed its row tiles' slivers */
