@@ -63,6 +63,10 @@ int check_output_path(const char *option, const char *path, Error *err)
     struct stat st;
     if (!path[0] || folder_of(path, dir, sizeof dir) != 0)
         return error_set(err, "%s: bad file name '%s'", option, path);
+    size_t n = strlen(path);
+    if (n >= 5 && strcmp(path + n - 5, ".lock") == 0)
+        return error_set(err, "%s: %s: names ending in .lock are kept for the runs' lock "
+                         "files; choose another name", option, path);
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return error_set(err, "%s: %s: the folder %s does not exist", option, path, dir);
     /* Writable is best learned by writing: a probe file, removed at once
@@ -80,16 +84,32 @@ int check_output_path(const char *option, const char *path, Error *err)
     return 0;
 }
 
-/* path with its folder resolved (realpath: ".", "..", links), or path as
- * given when the folder cannot be resolved. */
+/* path with every link resolved: the last part, while it is a link, by
+ * what the link names (which need not exist yet: a link to the checkpoint
+ * a run is about to write), then the folder by realpath ("." , "..",
+ * links). Gives path as given when its folder cannot be resolved. */
 static void canonical(const char *path, char *out, size_t size)
 {
-    char dir[4096], real[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    if (folder_of(path, dir, sizeof dir) == 0 && realpath(dir, real))
-        snprintf(out, size, "%s/%s", real, slash ? slash + 1 : path);
-    else
-        snprintf(out, size, "%s", path);
+    char cur[4096 + PATH_MAX], target[PATH_MAX], dir[4096 + PATH_MAX], real[PATH_MAX];
+    snprintf(cur, sizeof cur, "%s", path);
+    for (int hops = 0; hops < 40; hops++) {          /* 40: Linux's own limit */
+        ssize_t n = readlink(cur, target, sizeof target - 1);
+        if (n < 0) break;
+        target[n] = '\0';
+        if (target[0] == '/' || folder_of(cur, dir, sizeof dir) != 0) {
+            memcpy(cur, target, (size_t)n + 1);
+        } else {                        /* relative to the link's own folder */
+            size_t d = strlen(dir);
+            if (d + 1 + (size_t)n + 1 > sizeof cur) break;
+            memcpy(cur, dir, d);
+            cur[d] = '/';
+            memcpy(cur + d + 1, target, (size_t)n + 1);
+        }
+    }
+    const char *slash = strrchr(cur, '/');
+    if (folder_of(cur, dir, sizeof dir) != 0 || !realpath(dir, real) ||
+        snprintf(out, size, "%s/%s", real, slash ? slash + 1 : cur) >= (int)size)
+        snprintf(out, size, "%s", cur);
 }
 
 /* Whether a and b name one file: by its identity when both exist (hard
@@ -128,11 +148,14 @@ int check_run_paths(const RunPath *outputs, int n_out, const RunPath *inputs, in
 
 int path_lock(PathLock *lock, const char *option, const char *path, Error *err)
 {
-    size_t n = strlen(path) + sizeof ".lock";
+    /* By the resolved name: a link and the file it names share one lock. */
+    char real[4096 + PATH_MAX];
+    canonical(path, real, sizeof real);
+    size_t n = strlen(real) + sizeof ".lock";
     lock->fd = -1;
     lock->path = malloc(n);
     if (!lock->path) return error_set(err, "out of memory");
-    snprintf(lock->path, n, "%s.lock", path);
+    snprintf(lock->path, n, "%s.lock", real);
     /* A run may remove its lock file between our open and our flock; then
      * the lock is on a file no longer there, and we try again. */
     int failed = 0;
@@ -149,6 +172,7 @@ int path_lock(PathLock *lock, const char *option, const char *path, Error *err)
                                            "wait for it to end or give another path"
                                          : "%s: %s: cannot lock %s", option, path, lock->path);
             close(fd);
+            break;
         }
         struct stat a, b;
         if (fstat(fd, &a) == 0 && stat(lock->path, &b) == 0 && a.st_dev == b.st_dev &&
@@ -173,4 +197,28 @@ void path_unlock(PathLock *lock)
     free(lock->path);
     lock->path = NULL;
     lock->fd = -1;
+}
+
+int run_paths_lock(RunLocks *locks, const RunPath *outputs, int n, Error *err)
+{
+    locks->n = 0;
+    for (int i = 0; i < n; i++) {
+        if (!outputs[i].path) continue;
+        if (locks->n == RUN_LOCKS_MAX) {
+            run_paths_unlock(locks);
+            return error_set(err, "more than %d files to lock", RUN_LOCKS_MAX);
+        }
+        if (path_lock(&locks->lock[locks->n], outputs[i].option, outputs[i].path, err) != 0) {
+            run_paths_unlock(locks);
+            return -1;
+        }
+        locks->n++;
+    }
+    return 0;
+}
+
+void run_paths_unlock(RunLocks *locks)
+{
+    for (int i = locks->n - 1; i >= 0; i--) path_unlock(&locks->lock[i]);
+    locks->n = 0;
 }

@@ -20,8 +20,9 @@ int make_dir(const char *dir, Error *err);
 int file_copy(const char *from, const char *to, Error *err);
 
 /* Checks that a file can be written at path: its folder exists and is
- * writable, and path, if it exists, is a regular file (or a link to one).
- * The message names the option (e.g. "--checkpoint"). */
+ * writable, path, if it exists, is a regular file (or a link to one), and
+ * its name does not end in ".lock" (the lock files of path_lock). The
+ * message names the option (e.g. "--checkpoint"). */
 int check_output_path(const char *option, const char *path, Error *err);
 
 /* One file of a run and the option that named it. An output may name the
@@ -35,13 +36,15 @@ typedef struct {
 
 /* check_output_path on every output; then no two outputs, and no output
  * and input, may be one file (the same name, another spelling of it
- * through "." or links, or a hard link). Inputs are not opened. */
+ * through "." or links, a link in the last part of the name included, even
+ * one to a file not yet there, or a hard link). Inputs are not opened. */
 int check_run_paths(const RunPath *outputs, int n_out, const RunPath *inputs, int n_in,
                     Error *err);
 
-/* A lock on path for the whole run: path.lock, created if need be and held
- * with flock, so a second run on the same path is refused while the first
- * lives (the kernel drops the lock when a run dies, however it dies). */
+/* A lock on path for the whole run: path.lock (path with its links
+ * resolved), created if need be and held with flock, so a second run on the
+ * same file is refused while the first lives (the kernel drops the lock
+ * when a run dies, however it dies). */
 typedef struct {
     int fd;                 /* -1: nothing held */
     char *path;             /* the lock file */
@@ -50,5 +53,17 @@ typedef struct {
 int path_lock(PathLock *lock, const char *option, const char *path, Error *err);
 /* Removes the lock file and lets go; safe on a lock that holds nothing. */
 void path_unlock(PathLock *lock);
+
+/* A lock on every output of a run (those with a path), so that no two runs
+ * write one file, whichever option names it in each: all of them, or none
+ * and an error naming the option whose file is in use. */
+#define RUN_LOCKS_MAX 8
+typedef struct {
+    PathLock lock[RUN_LOCKS_MAX];
+    int n;
+} RunLocks;
+
+int run_paths_lock(RunLocks *locks, const RunPath *outputs, int n, Error *err);
+void run_paths_unlock(RunLocks *locks);
 
 #endif

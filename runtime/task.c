@@ -398,7 +398,7 @@ int task_train(TaskRun *r, Error *err)
     AdamState opt = {0};
     TrainState state = {0};
     StepDevice device = {0};
-    PathLock lock = {-1, NULL};
+    RunLocks locks = {.n = 0};
     FILE *round_log = NULL;
     char round_path[4096] = "";
     int opened = 0, rc = -1;
@@ -420,7 +420,8 @@ int task_train(TaskRun *r, Error *err)
     if (check_run_paths(outputs, 4, inputs, n_in, err) != 0) return -1;
     if (o->resume && access(o->resume, R_OK) != 0)
         return error_set(err, "--resume: cannot read %s: %s", o->resume, strerror(errno));
-    if (o->checkpoint && path_lock(&lock, "--checkpoint", o->checkpoint, err) != 0) return -1;
+    /* Each output locked for the run: no other run writes it, under any option. */
+    if (run_paths_lock(&locks, outputs, 4, err) != 0) return -1;
     for (int i = 0; i < 4; i++)
         if (outputs[i].path) file_remove_stale_temps(outputs[i].path);
 
@@ -482,7 +483,7 @@ done:
     adam_state_free(&opt);
     model_free(&m);
     if (opened && task->close) task->close(r);
-    path_unlock(&lock);
+    run_paths_unlock(&locks);
     return rc;
 }
 

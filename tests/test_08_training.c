@@ -1368,6 +1368,51 @@ static void test_run_paths_checked(void **state)
     assert_int_equal(access("build/paths.safetensors.lock", F_OK), -1);
 }
 
+/* Issue 43's lost files: an --out that is a dangling link to the
+ * checkpoint's name, an output named as a lock file, and a file that
+ * another run writes under another option (--out or --log where a run holds
+ * --checkpoint, or two runs' --out) are refused before any work, and
+ * nothing is written. */
+static void test_every_output_resolved_and_locked(void **state)
+{
+    (void)state;
+    char out[4096], cmd[1024];
+    const char *small = "build/08_training --train --train-size 64 --test-size 16 "
+                        "--epochs 1 --batch-size 16";
+    unlink("build/lost.safetensors");
+    unlink("build/lost_link.safetensors");
+    assert_ok(symlink("lost.safetensors", "build/lost_link.safetensors"));   /* dangling */
+    snprintf(cmd, sizeof cmd, "%s --checkpoint build/lost.safetensors "
+             "--out build/lost_link.safetensors", small);
+    assert_int_equal(run_program(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "--checkpoint and --out name the same file"));
+    assert_int_equal(access("build/lost.safetensors", F_OK), -1);
+    /* the lock file's own name, as --out or --log */
+    snprintf(cmd, sizeof cmd, "%s --checkpoint build/lost.safetensors "
+             "--out build/lost.safetensors.lock", small);
+    assert_int_equal(run_program(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "--out: build/lost.safetensors.lock: names ending in .lock"));
+    snprintf(cmd, sizeof cmd, "%s --log build/x.csv.lock", small);
+    assert_int_equal(run_program(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "--log: build/x.csv.lock: names ending in .lock"));
+    /* another run holds the file (as its --checkpoint, say): --out and --log
+     * on it are refused too, and so is --out through the link */
+    PathLock lock;
+    Error err;
+    assert_ok(path_lock(&lock, "--checkpoint", "build/lost.safetensors", &err));
+    const char *options[] = {"--out build/lost.safetensors", "--log build/lost.safetensors",
+                             "--out build/lost_link.safetensors"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "%s %s", small, options[i]);
+        assert_int_equal(run_program(cmd, out, sizeof out), 1);
+        assert_non_null(strstr(out, "is in use by another run"));
+    }
+    path_unlock(&lock);
+    assert_int_equal(access("build/lost.safetensors", F_OK), -1);
+    assert_int_equal(access("build/lost.safetensors.lock", F_OK), -1);
+    unlink("build/lost_link.safetensors");
+}
+
 /* A run stopped after its last checkpoint but before --out: resuming it
  * trains nothing and writes --out from the checkpoint; without --out it
  * says there is nothing to train. */
@@ -1760,6 +1805,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_config_must_match),
         cmocka_unit_test(test_train_refuses_wrapping_sizes),
         cmocka_unit_test(test_run_paths_checked),
+        cmocka_unit_test(test_every_output_resolved_and_locked),
         cmocka_unit_test(test_finished_run_writes_out),
         cmocka_unit_test(test_plot_data_writes_the_loss_log),
         cmocka_unit_test(test_every_program_has_help),
