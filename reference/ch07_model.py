@@ -74,7 +74,8 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from reference.ch05_encoder import sinusoidal_table
-from reference.common import Case, case_meta, generator, measure_main, randn
+from reference.common import (Case, case_meta, check_checksums, checksums, generator,
+                              measure_main, randn)
 
 CHAPTER = "07_model"
 PROGRAM = "build/07_model"
@@ -426,7 +427,10 @@ def checkpoint_tensors(model):
 def save_checkpoint(model, cfg, path):
     """Writes model's state_dict (float32) with the config as "model.*"
     metadata: the file C's model_load reads."""
-    save_file(checkpoint_tensors(model), str(path), metadata=config_metadata(full_config(**cfg)))
+    tensors = checkpoint_tensors(model)
+    meta = config_metadata(full_config(**cfg))
+    meta.update(checksums(tensors))
+    save_file(tensors, str(path), metadata=meta)
 
 
 def load_checkpoint(path):
@@ -435,7 +439,9 @@ def load_checkpoint(path):
     tensors are skipped). The model is float32, in evaluation mode."""
     with safe_open(str(path), framework="pt") as f:
         meta = f.metadata() or {}
-        tensors = {k: f.get_tensor(k) for k in f.keys() if not k.startswith("optimizer.")}
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    check_checksums(str(path), meta, tensors)
+    tensors = {k: v for k, v in tensors.items() if not k.startswith("optimizer.")}
     cfg = config_from_metadata(meta, str(path))
     model = build_model(cfg)
     model.load_state_dict(tensors, strict=True)

@@ -16,6 +16,7 @@ import argparse
 import random
 import subprocess
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -52,6 +53,32 @@ def _as_string(value):
     if isinstance(value, float):
         return repr(value)
     return str(value)
+
+
+CHECKSUM = "crc32."   # safetensors.h: the CRC-32 of each tensor's data, in the metadata
+
+
+def checksums(tensors):
+    """{"crc32.NAME": 8 hex digits} of each tensor's data (little-endian,
+    contiguous), as C's writer puts in the metadata."""
+    return {CHECKSUM + k: "%08x" % zlib.crc32(v.detach().contiguous().cpu().numpy().tobytes())
+            for k, v in tensors.items()}
+
+
+def check_checksums(path, meta, tensors):
+    """Raises ValueError naming the tensor whose data does not match its
+    checksum in meta; a file without checksums passes unchecked."""
+    for key, want in meta.items():
+        if not key.startswith(CHECKSUM):
+            continue
+        name = key[len(CHECKSUM):]
+        if name not in tensors:
+            raise ValueError(f"{path}: metadata '{key}' is the checksum of a tensor the file "
+                             "does not have")
+        got = checksums({name: tensors[name]})[key]
+        if got != want:
+            raise ValueError(f"{path}: tensor '{name}' does not match its checksum (crc32 {got}, "
+                             f"the file says {want}): the file is damaged")
 
 
 def write_case(path, case):

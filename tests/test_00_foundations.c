@@ -465,6 +465,131 @@ static void test_round_trip(void **state)
     unlink(path);
 }
 
+/* Reads a whole file into memory (the tests below damage copies of it). */
+static unsigned char *slurp(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *size = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(*size);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, *size, f), *size);
+    fclose(f);
+    return b;
+}
+
+/* Where the bytes of s first appear in b (size bytes); fails the test if nowhere. */
+static size_t find_bytes(const unsigned char *b, size_t size, const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i + n <= size; i++)
+        if (memcmp(b + i, s, n) == 0) return i;
+    fail_msg("'%s' is not in the file", s);
+    return 0;
+}
+
+static void spit(const char *path, const unsigned char *b, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, size, f), size);
+    fclose(f);
+}
+
+/* The writer keeps each tensor's CRC-32 in the metadata ("crc32.NAME", zlib's
+ * CRC: "123456789" gives cbf43926); the reader checks it and hides it. A bit
+ * flipped in the data is refused naming the tensor; so are a checksum of a
+ * tensor the file lacks and one that is not 8 hex digits. */
+static void test_checksums(void **state)
+{
+    TensorFile f = {0}, back;
+    Error err;
+    Tensor digits = {.dtype = DTYPE_U8, .ndim = 1, .shape = {9}, .data = (void *)"123456789"};
+    assert_int_equal(safetensors_crc32(&digits), 0xCBF43926u);
+    float x[6] = {1, 2, 3, 4, 5, 6}, y[3] = {-1, 0.5f, 8};
+    assert_ok(tensorfile_add_f32(&f, "x", x, 2, (int64_t[]){2, 3}, &err));
+    assert_ok(tensorfile_add_f32(&f, "layer.y", y, 1, (int64_t[]){3}, &err));
+    assert_ok(tensorfile_set_meta(&f, "crc32.x", "00000000", &err));   /* stale: rewritten */
+    char path[256];
+    temp_path(path, sizeof path, "checksums");
+    assert_ok(safetensors_write(path, &f, &err));
+    assert_ok(safetensors_read(path, &back, &err));
+    assert_null(tensorfile_meta(&back, "crc32.x"));
+    assert_int_equal(back.n_meta, 0);
+    tensorfile_free(&back);
+    size_t size;
+    unsigned char *good = slurp(path, &size), *bad = malloc(size);
+    assert_non_null(bad);
+    find_bytes(good, size, "\"crc32.layer.y\":\"");
+    /* every bit of the data section, flipped alone */
+    uint64_t header = 0;
+    for (int i = 7; i >= 0; i--) header = (header << 8) | good[i];
+    for (size_t at = 8 + header; at < size; at++)
+        for (int bit = 0; bit < 8; bit++) {
+            memcpy(bad, good, size);
+            bad[at] ^= (unsigned char)(1u << bit);
+            spit(path, bad, size);
+            assert_int_equal(safetensors_read(path, &back, &err), -1);
+            const char *name = at < 8 + header + sizeof x ? "'x'" : "'layer.y'";
+            if (!strstr(err.msg, name) || !strstr(err.msg, "does not match its checksum"))
+                fail_msg("byte %zu bit %d: %s", at, bit, err.msg);
+        }
+    print_message("  %zu one-bit flips refused, e.g. %s\n", 8 * (size - 8 - header), err.msg);
+    /* a checksum that names no tensor, or is not 8 hex digits */
+    const char *broken[][2] = {{"\"crc32.layer.y\"", "\"crc32.layer.z\""},
+                               {"\"crc32.x\":\"", "\"crc32.x\":\"z"}};
+    const char *says[] = {"the file does not have", "not 8 hex digits"};
+    for (int i = 0; i < 2; i++) {
+        size_t at = find_bytes(good, size, broken[i][0]);
+        memcpy(bad, good, size);
+        memcpy(bad + at, broken[i][1], strlen(broken[i][1]));
+        spit(path, bad, size);
+        assert_int_equal(safetensors_read(path, &back, &err), -1);
+        print_message("  %s\n", err.msg);
+        assert_non_null(strstr(err.msg, says[i]));
+    }
+    free(good), free(bad);
+    tensorfile_free(&f);
+    unlink(path);
+}
+
+/* Each shipped model carries its checksums: a bit flipped anywhere in its
+ * data (here at 64 places from the first byte of the data to the last) is
+ * refused. */
+static void test_shipped_models_refuse_flips(void **state)
+{
+    const char *models[] = {"models/taylor.safetensors", "models/taylor_ckpt.safetensors",
+                            "models/imdb.safetensors", "models/imdb_lm.safetensors",
+                            "models/set_anomaly.safetensors"};
+    char path[256];
+    temp_path(path, sizeof path, "flipped");
+    for (size_t m = 0; m < sizeof models / sizeof *models; m++) {
+        size_t size;
+        unsigned char *b = slurp(models[m], &size);
+        uint64_t header = 0;
+        for (int i = 7; i >= 0; i--) header = (header << 8) | b[i];
+        size_t data = size - 8 - header;
+        Error err;
+        TensorFile f;
+        for (int k = 0; k < 64; k++) {
+            size_t at = 8 + header + (data - 1) * k / 63;
+            b[at] ^= (unsigned char)(1u << (k % 8));
+            spit(path, b, size);
+            b[at] ^= (unsigned char)(1u << (k % 8));
+            assert_int_equal(safetensors_read(path, &f, &err), -1);
+            assert_non_null(strstr(err.msg, "does not match its checksum"));
+        }
+        print_message("  %s: 64 flips refused, e.g. %s\n", models[m], err.msg);
+        spit(path, b, size);
+        assert_ok(safetensors_read(path, &f, &err));          /* and the file as shipped reads */
+        tensorfile_free(&f);
+        free(b);
+    }
+    unlink(path);
+}
+
 /* The writer never leaves a partial file: a path in a missing folder fails
  * cleanly and creates nothing. */
 static void test_write_failure_leaves_nothing(void **state)
@@ -1056,6 +1181,8 @@ int main(void)
 
         cmocka_unit_test(test_read_pytorch_file),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_checksums),
+        cmocka_unit_test(test_shipped_models_refuse_flips),
         cmocka_unit_test(test_write_failure_leaves_nothing),
         cmocka_unit_test(test_write_keeps_fifos_and_links),
         cmocka_unit_test(test_write_cleans_up_and_follows_umask),

@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,75 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* CRC-32 (IEEE 802.3, zlib's crc32 and Python's zlib.crc32) of n bytes,
+ * half a byte at a time from a table of 16: the checksum of each tensor's
+ * data kept in the metadata (see safetensors.h). */
+static uint32_t crc32_of(const unsigned char *p, size_t n)
+{
+    static const uint32_t nibble[16] = {
+        0x00000000, 0x1DB71064, 0x3B6E20C8, 0x26D930AC, 0x76DC4190, 0x6B6B51F4,
+        0x4DB26158, 0x5005713C, 0xEDB88320, 0xF00F9344, 0xD6D6A3E8, 0xCB61B38C,
+        0x9B64C2B0, 0x86D3D2D4, 0xA00AE278, 0xBDBDF21C};
+    uint32_t crc = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        crc = nibble[(crc ^ p[i]) & 15] ^ (crc >> 4);
+        crc = nibble[(crc ^ (p[i] >> 4)) & 15] ^ (crc >> 4);
+    }
+    return crc ^ 0xFFFFFFFFu;
+}
+
+uint32_t safetensors_crc32(const Tensor *t)
+{
+    return crc32_of(t->data, (size_t)tensor_numel(t) * dtype_size(t->dtype));
+}
+
+static int is_checksum_key(const char *key)
+{
+    return strncmp(key, SAFETENSORS_CHECKSUM, sizeof SAFETENSORS_CHECKSUM - 1) == 0;
+}
+
+/* Checks every checksum in file's metadata against its tensor's data,
+ * then drops them from the metadata (they describe this file's bytes, not
+ * what a program writes next). A file without them passes unchecked. */
+static int check_checksums(const char *path, TensorFile *file, Error *err)
+{
+    int kept = 0;
+    for (int i = 0; i < file->n_meta; i++) {
+        const char *key = file->meta_keys[i], *value = file->meta_values[i];
+        if (!is_checksum_key(key)) {
+            file->meta_keys[kept] = file->meta_keys[i];
+            file->meta_values[kept++] = file->meta_values[i];
+            continue;
+        }
+        const char *name = key + sizeof SAFETENSORS_CHECKSUM - 1;
+        const Tensor *t = tensorfile_find(file, name);
+        char *end;
+        unsigned long want = strtoul(value, &end, 16);
+        int rc = 0;
+        if (!t)
+            rc = error_set(err, "%s: metadata '%s' is the checksum of a tensor '%s' the file "
+                           "does not have", path, key, name);
+        else if (strlen(value) != 8 || *end != '\0')
+            rc = error_set(err, "%s: metadata '%s' is '%.20s', not 8 hex digits", path, key,
+                           value);
+        else if (safetensors_crc32(t) != (uint32_t)want)
+            rc = error_set(err, "%s: tensor '%s' does not match its checksum (crc32 %08x, the "
+                           "file says %s): the file is damaged", path, name,
+                           (unsigned)safetensors_crc32(t), value);
+        free(file->meta_keys[i]), free(file->meta_values[i]);
+        if (rc != 0) {           /* the rest are freed as usual */
+            for (int j = i + 1; j < file->n_meta; j++) {
+                file->meta_keys[kept] = file->meta_keys[j];
+                file->meta_values[kept++] = file->meta_values[j];
+            }
+            file->n_meta = kept;
+            return -1;
+        }
+    }
+    file->n_meta = kept;
+    return 0;
+}
 
 static char *copy_string(const char *s)
 {
@@ -262,6 +332,7 @@ static int parse(const char *path, const unsigned char *buf, size_t size, Tensor
         if (rc == 0) n_ranges++;
     }
     if (rc == 0) rc = check_ranges(path, ranges, n_ranges, data_size, err);
+    if (rc == 0) rc = check_checksums(path, file, err);
     free(ranges);
     cJSON_Delete(root);
     return rc;
@@ -292,11 +363,23 @@ static char *build_header(const TensorFile *file, size_t *len)
     cJSON *root = cJSON_CreateObject();
     if (!root) return NULL;
     int ok = 1;
-    if (file->n_meta > 0) {
+    /* The metadata, then the checksum of each tensor's data (made here, from
+     * the data written; any older ones in file->meta are left out). */
+    if (file->n_meta > 0 || file->n_tensors > 0) {
         cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
+        ok = meta != NULL;
         for (int i = 0; ok && i < file->n_meta; i++)
-            ok = meta && cJSON_AddStringToObject(meta, file->meta_keys[i],
-                                                 file->meta_values[i]) != NULL;
+            if (!is_checksum_key(file->meta_keys[i]))
+                ok = cJSON_AddStringToObject(meta, file->meta_keys[i],
+                                             file->meta_values[i]) != NULL;
+        for (int i = 0; ok && i < file->n_tensors; i++) {
+            char key[512], value[16];
+            snprintf(value, sizeof value, "%08x",
+                     (unsigned)safetensors_crc32(&file->tensors[i].tensor));
+            ok = snprintf(key, sizeof key, "%s%s", SAFETENSORS_CHECKSUM,
+                          file->tensors[i].name) < (int)sizeof key &&
+                 cJSON_AddStringToObject(meta, key, value) != NULL;
+        }
     }
     uint64_t offset = 0;
     for (int i = 0; ok && i < file->n_tensors; i++) {

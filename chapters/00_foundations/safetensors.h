@@ -25,6 +25,15 @@
 /* safetensors' own limit on the JSON header. */
 #define SAFETENSORS_MAX_HEADER (100u * 1000u * 1000u)
 
+/* The writer puts the CRC-32 of each tensor's data in the metadata, as
+ * "crc32.NAME": "8 hex digits" (PyTorch's loader ignores metadata; the
+ * reference's save_checkpoint writes them too). The reader checks each one
+ * it finds and refuses a file whose data does not match, naming the tensor:
+ * a flipped bit no longer loads as a wrong model. A file without them (an
+ * older one, a golden case) loads unchecked. The reader drops them from
+ * the metadata it returns. */
+#define SAFETENSORS_CHECKSUM "crc32."
+
 typedef struct {
     char *name;
     Tensor tensor;
@@ -42,6 +51,8 @@ typedef struct {
 
 int safetensors_read(const char *path, TensorFile *file, Error *err);
 int safetensors_write(const char *path, const TensorFile *file, Error *err);
+/* The CRC-32 (zlib's) of a tensor's data, as the metadata holds it. */
+uint32_t safetensors_crc32(const Tensor *t);
 
 /* Writes the parts, one after another, as the file at path: to a temporary
  * file beside it, flushed to the disk (fsync), then renamed into place. The
