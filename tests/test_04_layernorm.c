@@ -267,6 +267,63 @@ static void test_layernorm_constant_rows(void **state)
     assert_close("dweight = sum dy * n = 0", dw, zero, D, 0, 0);
 }
 
+/* One feature (D = 1): every row is constant, n = 0, and the input gradient
+ * is exactly 0 (torch float32 gives 0 too). The case a fresh PyTorch draw
+ * found (issue 43): with variance 0, rstd = 1/sqrt(eps) = 316, so a g = dy * w
+ * rounded once for the mean and once more (or not at all, inside a fused
+ * multiply-add) for its own term gave up to 2.5e-5 instead. */
+static void test_layernorm_backward_one_feature(void **state)
+{
+    enum { rows = 3 };
+    const float x[rows] = {1.6467491f, -0.64606804f, 0.10843915f};
+    const float w[1] = {1.0981532f}, b[1] = {-0.36371395f};
+    const float dy[rows] = {0.05814014f, -2.816061f, 1.1147763f};
+    float y[rows], mean[rows], rstd[rows], dx[rows] = {0}, dw[1] = {0}, db[1] = {0};
+    assert_ok(layernorm_forward(y, mean, rstd, x, w, b, 1, rows, 1, 1e-5f));
+    assert_ok(layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, 1, rows, 1));
+    print_message("  dx = [%g, %g, %g], rstd %g\n", dx[0], dx[1], dx[2], rstd[0]);
+    const float zero[rows] = {0};
+    assert_close("dx = 0", dx, zero, rows, 0, 0);
+    assert_close("dweight = sum dy * n = 0", dw, zero, 1, 0, 0);
+    assert_close("dbias = sum dy", db, (float[]){dy[0] + dy[1] + dy[2]}, 1, 0, 1e-6);
+}
+
+/* A constant row whose g = dy * w is the same at every column has input
+ * gradient exactly 0 at any width: n = 0, and g - mean g is 0 when the mean
+ * is made from the same g. Here dy = (1 + 2^-13) 2^k and w = 1 - 2^-13, so
+ * the exact product 2^k (1 - 2^-26) is not a float32 and rounds to 2^k:
+ * a product formed again for a term, or fused into a multiply-add there,
+ * differs from the rounded one, and rstd = 316 shows it. (The g are powers
+ * of two so that D of them add up exactly and mean g is g; an ordinary
+ * float summed 7 times may round.) */
+static void test_layernorm_backward_constant_rows_zero(void **state)
+{
+    const int widths[] = {1, 2, 7, 64, 256};
+    const float values[] = {1.6467491f, -3.7f, 1e4f, 0.0f};   /* one per row */
+    const float scale[] = {1.0f, -0.5f, 4.0f, 0.125f};       /* 2^k, one per row */
+    enum { rows = 4, max_D = 256 };
+    float *x = test_floats(rows * max_D), *dy = test_floats(rows * max_D);
+    float *y = test_floats(rows * max_D), *dx = test_floats(rows * max_D);
+    float *zero = test_floats(rows * max_D), w[max_D], b[max_D], mean[rows], rstd[rows];
+    for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) {
+        int D = widths[k];
+        for (int c = 0; c < D; c++) w[c] = 1.0f - 0x1p-13f, b[c] = 0.25f * c;
+        for (int r = 0; r < rows; r++)
+            for (int c = 0; c < D; c++)
+                x[r * D + c] = values[r], dy[r * D + c] = (1.0f + 0x1p-13f) * scale[r];
+        memset(dx, 0, rows * max_D * sizeof *dx);
+        assert_ok(layernorm_forward(y, mean, rstd, x, w, b, 1, rows, D, 1e-5f));
+        assert_ok(layernorm_backward(dx, NULL, NULL, dy, x, w, mean, rstd, 1, rows, D));
+        print_message("  D = %d: rstd %g, dx[0] %g\n", D, rstd[0], dx[0]);
+        assert_close("dx = 0 on constant rows", dx, zero, rows * D, 0, 0);
+    }
+    free(x);
+    free(dy);
+    free(y);
+    free(dx);
+    free(zero);
+}
+
 /* mean and rstd may be NULL (inference): the output is the same, bit for bit. */
 static void test_layernorm_statistics_optional(void **state)
 {
@@ -616,6 +673,8 @@ int main(void)
         cmocka_unit_test(test_layernorm_rows_are_normalised),
         cmocka_unit_test(test_layernorm_worked_example),
         cmocka_unit_test(test_layernorm_constant_rows),
+        cmocka_unit_test(test_layernorm_backward_one_feature),
+        cmocka_unit_test(test_layernorm_backward_constant_rows_zero),
         cmocka_unit_test(test_layernorm_statistics_optional),
         cmocka_unit_test(test_layernorm_backward_accumulates),
         cmocka_unit_test(test_layernorm_backward_sums_to_zero),

@@ -128,7 +128,12 @@ int layernorm_backward(float *dinp, float *dweight, float *dbias, const float *d
      * gradient to an existing .grad. */
     int blocks = sum_blocks(rows), params = (weight && dweight) || dbias;
     float *partial = params ? malloc((size_t)blocks * 2 * D * sizeof *partial) : NULL;
-    if (params && !partial) return -1;
+    float *g_rows = malloc((size_t)blocks * D * sizeof *g_rows);   /* (blocks, D) */
+    if ((params && !partial) || !g_rows) {
+        free(partial);
+        free(g_rows);
+        return -1;
+    }
 
     /* Rows are independent: the threads share out the blocks of rows. */
     #pragma omp parallel for schedule(static) if (blocks > 1)
@@ -141,22 +146,28 @@ int layernorm_backward(float *dinp, float *dweight, float *dbias, const float *d
             const float *x = inp + (size_t)r * D;     /* (D,) */
             const float *dy = dout + (size_t)r * D;   /* (D,) */
             float *dx = dinp + (size_t)r * D;         /* (D,) */
+            float *g = g_rows + (size_t)b * D;        /* (D,) */
             float m = mean[r], s = rstd[r];
 
+            /* Each g[c] is formed once and kept, and both the mean and the
+             * element's own term read that one float. Formed twice, one copy
+             * could be fused into a multiply-add (-ffp-contract=fast) and the
+             * other rounded: on a constant row (any row when D = 1) n = 0 and
+             * the exact gradient is 0, but rstd = 1/sqrt(eps) = 316 would
+             * turn that one rounding into 2.5e-5. */
             float mean_g = 0.0f, mean_gn = 0.0f;      /* mean_c g[c] and mean_c g[c] n[c] */
             for (int c = 0; c < D; c++) {
                 float n = (x[c] - m) * s;
-                float g = weight ? dy[c] * weight[c] : dy[c];
-                mean_g += g;
-                mean_gn += g * n;
+                g[c] = weight ? dy[c] * weight[c] : dy[c];
+                mean_g += g[c];
+                mean_gn += g[c] * n;
             }
             mean_g /= D;
             mean_gn /= D;
 
             for (int c = 0; c < D; c++) {
                 float n = (x[c] - m) * s;
-                float g = weight ? dy[c] * weight[c] : dy[c];
-                dx[c] += s * (g - mean_g - n * mean_gn);   /* the three terms above */
+                dx[c] += s * (g[c] - mean_g - n * mean_gn);   /* the three terms above */
             }
             if (params) {
                 #pragma omp simd
@@ -170,6 +181,7 @@ int layernorm_backward(float *dinp, float *dweight, float *dbias, const float *d
     if (weight && dweight) partial_sums_add(dweight, partial, blocks, D);
     if (dbias) partial_sums_add(dbias, partial + (size_t)blocks * D, blocks, D);
     free(partial);
+    free(g_rows);
     return 0;
     /* END SOLUTION */
 }
