@@ -112,12 +112,21 @@ int text_read_file(const char *path, Text *t, Error *err)
     FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f) return error_set(err, "cannot open %s: %s", path, strerror(errno));
     uint8_t buf[65536];
-    size_t n;
+    size_t n, old_len = t->len;
+    int had_data = t->data != NULL;
     int rc = text_append(t, "", 0, err);       /* a readable empty text, even for an empty file */
     while (rc == 0 && (n = fread(buf, 1, sizeof buf, f)) > 0) rc = text_append(t, buf, n, err);
     if (rc == 0 && ferror(f)) rc = error_set(err, "cannot read %s: %s", is_stdin ? "stdin" : path,
                                              strerror(errno));
     if (!is_stdin) fclose(f);
+    /* On an error t is as it was: callers return without text_free, and a
+     * folder opens (fopen succeeds on Linux) and fails only at the read. */
+    if (rc != 0 && !had_data) {
+        text_free(t);
+    } else if (rc != 0) {
+        t->len = old_len;
+        t->data[old_len] = 0;
+    }
     return rc;
 }
 

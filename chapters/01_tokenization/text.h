@@ -37,7 +37,7 @@ int text_append(Text *t, const void *bytes, size_t n, Error *err);
 void text_free(Text *t);
 
 /* Reads a whole file into t (appending); path "-" reads stdin. Errors name
- * the file. */
+ * the file and leave t as it was (nothing to free if it was empty). */
 int text_read_file(const char *path, Text *t, Error *err);
 
 /* ASCII whitespace: space, \t, \n, \v, \f, \r. */
