@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 void load_golden(TensorFile *file, const char *chapter, const char *name)
@@ -162,6 +163,28 @@ float *test_floats(int64_t n)
     float *p = calloc((size_t)(n > 0 ? n : 1), sizeof *p);
     assert_non_null(p);
     return p;
+}
+
+int run_command(const char *cmd, char *out, size_t size)
+{
+    char path[64], line[4096];
+    snprintf(path, sizeof path, "build/cmd.%ld.out", (long)getpid());
+    snprintf(line, sizeof line, "%s >%s 2>&1", cmd, path);
+    int status = system(line);
+    FILE *f = fopen(path, "r");
+    size_t n = f ? fread(out, 1, size - 1, f) : 0;
+    out[n] = '\0';
+    if (f) fclose(f);
+    unlink(path);
+    /* each line indented: a line of the program's must not pass for cmocka's */
+    print_message("  $ %s\n", cmd);
+    for (char *at = out, *end; *at; at = end) {
+        end = strchr(at, '\n');
+        end = end ? end + 1 : at + strlen(at);
+        print_message("  | %.*s", (int)(end - at), at);
+    }
+    print_message("\n");
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 float test_uniform(uint32_t *state)

@@ -163,6 +163,11 @@ void check_malformed_corpus(const char *chapter, CorpusReader read, int min_file
 /* A zeroed buffer of n floats for a test's outputs; free() it. */
 float *test_floats(int64_t n);
 
+/* Runs the shell command line cmd (a chapter program, say), its standard
+ * output and error together into out (at most size - 1 bytes, NUL-ended),
+ * and prints both indented; returns its exit status (-1: it did not exit). */
+int run_command(const char *cmd, char *out, size_t size);
+
 /* A uniform draw in [-1, 1) from a 32-bit xorshift state (not zero): the
  * tests' own numbers, independent of chapter 00's Rng (which a student
  * writes). */

@@ -14,10 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "decode.h"
 #include "helpers.h"
 #include "model.h"
+#include "model_file.h"
 #include "pairs.h"
 #include "rng.h"
 #include "taylor.h"
@@ -202,6 +204,96 @@ static void test_exact_and_misses(void **state)
     vocab_free(&v);
 }
 
+/* The whole of a small file, for comparing before and after a run. */
+static void read_whole(const char *path, char *buf, size_t size)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, size - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+static void write_whole(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* A run of 09_translation on the first 300 lines of the Taylor pairs: 200
+ * pairs train (6 batches of 32), 20 validate, 34 test, and a model small
+ * enough to train in a moment. */
+#define SMALL_RUN "build/09_translation --train --data build/pairs300.txt --train-size 200 " \
+                  "--val-size 20 --epochs 1 --d-model 16 --heads 2 --ffn 32 --layers 1"
+
+static void write_pairs300(void)
+{
+    FILE *in = fopen("reference/data/taylor/seq2seq_series_2terms.txt", "rb");
+    FILE *out = fopen("build/pairs300.txt", "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    char line[4096];
+    for (int i = 0; i < 300 && fgets(line, sizeof line, in); i++) fputs(line, out);
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+}
+
+/* Issue 43: a run refused for its options leaves an earlier run's files as
+ * they were. --batch-size larger than the training set is refused before
+ * the round log (LOG.exact.csv) is opened: it was cut to its header first. */
+static void test_refused_run_keeps_earlier_logs(void **state)
+{
+    (void)state;
+    const char *log = "build/kept_log.csv", *exact = "build/kept_log.csv.exact.csv";
+    const char *log_rows = "step,epoch,lr,train_loss,val_loss,val_accuracy,seconds\n"
+                           "1,1,0.001,2.5,2.4,0.1,0.5\n";
+    const char *exact_rows = "step,epoch,val_exact\n5,1,0.500000\n";
+    char out[8192], cmd[1024], after[256];
+    write_pairs300();
+    write_whole(log, log_rows);
+    write_whole(exact, exact_rows);
+    snprintf(cmd, sizeof cmd, "%s --log %s --batch-size 201", SMALL_RUN, log);
+    assert_int_equal(run_command(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "--batch-size 201 is larger than the 200 training examples"));
+    read_whole(log, after, sizeof after);
+    assert_string_equal(after, log_rows);
+    read_whole(exact, after, sizeof after);
+    assert_string_equal(after, exact_rows);
+    unlink(log);
+    unlink(exact);
+    unlink("build/pairs300.txt");
+}
+
+/* A --bucket longer than the epoch sorts the whole epoch, as a bucket of
+ * exactly the epoch's 6 batches does (the same model, bit for bit), within
+ * the epoch's memory: --bucket 2147483647 asked for room for that many
+ * batches, ran out of memory after the loss log was cut, and named no
+ * option. */
+static void test_bucket_longer_than_the_epoch(void **state)
+{
+    (void)state;
+    char out[8192], cmd[1024];
+    const char *models[2] = {"build/bucket_6.safetensors", "build/bucket_max.safetensors"};
+    const char *buckets[2] = {"6", "2147483647"};
+    write_pairs300();
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "%s --bucket %s --out %s", SMALL_RUN, buckets[i], models[i]);
+        assert_int_equal(run_command(cmd, out, sizeof out), 0);
+    }
+    Model m[2];
+    Error err;
+    for (int i = 0; i < 2; i++) assert_ok(model_load(&m[i], models[i], &err));
+    assert_int_equal(m[0].num_params, m[1].num_params);
+    assert_memory_equal(m[0].params, m[1].params, m[0].num_params * sizeof *m[0].params);
+    for (int i = 0; i < 2; i++) {
+        model_free(&m[i]);
+        unlink(models[i]);
+    }
+    unlink("build/pairs300.txt");
+}
+
 /* The malformed-input corpus of this chapter (tests/malformed/09_translation/): each
  * pairs file gets a one-line error naming it, and no output appears. */
 static int read_pairs(const char *path, const char *out_path, Error *err)
@@ -233,6 +325,8 @@ int main(void)
         cmocka_unit_test(test_pairs_refusals),
         cmocka_unit_test(test_pairs_with_char_tokenizer),
         cmocka_unit_test(test_exact_and_misses),
+        cmocka_unit_test(test_refused_run_keeps_earlier_logs),
+        cmocka_unit_test(test_bucket_longer_than_the_epoch),
         cmocka_unit_test(test_malformed_corpus),
     };
     return run_chapter_tests("09_translation", tests);

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "casefile.h"
@@ -854,6 +855,56 @@ static void test_lm_text_split(void **state)
     lm_text_free(&t);
 }
 
+/* A stand-in for .data/imdb/imdb.tsv: the 25,000 lines the reader wants,
+ * each a short review, so a run trains in a moment. */
+static void write_tiny_imdb(const char *dir)
+{
+    char path[256];
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/imdb.tsv", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 25000; i++)
+        fprintf(f, "%d\t%s film number %d, %s.\n", i % 2, i % 2 ? "A fine" : "A dull", i,
+                i % 2 ? "well acted" : "badly written");
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The measure after training (lm_bits) refuses a stride longer than the
+ * context or than the test text: a training run is refused so before its
+ * first step, in one line naming the options, and writes nothing (it
+ * trained to the end, wrote the model and the log, then exited 1). */
+static void test_train_checks_the_stride_first(void **state)
+{
+    (void)state;
+    char out[8192], cmd[1024];
+    const char *outputs[] = {"build/lm_stride.safetensors", "build/lm_stride_ckpt.safetensors",
+                             "build/lm_stride_log.csv"};
+    write_tiny_imdb("build/lm_tiny");
+    for (int i = 0; i < 3; i++) unlink(outputs[i]);
+    const char *run = "build/12_generation --train --data build/lm_tiny --train-reviews 40 "
+                      "--epochs 1 --batch-size 4 --d-model 16 --heads 2 --layers 1 --ffn 32 "
+                      "--out build/lm_stride.safetensors --checkpoint "
+                      "build/lm_stride_ckpt.safetensors --log build/lm_stride_log.csv";
+    snprintf(cmd, sizeof cmd, "%s --test-reviews 50 --stride 1000 --context 32", run);
+    assert_int_equal(run_command(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "--stride 1000 is longer than --context 32"));
+    for (int i = 0; i < 3; i++) assert_int_equal(access(outputs[i], F_OK), -1);
+    /* one test review of about 40 bytes, and half a context of 128 */
+    snprintf(cmd, sizeof cmd, "%s --test-reviews 1 --context 128", run);
+    assert_int_equal(run_command(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "fewer than the stride of 64 (--stride, --context, --test-reviews)"));
+    for (int i = 0; i < 3; i++) assert_int_equal(access(outputs[i], F_OK), -1);
+    /* the same run with a stride that fits trains and reports */
+    snprintf(cmd, sizeof cmd, "%s --test-reviews 1 --context 32 --stride 32", run);
+    assert_int_equal(run_command(cmd, out, sizeof out), 0);
+    assert_non_null(strstr(out, "bits per byte"));
+    for (int i = 0; i < 3; i++) assert_int_equal(access(outputs[i], F_OK), 0);
+    for (int i = 0; i < 3; i++) unlink(outputs[i]);
+    unlink("build/lm_tiny/imdb.tsv");
+    rmdir("build/lm_tiny");
+}
+
 /* ------------------------------------------------------------------------ */
 
 int main(void)
@@ -880,6 +931,7 @@ int main(void)
         cmocka_unit_test(test_lm_bits_counts_each_byte_once),
         cmocka_unit_test(test_generate_cache_and_no_cache),
         cmocka_unit_test(test_lm_text_split),
+        cmocka_unit_test(test_train_checks_the_stride_first),
     };
     enum { N_FIXED = sizeof fixed / sizeof *fixed };
     /* A test per golden through the functions, one through the evaluator

@@ -239,11 +239,14 @@ static int bucket_order(Batcher *bt, const Examples *ex, int run, Rng *rng, Erro
 {
     int64_t per_run = (int64_t)run * bt->batch_size;
     int64_t full = batcher_num_batches(bt) * bt->batch_size;   /* drop_last: the rest unused */
+    /* A run longer than the epoch is the epoch (sorted whole): the room is
+     * the epoch's, not what a huge --bucket asks for. */
+    if (per_run > full) per_run = full;
     ByLength *tmp = malloc((size_t)per_run * sizeof *tmp);
     int64_t *order = malloc((size_t)per_run * sizeof *order);
     if (!tmp || !order) {
         free(tmp), free(order);
-        return error_set(err, "out of memory for length bucketing");
+        return error_set(err, "out of memory for length bucketing (--bucket %d)", run);
     }
     for (int64_t start = 0; start < full; start += per_run) {
         int64_t n = full - start < per_run ? full - start : per_run;
@@ -351,6 +354,18 @@ static int diverged(const char *where, const char *what, double loss, const Trai
                      isnan(loss) ? "not a number" : "infinite", kept);
 }
 
+int train_check(const Model *m, const TrainOptions *o, const Examples *train,
+                const Examples *val, Error *err)
+{
+    if (check_task_fits(m, train, err) != 0 || check_task_fits(m, val, err) != 0) return -1;
+    if (o->batch_size < 1) return error_set(err, "--batch-size %d is below 1", o->batch_size);
+    if (o->batch_size > train->n)
+        return error_set(err, "--batch-size %d is larger than the %" PRId64 " training examples",
+                         o->batch_size, train->n);
+    if (o->bucket < 0) return error_set(err, "--bucket %d is negative (0: off)", o->bucket);
+    return 0;
+}
+
 int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o,
               const Examples *train, const Examples *val, StepResult *res_val, Error *err)
 {
@@ -363,14 +378,9 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
     memset(res_val, 0, sizeof *res_val);
     res_val->loss = NAN;
 
-    if (check_task_fits(m, train, err) != 0 || check_task_fits(m, val, err) != 0) return -1;
+    if (train_check(m, o, train, val, err) != 0) return -1;
     if (batcher_init(&batcher, train->n, o->batch_size, 1, err) != 0) return -1;
     int64_t per_epoch = batcher_num_batches(&batcher);
-    if (per_epoch == 0) {
-        error_set(err, "--batch-size %d is larger than the %" PRId64 " training examples",
-                  o->batch_size, train->n);
-        goto done;
-    }
     if (batch_alloc(&b, train, o->batch_size, err) != 0) goto done;
     if (!o->device && step_work_alloc(&s, m, b.N, b.S, b.T, 1, err) != 0) goto done;
     /* A resumed run keeps the log's rows up to its checkpoint. */

@@ -226,6 +226,12 @@ Examples examples_of_task(const SeqDataset *ds, ModelKind kind);
 double train_lr(const TrainOptions *o, const Model *m, int64_t step, int64_t epoch,
                 int64_t steps_per_epoch);
 
+/* What train_run refuses before it writes anything, for a caller to ask
+ * before it opens files of its own: a model that does not fit the
+ * examples, a batch larger than the training set, a negative bucket. */
+int train_check(const Model *m, const TrainOptions *o, const Examples *train,
+                const Examples *val, Error *err);
+
 /* Trains m on `train` from where state and opt stand (epoch 0 and a fresh
  * optimizer, or what checkpoint_load read) to o->epochs, validating on
  * `val` after every epoch (res_val: the last validation). Full batches only

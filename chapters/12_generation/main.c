@@ -74,6 +74,12 @@ static void config(const TaskRun *r, ModelConfig *c, ConfigOptions *names)
     names->max_len = "--context";
 }
 
+/* The stride of the measure: --stride, or half the context. */
+static int measure_stride(int max_len)
+{
+    return stride ? stride : (max_len + 1) / 2;
+}
+
 static int check(TaskRun *r, Error *err)
 {
     ModelConfig c;
@@ -81,6 +87,11 @@ static int check(TaskRun *r, Error *err)
     if (context < 2 || context > MODEL_MAX_LEN)
         return error_set(err, "--context %d is not in 2..%d", context, MODEL_MAX_LEN);
     if (stride < 0) return error_set(err, "--stride %d is negative (0: half the context)", stride);
+    /* The report's measure (lm_bits) refuses a stride longer than the
+     * context; a training run learns that here, not after its last epoch. */
+    if (r->training && stride > context)
+        return error_set(err, "--stride %d is longer than --context %d (at most the context; "
+                         "0: half of it)", stride, context);
     if (train_reviews < 0 || train_reviews > 20000)
         return error_set(err, "--train-reviews %d is not in 0..20000 (0: all)", train_reviews);
     if (test_reviews < 0 || test_reviews > 5000)
@@ -109,6 +120,13 @@ static int open_data(TaskRun *r, Error *err)
     if (lm_text_read(&text, data_dir, r->training ? train_reviews : -1, test_reviews, err) != 0)
         return -1;
     if (!r->training) return 0;
+    /* The measure's other bound: a window's bytes must be there (few short
+     * test reviews can hold fewer than the stride). */
+    int R = measure_stride(context);
+    if ((int64_t)text.test.len - 1 < R)
+        return error_set(err, "%s: the %" PRId64 " test review(s) hold %zu bytes to predict, "
+                         "fewer than the stride of %d (--stride, --context, --test-reviews)",
+                         data_path, text.n_test, text.test.len - 1, R);
     printf("%s: %" PRId64 " training reviews (%.1f MB), %" PRId64 " validation (%.1f MB), %"
            PRId64 " test (%.1f MB)\n", data_dir, text.n_train, text.train.len / 1e6,
            text.n_val, text.val.len / 1e6, text.n_test, text.test.len / 1e6);
@@ -136,7 +154,7 @@ static int report(TaskRun *r, Model *m, double *acc, Error *err)
 {
     double bits, started = time_now();
     int64_t bytes;
-    int R = stride ? stride : (m->cfg.max_len + 1) / 2;
+    int R = measure_stride(m->cfg.max_len);
     if (lm_bits(m, &text.test, R, windows_per_pass, &bits, &bytes, err) != 0) return -1;
     printf("test reviews: %" PRId64 " reviews, %" PRId64 " bytes, %.4f bits per byte "
            "(context %d, stride %d, %.0f s)\n", text.n_test, bytes, bits / bytes,
