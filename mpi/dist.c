@@ -13,8 +13,10 @@
 #include <inttypes.h>
 #include <math.h>
 #include <mpi.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "loss.h"
 #include "model_work.h"
@@ -30,6 +32,8 @@ typedef struct {
     int *recv_counts, *recv_displs;   /* (R,): L_r from every rank, rank after rank */
     float *recv;            /* (R, L_r): every rank's gradient of this rank's slice */
     AdamState opt;          /* Adam's moments of this rank's slice (L_r,) */
+    double timeout;         /* seconds a rank waits for the others (--mpi-timeout) */
+    double longest;         /* the longest step so far, seconds */
 } Dist;
 
 int dist_ranks(int *rank)
@@ -45,12 +49,106 @@ int dist_ranks(int *rank)
     return size;
 }
 
-int dist_agree(uint64_t hash, Error *err)
+/* A collective that does not complete. MPI's blocking collectives wait for
+ * ever: a rank stopped (SIGSTOP, a debugger) or lost leaves the others
+ * waiting, saying nothing. So every collective here is started without
+ * blocking (MPI_Iallgather, ...) and waited for by wait_done, which tests
+ * it, spinning for the first 10 ms as a blocking one would, then every
+ * millisecond, and answers other ranks' pings meanwhile. After `limit`
+ * seconds it pings every rank, and ends the job with a line naming those
+ * that do not answer within 2 s (or, if all answer, saying so). */
+enum { PING = 4242, PONG = 4243 };
+
+static void answer_pings(void)
+{
+    for (;;) {
+        int flag, x;
+        MPI_Status st;
+        MPI_Iprobe(MPI_ANY_SOURCE, PING, MPI_COMM_WORLD, &flag, &st);
+        if (!flag) return;
+        MPI_Recv(&x, 1, MPI_INT, st.MPI_SOURCE, PING, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(&x, 1, MPI_INT, st.MPI_SOURCE, PONG, MPI_COMM_WORLD);
+    }
+}
+
+static void sleep_ms(void)
+{
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+}
+
+static _Noreturn void end_job(int rank, int R, double limit, const char *what)
+{
+    MPI_Request *req = malloc((size_t)2 * R * sizeof *req);
+    int *got = calloc((size_t)R, sizeof *got), ping = 1;
+    char missing[256] = "";
+    size_t at = 0;
+    if (req && got) {
+        for (int q = 0; q < R; q++) {
+            req[q] = req[R + q] = MPI_REQUEST_NULL;
+            if (q == rank) continue;
+            MPI_Irecv(&got[q], 1, MPI_INT, q, PONG, MPI_COMM_WORLD, &req[q]);
+            MPI_Isend(&ping, 1, MPI_INT, q, PING, MPI_COMM_WORLD, &req[R + q]);
+        }
+        for (double start = time_now(); time_now() - start < 2.0; sleep_ms()) {
+            int all;
+            MPI_Testall(R, req, &all, MPI_STATUSES_IGNORE);
+            if (all) break;
+            answer_pings();
+        }
+        for (int q = 0; q < R && at < sizeof missing - 16; q++) {
+            int done;
+            MPI_Test(&req[q], &done, MPI_STATUS_IGNORE);
+            if (!done)
+                at += (size_t)snprintf(missing + at, sizeof missing - at, "%s%d", at ? ", " : "", q);
+        }
+    }
+    if (at)
+        fprintf(stderr, "\nrank %d: waited %.0f s for the other ranks at %s; rank(s) %s do not "
+                "answer (stopped, or gone?): ending the job (--mpi-timeout)\n", rank, limit,
+                what, missing);
+    else
+        fprintf(stderr, "\nrank %d: waited %.0f s for the other ranks at %s, though every rank "
+                "answers: ending the job (--mpi-timeout)\n", rank, limit, what);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);                                     /* MPI_Abort does not return */
+}
+
+static void wait_done(MPI_Request *req, int n, int rank, int R, double limit, const char *what)
+{
+    double start = time_now();
+    for (;;) {
+        int done;
+        MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
+        if (done) return;
+        answer_pings();
+        double waited = time_now() - start;
+        if (waited > limit) end_job(rank, R, limit, what);
+        if (waited > 0.01) sleep_ms();
+    }
+}
+
+/* The limit of wait_done in training: --mpi-timeout, or 50 times the
+ * longest step so far if that is longer (a slow machine is not a stopped one). */
+static double step_limit(const Dist *d)
+{
+    return d->timeout > 50.0 * d->longest ? d->timeout : 50.0 * d->longest;
+}
+
+static void wait_in_step(const Dist *d, MPI_Request *req, int n, const char *what)
+{
+    wait_done(req, n, d->rank, d->ranks, step_limit(d), what);
+}
+
+int dist_agree(uint64_t hash, double timeout, Error *err)
 {
     int rank, ranks = dist_ranks(&rank);
     uint64_t first = hash;
     if (ranks == 1) return 0;
-    MPI_Bcast(&first, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    MPI_Request req;
+    MPI_Ibcast(&first, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD, &req);
+    wait_done(&req, 1, rank, ranks, timeout, "the start (the check of options and data)");
     if (first != hash)
         return error_set(err, "rank %d of %d was started with other options or data than "
                          "rank 0 (hash %016" PRIx64 ", rank 0 has %016" PRIx64 "): every "
@@ -106,15 +204,28 @@ static void sum_in_rank_order(float *out, const float *x, int R, int64_t n)
     }
 }
 
-void dist_sum_counts(const double mine[3], double total[3], int R)
+/* (loss * count, count, correct) of every rank, summed in rank order;
+ * limit and what as wait_done's (limit 0: wait as long as it takes). */
+static void sum_counts(const double mine[3], double total[3], int rank, int R, double limit,
+                       const char *what)
 {
     double *all = malloc((size_t)R * 3 * sizeof *all);          /* (R, 3) */
     if (!all) MPI_Abort(MPI_COMM_WORLD, 1);     /* a rank alone cannot leave the collective */
-    MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, MPI_COMM_WORLD);
+    MPI_Request req;
+    MPI_Iallgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, MPI_COMM_WORLD, &req);
+    if (limit > 0)
+        wait_done(&req, 1, rank, R, limit, what);
+    else
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
     total[0] = total[1] = total[2] = 0.0;
     for (int r = 0; r < R; r++)
         for (int k = 0; k < 3; k++) total[k] += all[3 * r + k];
     free(all);
+}
+
+void dist_sum_counts(const double mine[3], double total[3], int R)
+{
+    sum_counts(mine, total, 0, R, 0.0, NULL);
 }
 
 static int dist_step(void *ctx, const StepConfig *c, const Batch *b, StepResult *res, Error *err)
@@ -129,6 +240,9 @@ static int dist_step(void *ctx, const StepConfig *c, const Batch *b, StepResult 
     int64_t count = 0, correct = 0;
     memset(res, 0, sizeof *res);
     threads_adapt();
+    double started = time_now();
+    char what[64];
+    snprintf(what, sizeof what, "step %" PRId64, d->opt.step + 1);
 
     /* Dropout: each rank draws its masks from a stream of its own. */
     Rng drop, *dropout = rank_dropout(&drop, c->dropout_rng, r, R);
@@ -149,7 +263,7 @@ static int dist_step(void *ctx, const StepConfig *c, const Batch *b, StepResult 
      * (of its own mean) counts count_r / count of the whole. */
     double mine[3] = {count > 0 ? (double)loss * count : 0.0, (double)count, (double)correct};
     double total[3];
-    dist_sum_counts(mine, total, R);
+    sum_counts(mine, total, r, R, step_limit(d), what);
     const float weight = total[1] > 0 ? (float)(count / total[1]) : 0.0f;
     if (count > 0) {
         #pragma omp parallel for schedule(static)
@@ -158,8 +272,10 @@ static int dist_step(void *ctx, const StepConfig *c, const Batch *b, StepResult 
 
     /* Reduce-scatter in a fixed order: rank q receives every rank's slice q
      * of the gradient, (R, L_q), and sums them rank after rank. */
-    MPI_Alltoallv(m->grads, d->counts, d->displs, MPI_FLOAT, d->recv, d->recv_counts,
-                  d->recv_displs, MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Request req;
+    MPI_Ialltoallv(m->grads, d->counts, d->displs, MPI_FLOAT, d->recv, d->recv_counts,
+                   d->recv_displs, MPI_FLOAT, MPI_COMM_WORLD, &req);
+    wait_in_step(d, &req, 1, what);
     float *g = m->grads + lo;                                        /* (L_r,) */
     sum_in_rank_order(g, d->recv, R, len);
 
@@ -167,7 +283,8 @@ static int dist_step(void *ctx, const StepConfig *c, const Batch *b, StepResult 
     double sq = 0.0, *all_sq = malloc((size_t)R * sizeof *all_sq);
     if (!all_sq) return error_set(err, "out of memory for %d norms", R);
     for (int64_t i = 0; i < len; i++) sq += (double)g[i] * g[i];
-    MPI_Allgather(&sq, 1, MPI_DOUBLE, all_sq, 1, MPI_DOUBLE, MPI_COMM_WORLD);
+    MPI_Iallgather(&sq, 1, MPI_DOUBLE, all_sq, 1, MPI_DOUBLE, MPI_COMM_WORLD, &req);
+    wait_in_step(d, &req, 1, what);
     sq = 0.0;
     for (int q = 0; q < R; q++) sq += all_sq[q];
     free(all_sq);
@@ -182,13 +299,16 @@ static int dist_step(void *ctx, const StepConfig *c, const Batch *b, StepResult 
     if (len > 0 && adam_step(m->params + lo, g, &d->opt, &c->adam, c->lr) != 0)
         return error_set(err, "adam_step failed");
     if (len == 0) d->opt.step++;
-    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, m->params, d->counts, d->displs,
-                   MPI_FLOAT, MPI_COMM_WORLD);
+    MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, m->params, d->counts, d->displs,
+                    MPI_FLOAT, MPI_COMM_WORLD, &req);
+    wait_in_step(d, &req, 1, what);
 
     res->loss = total[1] > 0 ? total[0] / total[1] : NAN;
     res->count = (int64_t)total[1];
     res->correct = (int64_t)total[2];
     res->grad_norm = c->max_norm > 0 ? norm : NAN;
+    double took = time_now() - started;
+    if (took > d->longest) d->longest = took;
     return 0;
 }
 
@@ -202,7 +322,7 @@ static int dist_eval(void *ctx, const Batch *b, StepResult *res, Error *err)
     if (prepare_share(d, b, &share, &s, err) != 0) return -1;
     if (share.N > 0 && eval_batch(d->m, s, &share, &mine, err) != 0) return -1;
     double x[3] = {mine.loss, (double)mine.count, (double)mine.correct}, total[3];
-    dist_sum_counts(x, total, d->ranks);
+    sum_counts(x, total, d->rank, d->ranks, step_limit(d), "an evaluation batch");
     res->loss += total[0];
     res->count += (int64_t)total[1];
     res->correct += (int64_t)total[2];
@@ -215,10 +335,12 @@ static int dist_sync(void *ctx, Model *m, AdamState *opt, Error *err)
 {
     Dist *d = ctx;
     (void)m, (void)err;
-    MPI_Gatherv(d->opt.m, d->counts[d->rank], MPI_FLOAT, opt->m, d->counts, d->displs,
-                MPI_FLOAT, 0, MPI_COMM_WORLD);
-    MPI_Gatherv(d->opt.v, d->counts[d->rank], MPI_FLOAT, opt->v, d->counts, d->displs,
-                MPI_FLOAT, 0, MPI_COMM_WORLD);
+    MPI_Request req[2];
+    MPI_Igatherv(d->opt.m, d->counts[d->rank], MPI_FLOAT, opt->m, d->counts, d->displs,
+                 MPI_FLOAT, 0, MPI_COMM_WORLD, &req[0]);
+    MPI_Igatherv(d->opt.v, d->counts[d->rank], MPI_FLOAT, opt->v, d->counts, d->displs,
+                 MPI_FLOAT, 0, MPI_COMM_WORLD, &req[1]);
+    wait_in_step(d, req, 2, "a checkpoint");
     return 0;
 }
 
@@ -235,7 +357,7 @@ static void dist_close(void *ctx)
 }
 
 int dist_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, int N, int S,
-                          int T, Error *err)
+                          int T, double timeout, Error *err)
 {
     int rank, R = dist_ranks(&rank);
     memset(d, 0, sizeof *d);
@@ -248,7 +370,7 @@ int dist_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, i
     Dist *t = calloc(1, sizeof *t);
     if (!t) return error_set(err, "out of memory for the MPI device");
     t->m = (Model *)m;      /* the ranks compute on the host model itself */
-    t->rank = rank, t->ranks = R, t->S = S, t->T = T;
+    t->rank = rank, t->ranks = R, t->S = S, t->T = T, t->timeout = timeout;
     t->counts = malloc((size_t)R * sizeof *t->counts);
     t->displs = malloc((size_t)R * sizeof *t->displs);
     t->recv_counts = malloc((size_t)R * sizeof *t->recv_counts);

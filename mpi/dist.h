@@ -22,8 +22,9 @@
  * rank order.
  *
  * It does not: overlap communication with the backward pass, or survive a
- * rank that dies (MPI's default error handler stops
- * the job; the last checkpoint, written atomically, is whole).
+ * rank that dies (MPI's default error handler stops the job, and a rank
+ * that stops answering is waited for --mpi-timeout seconds, then the job is
+ * ended; the last checkpoint, written atomically, is whole).
  */
 #ifndef DIST_H
 #define DIST_H
@@ -37,7 +38,7 @@
 
 /* See device.h: device_ranks, device_agree, device_finish. */
 int dist_ranks(int *rank);
-int dist_agree(uint64_t hash, Error *err);
+int dist_agree(uint64_t hash, double timeout, Error *err);
 void dist_finish(int failed);
 
 /* Gathers (loss * count, count, correct) of every rank and sums them in
@@ -48,9 +49,12 @@ void dist_sum_counts(const double mine[3], double total[3], int R);
  * this CPU, and every rank's m holds the same parameters after each step)
  * and opt (each rank copies its slice of the moments): training batches of
  * N >= ranks sequences of S (and T) tokens. sync gathers the moments into
- * rank 0's opt (a collective: every rank calls it). */
+ * rank 0's opt (a collective: every rank calls it). A rank that waits more
+ * than timeout seconds (and 50 steps' time) for the others at a step, an
+ * evaluation batch or a checkpoint ends the job, naming the ranks that did
+ * not come. */
 int dist_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, int N, int S,
-                          int T, Error *err);
+                          int T, double timeout, Error *err);
 
 /* The "nccl" device of the MPI and CUDA build (make mpi-cuda, mpi/nccl.c):
  * one GPU per rank (the rank's number on its machine picks it), the ranks'

@@ -45,16 +45,16 @@ int device_check(const char *name, Error *err)
 }
 
 int device_open(const char *name, StepDevice *d, const Model *m, const AdamState *opt, int N,
-                int S, int T, Error *err)
+                int S, int T, double timeout, Error *err)
 {
     memset(d, 0, sizeof *d);
     if (device_check(name, err) != 0) return -1;
-    (void)m, (void)opt, (void)N, (void)S, (void)T;
+    (void)m, (void)opt, (void)N, (void)S, (void)T, (void)timeout;
 #ifdef WITH_CUDA
     if (strcmp(name, "cuda") == 0) return gpu_step_device_open(d, m, opt, N, S, T, err);
 #endif
 #ifdef WITH_MPI
-    if (strcmp(name, "mpi") == 0) return dist_step_device_open(d, m, opt, N, S, T, err);
+    if (strcmp(name, "mpi") == 0) return dist_step_device_open(d, m, opt, N, S, T, timeout, err);
 #endif
 #ifdef WITH_NCCL
     if (strcmp(name, "nccl") == 0) return nccl_step_device_open(d, m, opt, N, S, T, err);
@@ -64,7 +64,10 @@ int device_open(const char *name, StepDevice *d, const Model *m, const AdamState
 
 #ifdef WITH_MPI
 int device_ranks(int *rank) { return dist_ranks(rank); }
-int device_agree(uint64_t hash, Error *err) { return dist_agree(hash, err); }
+int device_agree(uint64_t hash, double timeout, Error *err)
+{
+    return dist_agree(hash, timeout, err);
+}
 void device_finish(int failed) { dist_finish(failed); }
 #else
 int device_ranks(int *rank)
@@ -74,9 +77,9 @@ int device_ranks(int *rank)
     return size && atoi(size) > 1 ? atoi(size) : 1;
 }
 
-int device_agree(uint64_t hash, Error *err)
+int device_agree(uint64_t hash, double timeout, Error *err)
 {
-    (void)hash, (void)err;
+    (void)hash, (void)timeout, (void)err;
     return 0;
 }
 

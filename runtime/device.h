@@ -25,10 +25,11 @@ int device_check(const char *name, Error *err);
 /* Opens the device for model m and optimizer state opt, for training
  * batches of N sequences of S source (and T target) tokens: "cpu" leaves d
  * zeroed (train_run then uses the CPU); "cuda" copies both to the GPU;
- * "mpi" shares every batch among the ranks; "nccl" shares it among the
- * ranks' GPUs. */
+ * "mpi" shares every batch among the ranks, and a rank that waits longer
+ * than timeout seconds for the others ends the job (mpi/dist.h); "nccl"
+ * shares it among the ranks' GPUs. */
 int device_open(const char *name, StepDevice *d, const Model *m, const AdamState *opt, int N,
-                int S, int T, Error *err);
+                int S, int T, double timeout, Error *err);
 
 /* The processes of this run: how many, and in *rank which one this is (0 to
  * ranks - 1). 1 and 0 outside mpirun. The MPI build starts MPI here on the
@@ -38,8 +39,9 @@ int device_open(const char *name, StepDevice *d, const Model *m, const AdamState
 int device_ranks(int *rank);
 
 /* Fails on every rank whose hash differs from rank 0's: ranks started with
- * other options or data. 0 in a run of one process. */
-int device_agree(uint64_t hash, Error *err);
+ * other options or data. 0 in a run of one process. A rank that waits more
+ * than timeout seconds for the others ends the job (mpi/dist.h). */
+int device_agree(uint64_t hash, double timeout, Error *err);
 
 /* The end of the program: after a failure on any rank (failed != 0) the
  * whole job stops (MPI_Abort; the others may wait in a collective for

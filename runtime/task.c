@@ -71,6 +71,9 @@ static int train_options(Option *opts, TaskRun *r, int *help)
         {"--device", OPT_STRING, &o->device, "cpu, cuda (the programs in build/cuda/), mpi "
          "(build/mpi/; chosen by itself under mpirun -np N > 1) or nccl (build/mpi-cuda/, "
          "one GPU per rank)"},
+        {"--mpi-timeout", OPT_DOUBLE, &o->mpi_timeout, "--device mpi: seconds a rank waits "
+         "for the others at a step (and at least 50 steps' time) before it ends the job, "
+         "naming the ranks that did not come"},
         {"--target-loss", OPT_DOUBLE, &o->target_loss,
          "exit 1 if the last validation loss is above this (0: off)"},
         {"--min-accuracy", OPT_DOUBLE, &o->min_accuracy,
@@ -114,6 +117,7 @@ TaskRun task_run_defaults(const Task *task)
     o->layers = 2;
     o->ffn = 128;
     o->device = "cpu";
+    o->mpi_timeout = 300;
     task->defaults(o);
     return r;
 }
@@ -141,6 +145,9 @@ static int recipe(const RunOptions *o, TrainOptions *t, Error *err)
             return error_set(err, "%s: %d, need at least %d", ints[i].name, ints[i].value,
                              ints[i].least);
     if (!(o->clip >= 0)) return error_set(err, "--clip: %g is negative", o->clip);
+    if (!(o->mpi_timeout > 0 && o->mpi_timeout <= 1e6))
+        return error_set(err, "--mpi-timeout: %g is not a number of seconds in (0, 1e6]",
+                         o->mpi_timeout);
     if (!(o->weight_decay >= 0))
         return error_set(err, "--weight-decay: %g is negative", o->weight_decay);
     if (!(o->label_smoothing >= 0 && o->label_smoothing <= 1))
@@ -346,26 +353,80 @@ static int hash_examples(uint64_t *h, const Examples *ex, Error *err)
     return rc;
 }
 
-/* The ranks of an MPI run must train the same thing: the same options,
- * data, and starting weights (new or resumed) and optimizer step. Every
- * rank hashes them; a rank whose hash is not rank 0's is refused. */
-static int ranks_agree(const TaskRun *r, const Model *m, const AdamState *opt, Error *err)
+static uint64_t hash_ints(uint64_t h, const int64_t *v, size_t n)
 {
-    const RunOptions *o = &r->o;
-    const int ints[] = {o->epochs, o->stop_after, o->batch_size, o->bucket, o->warmup,
-                        o->per_epoch_schedule, o->seed, o->eval_every, o->validate_every};
-    const double reals[] = {o->lr, o->weight_decay, o->clip, o->label_smoothing,
-                            o->target_loss, o->min_accuracy};
+    return hash_bytes(h, v, n * sizeof *v);
+}
+
+static uint64_t hash_reals(uint64_t h, const double *v, size_t n)
+{
+    return hash_bytes(h, v, n * sizeof *v);
+}
+
+#define COUNT(a) (sizeof (a) / sizeof (a)[0])
+
+/* Every field of the model's configuration, one by one (a struct's padding
+ * is not part of it). */
+static uint64_t hash_config(uint64_t h, const ModelConfig *c)
+{
+    /* A field added to ModelConfig must be added here too. */
+    _Static_assert(sizeof(ModelConfig) == 16 * sizeof(int) + 2 * sizeof(float),
+                   "ModelConfig changed: hash its new field in hash_config");
+    const int64_t ints[] = {c->kind, c->src_vocab, c->tgt_vocab, c->input_dim, c->d_model,
+                            c->nhead, c->dim_feedforward, c->num_encoder_layers,
+                            c->num_decoder_layers, c->max_len, c->learned_pos,
+                            c->scale_embedding, c->share_embeddings, c->final_norm,
+                            c->norm_first, c->pad_id};
+    const double reals[] = {c->eps, c->dropout};
+    return hash_reals(hash_ints(h, ints, COUNT(ints)), reals, COUNT(reals));
+}
+
+/* The recipe as train_run reads it, and the options of the run around it
+ * (every field of RunOptions but the files, which only rank 0 writes). */
+static uint64_t hash_recipe(uint64_t h, const TrainOptions *t, const RunOptions *o)
+{
+    const int64_t ints[] = {t->epochs, t->batch_size, t->adam.decoupled, t->schedule, t->warmup,
+                            t->per_epoch, t->validate_every, t->bucket, o->stop_after, o->seed,
+                            o->eval_every, o->d_model, o->heads, o->layers, o->ffn,
+                            o->norm_first};
+    const double reals[] = {t->adam.lr, t->adam.beta1, t->adam.beta2, t->adam.eps,
+                            t->adam.weight_decay, t->max_norm, t->label_smoothing, o->lr,
+                            o->weight_decay, o->clip, o->label_smoothing, o->dropout,
+                            o->target_loss, o->min_accuracy, o->mpi_timeout};
     const char *strings[] = {o->optimizer, o->schedule, o->resume, o->device};
+    h = hash_reals(hash_ints(h, ints, COUNT(ints)), reals, COUNT(reals));
+    for (size_t i = 0; i < COUNT(strings); i++) h = hash_string(h, strings[i]);
+    return h;
+}
+
+int task_run_hash(const TaskRun *r, const Model *m, const AdamState *opt,
+                  const TrainState *state, uint64_t *hash, Error *err)
+{
+    TrainOptions t;
+    if (recipe(&r->o, &t, err) != 0) return -1;
     uint64_t h = 0xcbf29ce484222325ULL;
-    h = hash_bytes(h, ints, sizeof ints);
-    h = hash_bytes(h, reals, sizeof reals);
-    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++) h = hash_string(h, strings[i]);
+    h = hash_config(h, &m->cfg);
+    h = hash_recipe(h, &t, &r->o);
     h = hash_bytes(h, m->params, m->num_params * sizeof *m->params);
-    h = hash_bytes(h, &opt->step, sizeof opt->step);
+    const int64_t where[] = {opt->step, state->epoch};
+    const uint64_t rngs[] = {state->data_rng.state, state->data_rng.inc,
+                             state->dropout_rng.state, state->dropout_rng.inc};
+    h = hash_ints(h, where, COUNT(where));
+    h = hash_bytes(h, rngs, sizeof rngs);
     if (hash_examples(&h, &r->train, err) != 0 || hash_examples(&h, &r->val, err) != 0)
         return -1;
-    return device_agree(h, err);
+    *hash = h;
+    return 0;
+}
+
+/* The ranks of an MPI run must train the same thing: a rank whose hash
+ * (task_run_hash) is not rank 0's is refused. */
+static int ranks_agree(const TaskRun *r, const Model *m, const AdamState *opt,
+                       const TrainState *state, Error *err)
+{
+    uint64_t h;
+    if (task_run_hash(r, m, opt, state, &h, err) != 0) return -1;
+    return device_agree(h, r->o.mpi_timeout, err);
 }
 
 /* Under mpirun with several ranks: trains on them (--device mpi unless
@@ -437,10 +498,13 @@ int task_train(TaskRun *r, Error *err)
     if (finished) {
         printf("%s finished its %d epochs: --out is written from it\n", o->resume, o->epochs);
     } else {
+        /* What train_run would refuse, asked before any file is opened: a
+         * refused run leaves an earlier run's logs as they were. */
+        if (train_check(&m, &t, &r->train, &r->val, err) != 0) goto done;
         print_run(r, &m, &t);
-        if (r->ranks > 1 && ranks_agree(r, &m, &opt, err) != 0) goto done;
+        if (r->ranks > 1 && ranks_agree(r, &m, &opt, &state, err) != 0) goto done;
         if (device_open(o->device, &device, &m, &opt, o->batch_size, r->train.S, r->train.T,
-                        err) != 0)
+                        o->mpi_timeout, err) != 0)
             goto done;
         t.device = device.ctx ? &device : NULL;
         if (t.device && strcmp(device.name, "mpi") == 0 && r->rank > 0) {
@@ -604,7 +668,7 @@ static int run_bench(const char *path, const BenchOptions *b, Error *err)
     }
     if (bench_batch(&m, b, src, tgt_in, target, out_len, path, err) != 0) goto done;
     if (adam_state_alloc(&opt, m.num_params, err) != 0) goto done;
-    if (device_open(b->device, &device, &m, &opt, b->N, b->S, b->T, err) != 0) goto done;
+    if (device_open(b->device, &device, &m, &opt, b->N, b->S, b->T, 300, err) != 0) goto done;
     if (!device.ctx && step_work_alloc(&s, &m, b->N, b->S, b->T, 1, err) != 0) goto done;
     StepConfig step = {adam_default_config(0), 1e-3f, 0.0f, 0.0f, NULL};
     step.lr = step.adam.lr;

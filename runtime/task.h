@@ -45,6 +45,7 @@ typedef struct {
     int validate_every;
     int d_model, heads, layers, ffn, norm_first;
     double lr, weight_decay, clip, label_smoothing, dropout, target_loss, min_accuracy;
+    double mpi_timeout;         /* seconds a rank waits for the others (--device mpi) */
     const char *optimizer, *schedule;
     const char *checkpoint, *resume, *out, *log, *device;
 } RunOptions;
@@ -123,6 +124,15 @@ int task_train(TaskRun *run, Error *err);
 /* The model the options describe: the sizes of RunOptions, and the rest
  * from the task's config(). */
 void task_config(const TaskRun *run, ModelConfig *c, ConfigOptions *names);
+
+/* The hash the ranks of an MPI run compare before training (FNV-1a, 64
+ * bits): every field of the model's configuration (m->cfg) and of the
+ * recipe run->o resolves to, every option of RunOptions but the output
+ * files, the starting weights, optimizer step, epoch and random streams,
+ * and every training and validation example. Ranks started with any
+ * difference in these would train a wrong model together. */
+int task_run_hash(const TaskRun *run, const Model *m, const AdamState *opt,
+                  const TrainState *state, uint64_t *hash, Error *err);
 
 /* A model of the task from a model file or a checkpoint. */
 int task_load_model(const TaskRun *run, Model *m, const char *path, Error *err);

@@ -35,6 +35,7 @@
 #include "schedule.h"
 #include "paths.h"
 #include "progress.h"
+#include "task.h"
 #include "trainer.h"
 #include "training_case.h"
 
@@ -1413,6 +1414,76 @@ static void test_every_output_resolved_and_locked(void **state)
     unlink("build/lost_link.safetensors");
 }
 
+/* The hash the ranks of an MPI run compare at the start (task_run_hash)
+ * covers the whole model configuration and recipe: --heads, --dropout and
+ * --norm-first, which change no weight's shape, were left out, and ranks
+ * started with different ones trained a wrong model together (issue 43).
+ * Every option that shapes the training changes the hash; the output files,
+ * which only rank 0 writes, do not. */
+static void no_defaults(RunOptions *o)
+{
+    (void)o;
+}
+
+static void test_rank_hash_covers_the_run(void **state)
+{
+    (void)state;
+    TinyRun tiny;
+    tiny_run(&tiny, 0.0f);
+    Model m;
+    AdamState opt;
+    TrainState st;
+    fresh_start(&tiny, &m, &opt, &st);
+    const Task task = {.program = "test", .defaults = no_defaults};
+    TaskRun r = task_run_defaults(&task);
+    r.o.epochs = 3, r.o.batch_size = 16, r.o.lr = 3e-3, r.o.d_model = 8, r.o.heads = 2;
+    r.o.layers = 1, r.o.ffn = 16;
+    r.train = examples_of_task(&tiny.train, MODEL_LABELLER);
+    r.val = examples_of_task(&tiny.val, MODEL_LABELLER);
+    Error err;
+    uint64_t base, h;
+    if (task_run_hash(&r, &m, &opt, &st, &base, &err) != 0) fail_msg("%s", err.msg);
+    assert_ok(task_run_hash(&r, &m, &opt, &st, &h, &err));
+    assert_true(h == base);
+    /* the model as built: heads, dropout, pre-norm (the same weights) */
+    const ModelConfig cfg = m.cfg;
+    for (int change = 0; change < 3; change++) {
+        if (change == 0) m.cfg.nhead = 1;
+        if (change == 1) m.cfg.dropout = 0.1f;
+        if (change == 2) m.cfg.norm_first = 1;
+        assert_ok(task_run_hash(&r, &m, &opt, &st, &h, &err));
+        print_message("  config change %d: %016llx against %016llx\n", change,
+                      (unsigned long long)h, (unsigned long long)base);
+        assert_true(h != base);
+        m.cfg = cfg;
+    }
+    /* the options themselves, and what the recipe resolves them to */
+    const RunOptions o = r.o;
+    for (int change = 0; change < 6; change++) {
+        if (change == 0) r.o.heads = 1;
+        if (change == 1) r.o.dropout = 0.1;
+        if (change == 2) r.o.norm_first = 1;
+        if (change == 3) r.o.bucket = 2;
+        if (change == 4) r.o.optimizer = "adamw";
+        if (change == 5) r.o.eval_every = 2;
+        assert_ok(task_run_hash(&r, &m, &opt, &st, &h, &err));
+        assert_true(h != base);
+        r.o = o;
+    }
+    /* the dropout stream a resumed run goes on with */
+    TrainState other = st;
+    rng_seed(&other.dropout_rng, 6, 4);
+    assert_ok(task_run_hash(&r, &m, &opt, &other, &h, &err));
+    assert_true(h != base);
+    /* rank 0's files are its own */
+    r.o.out = "build/x.safetensors", r.o.log = "build/x.csv", r.o.checkpoint = "build/c.st";
+    assert_ok(task_run_hash(&r, &m, &opt, &st, &h, &err));
+    assert_true(h == base);
+    model_free(&m);
+    adam_state_free(&opt);
+    tiny_free(&tiny);
+}
+
 /* A run stopped after its last checkpoint but before --out: resuming it
  * trains nothing and writes --out from the checkpoint; without --out it
  * says there is nothing to train. */
@@ -1807,6 +1878,7 @@ int main(void)
         cmocka_unit_test(test_run_paths_checked),
         cmocka_unit_test(test_every_output_resolved_and_locked),
         cmocka_unit_test(test_finished_run_writes_out),
+        cmocka_unit_test(test_rank_hash_covers_the_run),
         cmocka_unit_test(test_plot_data_writes_the_loss_log),
         cmocka_unit_test(test_every_program_has_help),
         cmocka_unit_test(test_config_errors_name_the_options),

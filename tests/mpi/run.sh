@@ -11,8 +11,11 @@
 #   3. resume        a 2-rank run stopped after epoch 1 and resumed on 2 ranks ends
 #                    bit for bit where the uninterrupted run ends; resumed on one
 #                    process it ends within rounding of it
-#   4. refusals      ranks started with other options are refused, and so is the
-#                    plain build under mpirun
+#   4. refusals      ranks started with other options (a seed; --norm-first, --heads or
+#                    --dropout on one rank) are refused, and so is the plain build under
+#                    mpirun
+#   5. a stopped rank  rank 1 stopped with SIGSTOP mid-run: rank 0 ends the job after
+#                    --mpi-timeout seconds with a line naming rank 1
 # for the labeller and the encoder-decoder. Exits 1 on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -91,9 +94,50 @@ fi
 grep -q 'rank 1 of 2 was started with other options or data than rank 0' "$dir/refused.out" ||
     { cat "$dir/refused.out"; fail "no clear line for ranks started with other options"; }
 echo "refused: $(grep -m1 'rank 1 of 2' "$dir/refused.out")"
+# every model and recipe option counts, not only the data's: one rank with
+# --norm-first, --heads 2 or --dropout 0.1 would train another model
+for other in --norm-first "--heads 2" "--dropout 0.1"; do
+    if mpirun -np 1 --oversubscribe build/mpi/08_training --train $run : \
+              -np 1 --oversubscribe build/mpi/08_training --train $run $other \
+              >"$dir/refused_other.out" 2>&1; then
+        fail "ranks started with and without $other were not refused"
+    fi
+    grep -q 'rank 1 of 2 was started with other options or data than rank 0' \
+        "$dir/refused_other.out" || { cat "$dir/refused_other.out"; fail "no clear line for $other"; }
+done
+echo "refused: one rank with --norm-first, --heads 2 or --dropout 0.1"
 if $mpirun build/08_training --train $run >"$dir/plain.out" 2>&1; then
     fail "the plain build trained under mpirun"
 fi
 grep -q 'built without MPI' "$dir/plain.out" || { cat "$dir/plain.out"; fail "no clear line"; }
 echo "refused: $(grep -m1 'built without MPI' "$dir/plain.out")"
+# 5. a stopped rank: rank 1 stopped (SIGSTOP) in the middle of a run; rank 0
+# ends the job after --mpi-timeout seconds, naming it, and nothing is left
+$mpirun build/mpi/08_training --train --train-size 32000 --test-size 100 --batch-size 32 \
+    --epochs 5 --mpi-timeout 2 >"$dir/stopped.out" 2>&1 &
+job=$!
+stopped=""
+for _ in $(seq 100); do         # rank 1, once the progress line shows steps (10 s at most)
+    for p in $(pgrep -f 'build/mpi/08_training --train --train-size 32000' || true); do
+        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' &&
+           grep -q '\] step [0-9]' "$dir/stopped.out"; then
+            stopped=$p
+        fi
+    done
+    [ -n "$stopped" ] && break
+    sleep 0.1
+done
+[ -n "$stopped" ] || { kill $job; fail "rank 1 of the stopped-rank run never started"; }
+kill -STOP "$stopped"
+started=$(date +%s)
+if wait $job; then fail "the job with a stopped rank ended with status 0"; fi
+waited=$(( $(date +%s) - started ))
+kill -CONT "$stopped" 2>/dev/null || true
+grep -q 'rank 0: waited 2 s for the other ranks at step [0-9]*; rank(s) 1 do not answer' \
+    "$dir/stopped.out" ||
+    { tail -n 5 "$dir/stopped.out"; fail "no line naming the stopped rank"; }
+[ "$waited" -le 30 ] || fail "the job with a stopped rank took $waited s to end"
+! pgrep -f 'build/mpi/08_training --train --train-size 32000' >/dev/null ||
+    fail "a rank of the stopped-rank run is left running"
+echo "stopped rank: $(grep -o 'rank 0: waited.*' "$dir/stopped.out"), after $waited s"
 echo "make test-mpi: all passed"
