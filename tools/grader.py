@@ -46,8 +46,12 @@ each op's share shared equally by its cases.
 The sandbox (util-linux's unshare, setpriv and prlimit, present on every
 Debian and Ubuntu): new network, mount and PID namespaces, so there is no
 network, the hidden folder, this tree (with the solutions) and the
-submissions folder are covered by empty mounts, /tmp is private, and every
-process the student's code starts dies with it. As root the student's code
+submissions folder are covered by empty mounts, /tmp, /var/tmp, /dev/shm
+and /run/lock are private and empty in every run (a case or a build), and
+every process the student's code starts dies with it. No solution text is
+in the tree a chapter is graded in: the other chapters' bodies are stubbed
+in their sources, and the program links their objects, built outside the
+sandbox from the pristine sources. As root the student's code
 runs as an unprivileged user (--user, default nobody) with no capabilities;
 without root, in a user namespace as the calling user with no capabilities
 (the home folder is covered too). Limits: --case-timeout seconds of wall
@@ -84,6 +88,9 @@ MAX_OUTPUT_BYTES = 256 << 20        # an output file larger than this fails its 
 # the texts stay out of the copies the student's code runs in.
 # (cuda/ would carry the plain C twins of the kernels: only its make rules go.)
 TREE_PARTS = ["Makefile", "chapters", "runtime", "cases", "tools", "cuda/cuda.mk"]
+# The folders any user may write on a Debian or Ubuntu machine: private and
+# empty in every run of the sandbox (/tmp first).
+SHARED_WRITABLE = ["/tmp", "/var/tmp", "/dev/shm", "/run/lock"]
 
 
 class GradeError(Exception):
@@ -191,11 +198,16 @@ class Sandbox:
     Where namespaces are refused (a container without CAP_SYS_ADMIN, as some
     course platforms run) and the grader is root, it falls back to the user
     switch alone: the folders to hide must then be closed to other users by
-    their modes (checked), the network stays open, /tmp is shared, and every
+    their modes (checked), the network stays open, /tmp and the other shared
+    folders are the machine's (what the sandbox user left there is deleted
+    after each run, or the grading stops), and every
     process of the sandbox user is killed after each run."""
 
-    def __init__(self, hide, user="nobody", memory_mb=2048):
+    def __init__(self, hide, user="nobody", memory_mb=2048, keep=None):
         self.root = os.geteuid() == 0
+        # The grader's own folder (the trees and the cases' folders), kept
+        # reachable where it lies inside a shared folder the sandbox covers.
+        self.keep = str(Path(keep).resolve()) if keep else None
         # A folder inside another is covered with it (and could not be
         # mounted on once its parent is covered).
         folders = sorted({Path(p).resolve() for p in hide if Path(p).is_dir()})
@@ -230,7 +242,8 @@ class Sandbox:
                 raise GradeError(f"no namespaces here ({why}), so {p} must be closed to the sandbox "
                                  f"user {user} by its mode: chmod go-rwx {p}")
         self.warning = (f"no namespaces here ({why}): the student's code ran as {user} with the "
-                        f"network open and /tmp shared")
+                        f"network open; {', '.join(SHARED_WRITABLE)} are shared, and what "
+                        f"{user} left there was removed after each run")
         print(f"tools/grader.py: warning: {self.warning}", file=sys.stderr)
 
     def closed(self, path):
@@ -266,8 +279,20 @@ class Sandbox:
         if self.namespaces:
             mounts = ["set -e", "mount --make-rprivate /"]
             mounts += [f'mount -t tmpfs -o size=4k,mode=0 none "{p}"' for p in self.hide]
-            mounts += ["mount -t tmpfs -o size=256m none /tmp",
-                       "if [ -d /dev/shm ]; then mount -t tmpfs -o size=64m none /dev/shm; fi"]
+            # Every folder anyone may write is a fresh, private tmpfs, gone
+            # when the namespace ends: nothing written in one run (a case, a
+            # build) is there for the next, of this student or another.
+            # A kept folder inside one of them is opened first (fd 3) and
+            # bound back onto its path in the new tmpfs (mount -c, so that the
+            # kernel follows /proc/self/fd/3 to the folder itself).
+            for p in SHARED_WRITABLE:
+                size = "256m" if p == "/tmp" else "64m"
+                cover = [f'mount -t tmpfs -o size={size} none {p}']
+                if self.keep and Path(p) in Path(self.keep).parents:
+                    cover = ([f'exec 3<"{self.keep}"'] + cover +
+                             [f'mkdir -p "{self.keep}"',
+                              f'mount -c --bind /proc/self/fd/3 "{self.keep}"', 'exec 3<&-'])
+                mounts.append(f'if [ -d {p} ]; then {"; ".join(cover)}; fi')
             # The shell stays as the namespace's PID 1 (it does not exec):
             # it keeps unshare's parent-death signal, which a change of user
             # would clear, so when unshare is killed it dies, and with PID 1
@@ -288,6 +313,24 @@ class Sandbox:
         finally:
             if self.root:   # and anything of the sandbox user's that escaped
                 subprocess.run(["pkill", "-KILL", "-U", str(self.uid)], capture_output=True)
+            if not self.namespaces:
+                self.clean_shared()
+
+    def clean_shared(self):
+        """Without namespaces the SHARED_WRITABLE folders are the machine's:
+        everything the sandbox user left in them goes after each run, so no
+        run finds what an earlier one wrote (the guarantee the private
+        mounts give). Its processes are killed first (run's finally)."""
+        for folder in SHARED_WRITABLE:
+            if os.path.isdir(folder):
+                subprocess.run(["find", folder, "-xdev", "-mindepth", "1", "-user", str(self.uid),
+                                "-delete"], capture_output=True)
+                left = subprocess.run(["find", folder, "-xdev", "-mindepth", "1", "-user",
+                                       str(self.uid), "-print", "-quit"], capture_output=True)
+                if left.stdout.strip():
+                    raise GradeError(f"no namespaces here, and {left.stdout.decode().strip()}, "
+                                     f"which the sandbox user left, cannot be removed: grading "
+                                     f"would carry it to the next run")
 
 
 # --------------------------------------------------------------------------
@@ -566,7 +609,7 @@ class Grader:
             if Path(p).resolve() in self.work.resolve().parents:
                 raise GradeError(f"{p}: the sandbox would cover the grader's own folder {self.work} "
                                  f"(give another --work)")
-        self.sandbox = Sandbox(hide, args.user, args.memory_mb)
+        self.sandbox = Sandbox(hide, args.user, args.memory_mb, keep=self.work)
         self.base = {}
 
     def close(self):
@@ -611,6 +654,19 @@ class Grader:
         (tree / "build" / "libtransformer.a").unlink()
         for program in (tree / "build").glob("[0-9][0-9]_*"):
             program.unlink()
+        # No solution text of any chapter is readable in the tree: the other
+        # chapters' solution bodies are stubbed in their sources, and their
+        # objects, compiled from the pristine sources outside the sandbox,
+        # are what the program links. Each stubbed source keeps its file
+        # time, older than its object, so make does not compile the stub.
+        for other, rels in graded_files(ROOT).items():
+            if other == chapter:
+                continue
+            for rel in rels:
+                path = tree / rel
+                times = path.stat()
+                path.write_bytes(splice(path.read_bytes(), stub_bodies(path.read_bytes())))
+                os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))
         for rel, text in sources.items():
             (tree / rel).write_bytes(text)
         uid, gid = self.sandbox.owner()

@@ -25,6 +25,10 @@
 #   golden_copy  hard-codes the committed goldens of chapter 04: their inputs
 #                and expected outputs, copied out when the inputs match (the
 #                practice make grade gave this 9.6 of 10)
+#   stash        reads the other chapters' solution text in the tree it is
+#                graded in, and leaves files in /tmp, /var/tmp, /dev/shm and
+#                /run/lock for a later case or student to find (a submission
+#                with no code of its own got 90 of 100 this way)
 # Each cheat must score 0 on the ops that run layernorm_forward (layernorm,
 # and layernorm_backward, whose cases compute the saved statistics with it)
 # and full marks on the residual ops (a cheat costs what uses it only); the
@@ -172,7 +176,8 @@ grades = Path(sys.argv[1])
 reasons = {"fake_ok": "expected", "exit_early": "no output file", "fork_loop": "timed out",
            "oob_write": "AddressSanitizer", "sneaky": "failed (exit status 1)",
            "golden_copy": "not implemented: layernorm_forward",
-           "symlink": "not implemented: layernorm_forward", "incbin": "failed (exit status 1)"}
+           "symlink": "not implemented: layernorm_forward", "incbin": "failed (exit status 1)",
+           "stash": "failed (exit status 1)"}
 bad = []
 for student in sorted(p for p in grades.iterdir() if p.is_dir()):
     tests = {t["name"]: t for t in json.load(open(student / "results.json"))["tests"]}
@@ -201,6 +206,9 @@ EOF
 
 [ "$before" = "$(sums)" ] || fail "the grader's files or the hidden cases changed during grading"
 [ ! -e "$work/pwned" ] || fail "a submission wrote $work/pwned"
+for folder in /tmp /var/tmp /dev/shm /run/lock; do
+    [ ! -e "$folder/transformer-stash" ] || fail "a submission left $folder/transformer-stash"
+done
 [ ! -e "$work/connections" ] || fail "a submission connected to 127.0.0.1:$port"
 if [ "$(id -u)" -eq 0 ] && pgrep -u nobody >/dev/null; then
     pgrep -a -u nobody
