@@ -68,7 +68,10 @@ static int progress_line(const Progress *p, char *buf, size_t size)
     format_rate(rate, sizeof rate, elapsed > 0 ? (double)p->tokens / elapsed : 0.0);
     format_duration(eta, sizeof eta,
                     done > 0 ? (double)(p->total_steps - p->step) * elapsed / (double)done : -1);
-    int len = snprintf(buf, size, "[%s] step %lld/%lld  epoch %lld  loss %.4f  lr %.1e  "
+    int len = p->unit
+            ? snprintf(buf, size, "[%s] %lld/%lld %s  %s %s/s  ETA %s", bar, (long long)p->step,
+                       (long long)p->total_steps, p->unit, rate, p->unit, eta)
+            : snprintf(buf, size, "[%s] step %lld/%lld  epoch %lld  loss %.4f  lr %.1e  "
                        "%s tok/s  ETA %s", bar, (long long)p->step, (long long)p->total_steps,
                        (long long)p->epoch + 1, p->loss, p->lr, rate, eta);
     return len < (int)size ? len : (int)size - 1;
@@ -91,6 +94,16 @@ static void progress_draw(Progress *p)
     p->pending = 0;
 }
 
+/* An update is in p: draws it when it is time to (the last step always). */
+static void progress_tick(Progress *p)
+{
+    p->pending = 1;
+    int last = p->step >= p->total_steps;
+    if (p->tty ? (last || time_now() - p->t_drawn >= PROGRESS_REDRAW)
+               : (last || (p->every >= 1 && p->step % p->every == 0)))
+        progress_draw(p);
+}
+
 void progress_update(Progress *p, int64_t step, int64_t epoch, double loss, double lr,
                      int64_t tokens_per_step)
 {
@@ -99,11 +112,20 @@ void progress_update(Progress *p, int64_t step, int64_t epoch, double loss, doub
     p->loss = loss;
     p->lr = lr;
     p->tokens += tokens_per_step;
-    p->pending = 1;
-    int last = step >= p->total_steps;
-    if (p->tty ? (last || time_now() - p->t_drawn >= PROGRESS_REDRAW)
-               : (last || (p->every >= 1 && step % p->every == 0)))
-        progress_draw(p);
+    progress_tick(p);
+}
+
+void progress_init_count(Progress *p, FILE *out, int64_t total, const char *unit)
+{
+    progress_init(p, out, 0, total, 0);
+    p->unit = unit;
+}
+
+void progress_count(Progress *p, int64_t done)
+{
+    /* the count is both the bar's position and what the rate counts */
+    p->step = p->tokens = done;
+    progress_tick(p);
 }
 
 void progress_finish(Progress *p)

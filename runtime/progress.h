@@ -1,6 +1,6 @@
 /*
- * progress.h - what a training run shows and keeps besides the model: a
- * clock, the progress line, and the loss log.
+ * progress.h - what a run shows and keeps besides the model: a clock, the
+ * progress line, and the loss log.
  *
  * The progress line, on a terminal, redrawn in place with '\r' (at most
  * about ten times a second, so printing never slows training down):
@@ -9,6 +9,11 @@
  *
  * When the output is not a terminal (a log file, CI) a redraw would leave
  * '\r' garbage, so a plain line is printed every `every` steps instead.
+ *
+ * The same line counts other work (12_generation's bytes written) with
+ * progress_init_count and progress_count:
+ *
+ *     [####                ] 41200/200000 bytes  650 bytes/s  ETA 4m04s
  *
  * The loss log is a CSV file, one row per optimizer step, which the plots
  * (plots/training_loss.gp, plots/learning_rate.gp) and any spreadsheet read:
@@ -27,7 +32,8 @@
  * (A log of the six columns before seconds existed is resumed too; its
  * header gains the column.)
  *
- * The training loop of chapter 08 (trainer.h) draws the line and writes the log.
+ * The training loop of chapter 08 (trainer.h) draws the line and writes the
+ * log; 12_generation --generate draws a count line of the bytes it writes.
  */
 #ifndef PROGRESS_H
 #define PROGRESS_H
@@ -48,6 +54,7 @@ typedef struct {
     int64_t tokens;             /* tokens since init, for tok/s */
     int width;                  /* length of the last line drawn, to blank it */
     int pending;                /* the last update is not on screen yet */
+    const char *unit;           /* a count line of these (progress_init_count); NULL: steps */
     /* The last update, for progress_finish. */
     int64_t step, epoch;
     double loss, lr;
@@ -64,6 +71,16 @@ void progress_init(Progress *p, FILE *out, int64_t start_step, int64_t total_ste
  * (for tok/s). Redraws when it is time to. */
 void progress_update(Progress *p, int64_t step, int64_t epoch, double loss, double lr,
                      int64_t tokens_per_step);
+
+/* A progress line on `out` for a count of `unit` (a plural noun: "bytes")
+ * from 0 to total: the bar, the count, its rate and the time left. A
+ * program that shows it only on a terminal checks isatty itself; on a
+ * file only the last count is printed. */
+void progress_init_count(Progress *p, FILE *out, int64_t total, const char *unit);
+
+/* Call as the work goes: done of the total so far. Redraws when it is time
+ * to, like progress_update. */
+void progress_count(Progress *p, int64_t done);
 
 /* Shows the last update if it is not on screen, and ends the line. */
 void progress_finish(Progress *p);

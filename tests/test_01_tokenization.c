@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bpe.h"
 #include "char_tokenizer.h"
@@ -914,6 +915,80 @@ static void test_read_file_folder(void **state)
     text_free(&t);
 }
 
+/* A file larger than TEXT_FILE_MAX is refused before it is read, in one
+ * line naming it, and t is left as it was (issue 43: it was read whole, and
+ * /dev/zero until memory ran out). The file is sparse: it takes no disk.
+ * An endless stream (/dev/zero) is refused by the programs below. */
+static void test_read_file_size_cap(void **state)
+{
+    const char *path = "build/too_big.txt";
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(ftruncate(fileno(f), (off_t)TEXT_FILE_MAX + 1), 0);
+    assert_int_equal(fclose(f), 0);
+    Text t = {0};
+    Error err = {{0}};
+    check_error(text_read_file(path, &t, &err), &err, "build/too_big.txt: 268435457 bytes",
+                "more than the 256 MiB");
+    assert_null(t.data);
+    assert_int_equal(t.len, 0);
+    unlink(path);
+}
+
+/* text_check_utf8 names the file and the line of a bad byte, besides its
+ * offset (the char tokenizer's own error has only the offset); valid text,
+ * multi-byte characters and an empty text pass. */
+static void test_check_utf8_names_the_line(void **state)
+{
+    Error err = {{0}};
+    const char *good = "caf\xc3\xa9\n\xf0\x9f\x98\x80 ok\n";
+    check_ok(text_check_utf8("good.txt", (const uint8_t *)good, strlen(good), &err), &err,
+             "text_check_utf8");
+    check_ok(text_check_utf8("empty.txt", (const uint8_t *)"", 0, &err), &err,
+             "text_check_utf8");
+    const char *bad = "abc\nd\xc3\xa9\n\nxy\xffz\n";
+    check_error(text_check_utf8("corpus.txt", (const uint8_t *)bad, strlen(bad), &err), &err,
+                "corpus.txt:4: invalid UTF-8 at byte offset 11", "0xff cannot start");
+    const char *cut = "abc\n\xe2\x82";          /* the text ends inside a character */
+    check_error(text_check_utf8("cut.txt", (const uint8_t *)cut, strlen(cut), &err), &err,
+                "cut.txt:2: invalid UTF-8 at byte offset 4", "ends inside");
+}
+
+/* What the chapter program says about a bad file: the char tokenizer's bad
+ * UTF-8 with the file's name and line (it said "FILE: invalid UTF-8 at byte
+ * offset 7"), in the corpus, the input or stdin, and an endless stdin by
+ * name; exit 1 each time. */
+static void test_program_names_the_file_and_line(void **state)
+{
+    char out[4096];
+    FILE *f = fopen("build/utf8_bad.txt", "wb");
+    assert_non_null(f);
+    fputs("abc\ndef\xff\nxyz\n", f);
+    assert_int_equal(fclose(f), 0);
+    f = fopen("build/utf8_good.txt", "wb");
+    assert_non_null(f);
+    fputs("ab\n", f);
+    assert_int_equal(fclose(f), 0);
+    const struct { const char *cmd, *expect; } runs[] = {
+        {"build/01_tokenization --tokenizer char --corpus build/utf8_bad.txt build/utf8_good.txt",
+         "build/utf8_bad.txt:2: invalid UTF-8 at byte offset 7"},
+        {"build/01_tokenization --tokenizer char --corpus build/utf8_good.txt build/utf8_bad.txt",
+         "build/utf8_bad.txt:2: invalid UTF-8 at byte offset 7"},
+        {"build/01_tokenization --tokenizer char --corpus build/utf8_good.txt - "
+         "<build/utf8_bad.txt", "stdin:2: invalid UTF-8 at byte offset 7"},
+        {"build/01_tokenization --tokenizer char --corpus build/utf8_good.txt - </dev/zero",
+         "stdin: more than the 256 MiB"},
+    };
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        assert_int_equal(run_command(runs[i].cmd, out, sizeof out), 1);
+        assert_non_null(strstr(out, runs[i].expect));
+        const char *nl = strchr(out, '\n');       /* one line */
+        assert_true(nl && nl[1] == '\0');
+    }
+    unlink("build/utf8_bad.txt");
+    unlink("build/utf8_good.txt");
+}
+
 /* ------------------------------------------------------------------------ */
 
 int main(void)
@@ -969,6 +1044,9 @@ int main(void)
         cmocka_unit_test(test_seq_batch),
         cmocka_unit_test(test_read_file_errors),
         cmocka_unit_test(test_read_file_folder),
+        cmocka_unit_test(test_read_file_size_cap),
+        cmocka_unit_test(test_check_utf8_names_the_line),
+        cmocka_unit_test(test_program_names_the_file_and_line),
     };
     return run_chapter_tests("chapter 01: tokenization", tests);
 }

@@ -181,6 +181,26 @@ static void test_pairs_with_char_tokenizer(void **state)
     remove(path);
 }
 
+/* Bad UTF-8 under the char tokenizer is reported with the file and its
+ * line (issue 43: the tokenizer, learning from one side of every line glued
+ * together, gave an offset in that corpus and no file). */
+static void test_char_tokenizer_bad_utf8_names_the_line(void **state)
+{
+    char path[64], expect[128];
+    Translation t;
+    Error err;
+    write_temp(path, sizeof path, "ab|xyz\nba|zyx\naab|x\xffy\nb|yy\n");
+    TaskData d = task_defaults();
+    d.data = path;
+    d.tokenizer = "char";
+    d.train_size = 1, d.val_size = 1;
+    assert_int_equal(task_load(&t, &d, &err), -1);
+    print_message("  %s\n", err.msg);
+    snprintf(expect, sizeof expect, "%s:3: invalid UTF-8 at byte offset 19", path);
+    assert_non_null(strstr(err.msg, expect));
+    remove(path);
+}
+
 /* Exact means every token and then <eos>; a miss is named by the first
  * token where the translation departs. */
 static void test_exact_and_misses(void **state)
@@ -294,6 +314,41 @@ static void test_bucket_longer_than_the_epoch(void **state)
     unlink("build/pairs300.txt");
 }
 
+/* An endless file as the data (/dev/zero) is refused by name once 256 MiB
+ * have come, and the run writes nothing (issue 43: it was read until
+ * memory ran out, and the message named no file). */
+static void test_endless_data_refused(void **state)
+{
+    (void)state;
+    char out[8192];
+    const char *model = "build/zero_data.safetensors";
+    unlink(model);
+    assert_int_equal(run_command("build/09_translation --train --data /dev/zero --epochs 1 "
+                                 "--out build/zero_data.safetensors", out, sizeof out), 1);
+    assert_non_null(strstr(out, "/dev/zero: more than the 256 MiB a text file may have"));
+    assert_int_equal(access(model, F_OK), -1);
+}
+
+/* --translate of a source too long for the model quotes its first 40
+ * bytes, so the reason follows in the line (issue 43: a 128 KB source was
+ * quoted up to the message's 512 bytes, and the reason never came). */
+static void test_translate_long_source_gives_the_reason(void **state)
+{
+    (void)state;
+    char out[8192];
+    /* 18,000 times "sin(x)+": 126,000 bytes, about what one argument may hold */
+    assert_int_equal(run_command("build/09_translation --translate models/taylor.safetensors "
+                                 "\"$(awk 'BEGIN { for (i = 0; i < 18000; i++) "
+                                 "printf \"sin(x)+\" }')\"", out, sizeof out), 1);
+    assert_non_null(strstr(out, "'sin(x)+sin(x)+sin(x)+sin(x)+sin(x)+sin(x...' (126000 bytes) "
+                                "has 90000 tokens; the model reads at most 20"));
+    assert_true(strlen(out) < 200);
+    /* a short source is quoted whole */
+    assert_int_equal(run_command("build/09_translation --translate models/taylor.safetensors "
+                                 "'sin(x)+sin(x)+sin(x)+sin(x)+sin(x)'", out, sizeof out), 1);
+    assert_non_null(strstr(out, "'sin(x)+sin(x)+sin(x)+sin(x)+sin(x)' has 24 tokens"));
+}
+
 /* The malformed-input corpus of this chapter (tests/malformed/09_translation/): each
  * pairs file gets a one-line error naming it, and no output appears. */
 static int read_pairs(const char *path, const char *out_path, Error *err)
@@ -324,9 +379,12 @@ int main(void)
         cmocka_unit_test(test_pairs_limits_and_layout),
         cmocka_unit_test(test_pairs_refusals),
         cmocka_unit_test(test_pairs_with_char_tokenizer),
+        cmocka_unit_test(test_char_tokenizer_bad_utf8_names_the_line),
         cmocka_unit_test(test_exact_and_misses),
         cmocka_unit_test(test_refused_run_keeps_earlier_logs),
         cmocka_unit_test(test_bucket_longer_than_the_epoch),
+        cmocka_unit_test(test_endless_data_refused),
+        cmocka_unit_test(test_translate_long_source_gives_the_reason),
         cmocka_unit_test(test_malformed_corpus),
     };
     return run_chapter_tests("09_translation", tests);

@@ -326,16 +326,24 @@ static int run_command(const Options *o, Error *err)
     int64_t *ids = NULL, n = 0;
     int taylor = o->kind == TOKENIZER_TAYLOR_SOURCE || o->kind == TOKENIZER_TAYLOR_TARGET;
     int rc = 0;
+    const char *name = strcmp(o->input, "-") ? o->input : "stdin";
+    /* The char tokenizer decodes UTF-8: a bad byte is reported here with
+     * its file and line (the tokenizer knows neither). */
+    int utf8 = o->kind == TOKENIZER_CHAR;
     if (!taylor && text_read_file(o->corpus, &corpus, err) != 0) rc = -1;
+    if (rc == 0 && utf8 && text_check_utf8(strcmp(o->corpus, "-") ? o->corpus : "stdin",
+                                           corpus.data, corpus.len, err) != 0)
+        rc = -1;
     if (rc == 0 && tokenizer_build(&tk, o->kind, &corpus, o->vocab_size, (int)o->min_freq,
                                    err) != 0)
         rc = error_prefix(err, o->corpus);
     if (rc == 0 && text_read_file(o->input, &input, err) != 0) rc = -1;
+    if (rc == 0 && utf8 && !o->decode && text_check_utf8(name, input.data, input.len, err) != 0)
+        rc = -1;
     if (rc == 0) {
         ids = malloc((input.len + 1) * sizeof *ids);
         if (!ids) rc = error_set(err, "out of memory for %zu ids", input.len + 1);
     }
-    const char *name = strcmp(o->input, "-") ? o->input : "stdin";
     if (rc == 0 && o->decode) {
         if (parse_ids(&input, ids, &n, err) != 0 || tokenizer_decode(&tk, ids, n, &out,
                                                                            err) != 0)

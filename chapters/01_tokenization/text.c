@@ -2,9 +2,11 @@
 #include "text.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "error.h"
 
@@ -109,15 +111,31 @@ void text_free(Text *t)
 int text_read_file(const char *path, Text *t, Error *err)
 {
     int is_stdin = strcmp(path, "-") == 0;
+    const char *name = is_stdin ? "stdin" : path;
     FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f) return error_set(err, "cannot open %s: %s", path, strerror(errno));
     uint8_t buf[65536];
     size_t n, old_len = t->len;
     int had_data = t->data != NULL;
-    int rc = text_append(t, "", 0, err);       /* a readable empty text, even for an empty file */
-    while (rc == 0 && (n = fread(buf, 1, sizeof buf, f)) > 0) rc = text_append(t, buf, n, err);
-    if (rc == 0 && ferror(f)) rc = error_set(err, "cannot read %s: %s", is_stdin ? "stdin" : path,
-                                             strerror(errno));
+    int rc = 0;
+    struct stat st;
+    /* A regular file says its size: one too big is refused before any of
+     * it is read. A stream (a pipe, /dev/zero) is counted as it comes. */
+    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
+        (uint64_t)st.st_size > TEXT_FILE_MAX)
+        rc = error_set(err, "%s: %lld bytes, more than the %zu MiB a text file may have "
+                       "here (is it the right file?)", name, (long long)st.st_size,
+                       TEXT_FILE_MAX >> 20);
+    /* a readable empty text, even for an empty file */
+    if (rc == 0) rc = text_append(t, "", 0, err);
+    while (rc == 0 && (n = fread(buf, 1, sizeof buf, f)) > 0) {
+        if (n > TEXT_FILE_MAX - (t->len - old_len))
+            rc = error_set(err, "%s: more than the %zu MiB a text file may have here (is it "
+                           "the right file?)", name, TEXT_FILE_MAX >> 20);
+        else if (text_append(t, buf, n, err) != 0)
+            rc = error_prefix(err, name);      /* out of memory: say while reading what */
+    }
+    if (rc == 0 && ferror(f)) rc = error_set(err, "cannot read %s: %s", name, strerror(errno));
     if (!is_stdin) fclose(f);
     /* On an error t is as it was: callers return without text_free, and a
      * folder opens (fopen succeeds on Linux) and fails only at the read. */
@@ -128,6 +146,23 @@ int text_read_file(const char *path, Text *t, Error *err)
         t->data[old_len] = 0;
     }
     return rc;
+}
+
+int text_check_utf8(const char *name, const uint8_t *text, size_t len, Error *err)
+{
+    int64_t line = 1;
+    for (size_t pos = 0, n; pos < len; pos += n) {
+        uint32_t cp;
+        if (text[pos] < 0x80) {          /* ASCII: one byte, and the line count */
+            line += text[pos] == '\n';
+            n = 1;
+        } else if (utf8_decode(text, len, pos, &cp, &n, err) != 0) {
+            char where[ERROR_MSG_MAX];
+            snprintf(where, sizeof where, "%s:%" PRId64, name, line);
+            return error_prefix(err, where);
+        }
+    }
+    return 0;
 }
 
 int byte_is_space(uint8_t b)

@@ -29,6 +29,21 @@ static int load_model(Model *m, const char *path, const Translation *t, Error *e
     return 0;
 }
 
+/* At most this many bytes of a source are quoted in a message: enough to
+ * recognize it, short enough that the reason after it is always in the line
+ * (a message holds ERROR_MSG_MAX bytes). */
+#define QUOTE_MAX 40
+
+/* The length of the part of text (len bytes) a message quotes: all of it, or
+ * QUOTE_MAX bytes cut back to the start of a UTF-8 character. */
+static int quoted_len(const char *text, size_t len)
+{
+    if (len <= QUOTE_MAX) return (int)len;
+    size_t cut = QUOTE_MAX;
+    while (cut > 0 && ((unsigned char)text[cut] & 0xC0) == 0x80) cut--;
+    return (int)cut;
+}
+
 /* Translates text and prints the result. */
 static int translate_text(Model *m, const Translation *t, const char *text, int beam, Error *err)
 {
@@ -40,7 +55,11 @@ static int translate_text(Model *m, const Translation *t, const char *text, int 
     if (!ids) return error_set(err, "out of memory");
     if (tokenizer_encode(&t->src_tok, (const uint8_t *)text, len, ids, &n, err) != 0) goto done;
     if (n + 2 > S) {
-        error_set(err, "'%s' has %" PRId64 " tokens; the model reads at most %d", text, n, S - 2);
+        int q = quoted_len(text, len);
+        char size[48] = "";
+        if ((size_t)q < len) snprintf(size, sizeof size, "...' (%zu bytes)", len);
+        error_set(err, "'%.*s%s has %" PRId64 " tokens; the model reads at most %d", q, text,
+                  (size_t)q < len ? size : "'", n, S - 2);
         goto done;
     }
     if (seq_bracket(src, ids, n, S, err) != 0) goto done;

@@ -34,6 +34,11 @@ static int build_side(Tokenizer *tk, const TaskData *d, const Text *text, int si
     if (strncmp(d->tokenizer, "taylor", 6) == 0 ||
         tokenizer_kind_parse(d->tokenizer, &kind, err) != 0)
         return error_set(err, "--tokenizer: '%s' is not taylor, char, word or bpe", d->tokenizer);
+    /* The char tokenizer decodes UTF-8, and learns from one side of every
+     * line glued together: its own error would give a byte offset in that
+     * corpus. The file's line is what the user can find. */
+    if (kind == TOKENIZER_CHAR && text_check_utf8(d->data, text->data, text->len, err) != 0)
+        return -1;
     if (pairs_side(d->data, text, side, kind == TOKENIZER_CHAR ? "" : "\n", &corpus, err) != 0)
         return -1;
     int rc = tokenizer_build(tk, kind, &corpus, d->vocab_size, 1, err);

@@ -20,12 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>   /* isatty */
 
 #include "casefile.h"
 #include "generate.h"
 #include "generation_case.h"
 #include "lm_text.h"
 #include "task.h"
+#include "terminal.h"
 #include "threads.h"   /* time_now() */
 
 static const char CASE_USAGE[] =
@@ -182,6 +184,17 @@ static int load_lm(Model *m, const char *path, Error *err)
     return 0;
 }
 
+/* The prompt and what the model wrote after it, and a newline. The bytes
+ * are the model's (random ones at a high temperature): on a terminal those
+ * it would obey are shown escaped (terminal.h), elsewhere they go out as
+ * they are. */
+static void print_text(const char *prompt, const Text *out)
+{
+    terminal_write(stdout, prompt, strlen(prompt));
+    terminal_write(stdout, out->data, out->len);
+    putchar('\n');
+}
+
 static int generate_command(int argc, char **argv, Error *err)
 {
     double temperature = 0.8, top_p = 1.0;
@@ -207,11 +220,18 @@ static int generate_command(int argc, char **argv, Error *err)
         return error_set(err, "--length %d is not in 1..1000000", length);
     Model m;
     if (load_lm(&m, argv[0], err) != 0) return -1;
+    /* A long text takes minutes: on a terminal a line on stderr shows how
+     * far it is. Not elsewhere: stderr in a file or a pipe keeps only what
+     * went wrong. */
+    Progress shown;
+    int show = isatty(fileno(stderr));
+    if (show) progress_init_count(&shown, stderr, length, "bytes");
     GenerateOptions g = {{(float)temperature, top_k, (float)top_p}, length, (uint64_t)seed,
-                         no_cache};
+                         no_cache, show ? &shown : NULL};
     Text out = {0};
     int rc = lm_generate(&m, argv[1], &g, &out, err);
-    if (rc == 0) printf("%s%.*s\n", argv[1], (int)out.len, out.data);
+    if (show) progress_finish(&shown);
+    if (rc == 0) print_text(argv[1], &out);
     text_free(&out);
     model_free(&m);
     return rc;
@@ -233,7 +253,7 @@ static int bench_generate_command(int argc, char **argv, Error *err)
     double ms[2];
     int rc = 0;
     for (int cached = 0; rc == 0 && cached < 2; cached++) {
-        GenerateOptions g = {{1.0f, 0, 1.0f}, (int)n, 7, !cached};
+        GenerateOptions g = {{1.0f, 0, 1.0f}, (int)n, 7, !cached, NULL};
         double started = time_now();
         rc = lm_generate(&m, "This movie", &g, &out[cached], err);
         ms[cached] = (time_now() - started) * 1e3;
@@ -263,12 +283,13 @@ static int demo_command(int argc, char **argv, Error *err)
     int rc = 0;
     for (int t = 0; rc == 0 && t < 2; t++)
         for (int p = 0; rc == 0 && p < 3; p++) {
-            GenerateOptions g = {{temperatures[t], 0, 0.95f}, 300, (uint64_t)(p + 1), 0};
+            GenerateOptions g = {{temperatures[t], 0, 0.95f}, 300, (uint64_t)(p + 1), 0, NULL};
             Text out = {0};
             rc = lm_generate(&m, prompts[p], &g, &out, err);
-            if (rc == 0)
-                printf("\n[temperature %.1f] %s%.*s\n", temperatures[t], prompts[p],
-                       (int)out.len, out.data);
+            if (rc == 0) {
+                printf("\n[temperature %.1f] ", temperatures[t]);
+                print_text(prompts[p], &out);
+            }
             text_free(&out);
         }
     model_free(&m);
