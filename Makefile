@@ -99,7 +99,7 @@ help:
 	@echo "make test-mpi-cuda       --device nccl against --device cuda on this machine's GPUs"
 	@echo "make student DEST=dir    export the exercise copy (solutions cut out)"
 	@echo "make hidden HIDDEN=dir [CASES=5]   the teacher's hidden cases (keep the folder private)"
-	@echo "make grade-submission SUBMISSION=dir HIDDEN=dir [RESULTS=file] [JUNIT=file]  the trusted grade of one"
+	@echo "make grade-submission SUBMISSION=dir HIDDEN=dir [RESULTS=file] [JUNIT=file] [FEEDBACK=full|shapes|score]  the trusted grade of one"
 	@echo "make grade-all SUBMISSIONS=dir HIDDEN=dir OUT=dir   every submission: grades.csv, results.json, JUnit"
 	@echo "make gradescope HIDDEN=dir OUT=autograder.zip       the autograder zip for Gradescope"
 	@echo "make test-grader         the grader against cheating submissions"
@@ -276,12 +276,13 @@ hidden: deps $(VENV_OK)
 grade-submission: deps $(VENV_OK)
 	@test -n "$(SUBMISSION)" && test -n "$(HIDDEN)" || { echo "make grade-submission: give SUBMISSION=dir HIDDEN=dir [RESULTS=results.json] [JUNIT=junit.xml]" >&2; exit 2; }
 	$(PYTHON) tools/grader.py grade "$(SUBMISSION)" --hidden "$(HIDDEN)" $(if $(RESULTS),--results "$(RESULTS)") \
-	    $(if $(JUNIT),--junit "$(JUNIT)") $(if $(CHAPTERS),--chapters "$(CHAPTERS)")
+	    $(if $(JUNIT),--junit "$(JUNIT)") $(if $(CHAPTERS),--chapters "$(CHAPTERS)") \
+	    $(if $(FEEDBACK),--feedback $(FEEDBACK))
 
 grade-all: deps $(VENV_OK)
 	@test -n "$(SUBMISSIONS)" && test -n "$(HIDDEN)" && test -n "$(OUT)" || { echo "make grade-all: give SUBMISSIONS=dir HIDDEN=dir OUT=new-dir" >&2; exit 2; }
 	$(PYTHON) tools/grader.py grade-all "$(SUBMISSIONS)" --hidden "$(HIDDEN)" --out "$(OUT)" \
-	    $(if $(CHAPTERS),--chapters "$(CHAPTERS)")
+	    $(if $(CHAPTERS),--chapters "$(CHAPTERS)") $(if $(FEEDBACK),--feedback $(FEEDBACK))
 
 gradescope:
 	@test -n "$(HIDDEN)" && test -n "$(OUT)" || { echo "make gradescope: give HIDDEN=dir OUT=autograder.zip" >&2; exit 2; }

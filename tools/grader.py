@@ -360,8 +360,9 @@ def read_output(case_dir, uid):
         return None, f"the output is not a readable safetensors file ({str(e).splitlines()[0][:120]})"
 
 
-def compare(name, expected, actual, atol, rtol):
-    """None when `actual` matches, else one line naming the first difference."""
+def compare(name, expected, actual, atol, rtol, show_expected=True):
+    """None when `actual` matches, else one line naming the first difference
+    (with the expected value only when show_expected)."""
     import numpy as np
     if actual.shape != expected.shape:
         return f"{name}: shape {list(actual.shape)}, expected {list(expected.shape)}"
@@ -371,6 +372,8 @@ def compare(name, expected, actual, atol, rtol):
         if np.array_equal(actual, expected):
             return None
         at = tuple(int(i) for i in np.argwhere(actual != expected)[0])
+        if not show_expected:
+            return f"{name}{list(at)} = {actual[at]}, a wrong value (must be exact)"
         return f"{name}{list(at)} = {actual[at]}, expected {expected[at]} (must be equal)"
     if actual.dtype.kind != "f":
         return f"{name}: dtype {actual.dtype}, expected {expected.dtype}"
@@ -383,9 +386,39 @@ def compare(name, expected, actual, atol, rtol):
         return None
     at = tuple(int(i) for i in np.argwhere(~ok)[0])
     count = int((~ok).sum())
+    if not show_expected:
+        return (f"{name}{list(at)} = {a[at]:.9g}, outside the tolerance (atol {atol:g} + rtol "
+                f"{rtol:g} * |expected|); {count} of {e.size} values differ")
     return (f"{name}{list(at)} = {a[at]:.9g}, expected {e[at]:.9g} "
             f"(|diff| {abs(a[at] - e[at]):.3g} > atol {atol:g} + rtol {rtol:g} * |expected|); "
             f"{count} of {e.size} values differ")
+
+
+# The signals of a crash, named in the feedback (128 + N is the shell's
+# status for a program it ran that died of signal N).
+SIGNALS = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV"}
+
+
+def teacher_lines():
+    """The lines of every solution body of this tree (stripped, 12 characters
+    or more): what no feedback may quote."""
+    lines = set()
+    for rels in graded_files(ROOT).values():
+        for rel in rels:
+            for body in pristine_bodies((ROOT / rel).read_bytes()):
+                lines.update(l.strip() for l in body.decode(errors="replace").split("\n")
+                             if len(l.strip()) >= 12)
+    return lines
+
+
+def scrub(text, teacher):
+    """text with each line that holds a line of a solution body replaced."""
+    out = []
+    for line in text.split("\n"):
+        if any(t in line for t in teacher):
+            line = "[a line of the teacher's solutions, withheld]"
+        out.append(line)
+    return "\n".join(out)
 
 
 def describe_case(in_path):
@@ -440,15 +473,18 @@ class HiddenSet:
 
 def split_case(case, in_path, expected_path):
     """Writes what the program reads and what the grader keeps. The "info."
-    metadata (condition numbers, the loss PyTorch reported) stays with the
-    expected values: the programs never read it."""
+    metadata (condition numbers, the loss PyTorch reported) and the seed stay
+    with the expected values: the programs never read them."""
     from reference.common import Case, write_case
     outputs = case.meta["outputs"].split(",")
     # A round trip (chapter 07's checkpoint: every tensor read is written back
     # unchanged) needs its outputs as inputs; any other case's outputs stay here.
     kept = set() if set(outputs) == set(case.tensors) else set(outputs)
+    # Nor the seed the case was drawn with: with it, the exercise copy's own
+    # reference would rebuild the case, expected values and all.
     write_case(in_path, Case(case.name, {k: v for k, v in case.tensors.items() if k not in kept},
-                             {k: v for k, v in case.meta.items() if not k.startswith("info.")},
+                             {k: v for k, v in case.meta.items()
+                              if not k.startswith("info.") and k != "seed"},
                              case.keep_float64))
     write_case(expected_path, Case(case.name, {k: case.tensors[k] for k in outputs}, case.meta,
                                    case.keep_float64))
@@ -611,6 +647,8 @@ class Grader:
                                  f"(give another --work)")
         self.sandbox = Sandbox(hide, args.user, args.memory_mb, keep=self.work)
         self.base = {}
+        self.feedback = getattr(args, "feedback", "full")
+        self.teacher = teacher_lines()
 
     def close(self):
         shutil.rmtree(self.work, ignore_errors=True)
@@ -703,16 +741,31 @@ class Grader:
                                  "--out", "out.safetensors"], cwd=case_dir,
                                 timeout=self.case_timeout, env=env, limit_memory=(flavour == "plain"))
         try:
+            # What the program printed reaches the student only with
+            # --feedback full, scrubbed of the teacher's lines: a program can
+            # print its hidden inputs, to be tabulated elsewhere.
             said = (proc.stderr or b"").decode(errors="replace").strip().splitlines()
             said = [l for l in said if l.strip()][:3]
-            heard = f"; the program said: {' | '.join(s[:200] for s in said)}" if said else ""
+            full = self.feedback == "full"
+            heard = (f"; the program said: {' | '.join(scrub(s[:200], self.teacher) for s in said)}"
+                     if said and full else "")
             if proc.returncode == 124:
                 return f"timed out after {self.case_timeout} s" + heard
             if proc.returncode == 86 and flavour == "sanitize":
                 report = [l for l in said if "Sanitizer" in l or "runtime error" in l]
+                if not full:       # the kind alone: a word from the sanitizer's own list
+                    kind = re.search(r"AddressSanitizer: [a-z-]+", report[0]) if report else None
+                    return ("the sanitizers found " + (
+                        f"a memory error ({kind.group(0)})" if kind else
+                        "undefined behaviour" if report and "runtime error" in report[0]
+                        else "a memory error or undefined behaviour"))
                 return "the sanitizers found a memory error or undefined behaviour" + \
-                       (f": {report[0][:300]}" if report else heard)
+                       (f": {scrub(report[0][:300], self.teacher)}" if report else heard)
             if proc.returncode != 0:
+                if not full:       # an exit status could carry a byte of the inputs
+                    sig = proc.returncode - 128
+                    return (f"the program crashed ({SIGNALS[sig]})" if sig in SIGNALS
+                            else "the program failed (a non-zero exit status)")
                 return f"the program failed (exit status {proc.returncode})" + heard
             actual, why = read_output(case_dir, uid)
             if actual is None:
@@ -727,7 +780,8 @@ class Grader:
             for name in meta["outputs"].split(","):
                 if name not in actual:
                     return f"output '{name}' missing" + heard
-                diff = compare(name, expected[name], actual[name], atol, rtol)
+                diff = compare(name, expected[name], actual[name], atol, rtol,
+                               show_expected=self.feedback == "full")
                 if diff:
                     return diff + heard
             return None
@@ -756,7 +810,7 @@ class Grader:
                 if why and not build_error:
                     build_error = f"chapter {chapter} does not build with your code:\n{why}"
             if build_error:
-                notes.append(build_error)
+                notes.append(scrub(build_error, self.teacher))
             report.notes[chapter] = notes
             for op, cid in cases:
                 message = None
@@ -821,20 +875,24 @@ def scores(report, hidden):
     return out
 
 
-def gradescope_json(table, report, extra_output=""):
+def gradescope_json(table, report, extra_output="", feedback="shapes", visibility="visible"):
+    """Gradescope's results.json: a test per op, its output what `feedback`
+    allows (score: the count of right cases alone), shown per `visibility`
+    (Gradescope's: visible, hidden, after_due_date, after_published)."""
     tests = []
     for chapter, ch in table.items():
         for note in report.notes.get(chapter, []):
             tests.append({"name": f"{chapter}: your code", "score": 0, "max_score": 0,
-                          "output": note, "visibility": "visible"})
+                          "output": note, "visibility": visibility})
         for op, (got, share, passed, n, fails, functions) in sorted(ch["ops"].items()):
             runs = f" Its cases run your {', '.join(functions)}." if functions else ""
-            lines = [f"{passed} of {n} hidden cases right.{runs}"] + fails[:5]
-            if len(fails) > 5:
-                lines.append(f"... and {len(fails) - 5} more")
+            shown = [] if feedback == "score" else fails
+            lines = [f"{passed} of {n} hidden cases right.{runs}"] + shown[:5]
+            if len(shown) > 5:
+                lines.append(f"... and {len(shown) - 5} more")
             tests.append({"name": f"{chapter}: {op}", "score": round(got, 4),
                           "max_score": round(share, 4), "output": "\n".join(lines),
-                          "visibility": "visible"})
+                          "visibility": visibility})
     return {"score": round(sum(c["score"] for c in table.values()), 2),
             "max_score": sum(c["max"] for c in table.values()),
             "output": (extra_output + f"Graded on hidden cases in {report.seconds:.0f} s.").strip(),
@@ -972,7 +1030,8 @@ def cmd_grade(args):
     print(f"graded in {report.seconds:.0f} s")
     if results:
         said = grader.sandbox.warning + "\n" if grader.sandbox.warning else ""
-        write_atomic(results, json.dumps(gradescope_json(table, report, said), indent=1) + "\n")
+        write_atomic(results, json.dumps(gradescope_json(table, report, said, args.feedback,
+                                                         args.visibility), indent=1) + "\n")
     if junit:
         write_atomic(junit, junit_xml(table, report, hidden, submission.resolve().name))
     return 0
@@ -1006,7 +1065,8 @@ def cmd_grade_all(args):
                 continue
             (tmp / student.name).mkdir()
             (tmp / student.name / "results.json").write_text(
-                json.dumps(gradescope_json(table, report), indent=1) + "\n")
+                json.dumps(gradescope_json(table, report, "", args.feedback, args.visibility),
+                           indent=1) + "\n")
             (tmp / student.name / "junit.xml").write_text(junit_xml(table, report, hidden, student.name))
             row = {"student": student.name}
             row.update({ch: f"{t['score']:.2f}" for ch, t in table.items()})
@@ -1052,6 +1112,16 @@ def main(argv=None):
         p.add_argument("--hide", action="append", metavar="DIR",
                        help="another folder the student's code must not see (repeatable)")
 
+    def policy(p):
+        p.add_argument("--feedback", choices=["full", "shapes", "score"], default="shapes",
+                       help="what a failed case shows: full (shapes, options, the first wrong "
+                            "value and the expected one, what the program printed), shapes "
+                            "(the default: no expected value and nothing the program printed), "
+                            "score (points only)")
+        p.add_argument("--visibility", default="visible",
+                       choices=["visible", "hidden", "after_due_date", "after_published"],
+                       help="Gradescope's visibility of the tests in results.json (default visible)")
+
     p = sub.add_parser("draw", help="draw hidden cases with the PyTorch reference (.venv/bin/python)")
     p.add_argument("hidden", metavar="HIDDEN", help="new folder for the hidden cases")
     p.add_argument("--seed", type=int, help="secret seed (default: a random one)")
@@ -1068,6 +1138,7 @@ def main(argv=None):
     p.add_argument("--hide-siblings", action="store_true",
                    help="also cover the folder that holds SUBMISSION (other students' work)")
     limits(p)
+    policy(p)
 
     p = sub.add_parser("grade-all", help="grade every submission folder in SUBMISSIONS")
     p.add_argument("submissions", metavar="SUBMISSIONS")
@@ -1075,6 +1146,7 @@ def main(argv=None):
     p.add_argument("--out", required=True, help="new folder for grades.csv and each student's files")
     p.add_argument("--chapters", help="only these chapters, comma-separated")
     limits(p)
+    policy(p)
 
     args = parser.parse_args(argv)
     if getattr(args, "cases", 1) < 1:

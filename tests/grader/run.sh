@@ -25,6 +25,9 @@
 #   golden_copy  hard-codes the committed goldens of chapter 04: their inputs
 #                and expected outputs, copied out when the inputs match (the
 #                practice make grade gave this 9.6 of 10)
+#   tell         prints the case's first inputs and a line of the solutions, and
+#                fails: the default feedback (shapes) shows neither, --feedback
+#                full the inputs but not the line, --feedback score no case
 #   stash        reads the other chapters' solution text in the tree it is
 #                graded in, and leaves files in /tmp, /var/tmp, /dev/shm and
 #                /run/lock for a later case or student to find (a submission
@@ -122,13 +125,18 @@ shutil.copytree(root / "chapters", dest / "chapters")
 shutil.rmtree(dest / "chapters" / "04_layernorm")
 (dest / "chapters" / "04_layernorm").symlink_to(root / "chapters" / "04_layernorm")
 
+# A line of the solution tell prints (no quote or backslash, for its C string).
+teacher_line = next(l.strip() for l in solution[0].split(b"\n")
+                    if len(l.strip()) >= 20 and b'"' not in l and b"\\" not in l)
+(work / "teacher_line").write_bytes(teacher_line)
 cheats = {p.stem: p.read_bytes() for p in sorted(here.glob("*.body"))}
 cheats["golden_copy"] = golden_copy()
 cheats["correct"] = solution[0]
 for name, body in cheats.items():
     body = (body.replace(b"@SOLUTION@", solution[0]).replace(b"@HIDDEN@", str(hidden).encode())
                 .replace(b"@ROOT@", str(root).encode()).replace(b"@WORK@", str(work).encode())
-                .replace(b"@PORT@", port.encode()).rstrip(b"\n"))
+                .replace(b"@PORT@", port.encode()).replace(b"@TEACHER_LINE@", teacher_line)
+                .rstrip(b"\n"))
     dest = work / "submissions" / name
     shutil.copytree(root / "chapters", dest / "chapters")
     (dest / rel).write_bytes(grader.splice(pristine, [body] + solution[1:]))
@@ -162,8 +170,9 @@ fi
 
 echo "== the cheats, chapter 04 (with the correct one beside them)"
 started=$(date +%s)
+# --feedback full, so that each cheat's reason for failing shows.
 "$py" "$root/tools/grader.py" grade-all "$work/submissions" --hidden "$hidden" \
-    --chapters 04_layernorm --case-timeout 3 --out "$work/grades"
+    --chapters 04_layernorm --case-timeout 3 --feedback full --out "$work/grades"
 echo "graded in $(( $(date +%s) - started )) s"
 cat "$work/grades/grades.csv"
 
@@ -177,7 +186,7 @@ reasons = {"fake_ok": "expected", "exit_early": "no output file", "fork_loop": "
            "oob_write": "AddressSanitizer", "sneaky": "failed (exit status 1)",
            "golden_copy": "not implemented: layernorm_forward",
            "symlink": "not implemented: layernorm_forward", "incbin": "failed (exit status 1)",
-           "stash": "failed (exit status 1)"}
+           "stash": "failed (exit status 1)", "tell": "LEAK"}
 bad = []
 for student in sorted(p for p in grades.iterdir() if p.is_dir()):
     tests = {t["name"]: t for t in json.load(open(student / "results.json"))["tests"]}
@@ -198,11 +207,46 @@ for student in sorted(p for p in grades.iterdir() if p.is_dir()):
         want = 0 if cheated else t["max_score"]
         if abs(t["score"] - want) > 1e-9:
             bad.append(f"{student.name}: {op} scored {t['score']}, expected {want}:\n{t['output']}")
+    # Even the full feedback quotes no line of the solutions, and no seed.
+    text = (student / "results.json").read_text()
+    teacher = (grades.parent / "teacher_line").read_text()
+    for leak in (teacher, "seed"):
+        if leak in text:
+            bad.append(f"{student.name}: results.json holds '{leak}'")
 if bad:
     sys.exit("\n".join(bad))
 print("every cheat scored 0 on layernorm and layernorm_backward, full marks on the residual ops; "
-      "correct: full marks")
+      "correct: full marks; no results.json quoted the solutions or a seed")
 EOF
+
+# The cases the program reads carry no seed; --feedback full shows what the
+# program printed, but no line of the solutions.
+"$py" - "$hidden" <<'EOF'
+import sys
+from pathlib import Path
+from safetensors import safe_open
+for path in Path(sys.argv[1]).glob("*/*.in.safetensors"):
+    with safe_open(str(path), "numpy") as f:
+        if "seed" in (f.metadata() or {}):
+            sys.exit(f"{path} tells the program its seed")
+EOF
+grep -q "a line of the teacher's solutions, withheld" "$work/grades/tell/results.json" ||
+    fail "--feedback full does not withhold the line of the solutions tell printed"
+# The default, --feedback shapes: no expected value and nothing the program
+# printed; --feedback score: no case at all.
+for policy in shapes score; do
+    "$py" "$root/tools/grader.py" grade "$work/submissions/tell" --hidden "$hidden" \
+        --chapters 04_layernorm --feedback $policy --results "$work/tell_$policy.json" >/dev/null
+    for leak in LEAK ', expected ' "$(cat "$work/teacher_line")"; do
+        ! grep -qF "$leak" "$work/tell_$policy.json" ||
+            fail "--feedback $policy: results.json holds '$leak'"
+    done
+done
+grep -q 'outside the tolerance\|the program failed' "$work/tell_shapes.json" ||
+    fail "--feedback shapes does not say how a case failed"
+! grep -q 'layernorm-0:' "$work/tell_score.json" || fail "--feedback score shows the cases"
+echo "feedback: the cases carry no seed; full withholds the solutions' lines; shapes shows no" \
+     "expected value and nothing printed; score no case"
 
 [ "$before" = "$(sums)" ] || fail "the grader's files or the hidden cases changed during grading"
 [ ! -e "$work/pwned" ] || fail "a submission wrote $work/pwned"
