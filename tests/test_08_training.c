@@ -1291,28 +1291,6 @@ static void test_checkpoint_counters_checked(void **state)
     rmdir(dir);
 }
 
-/* Runs a shell command line with its output in build/cmd.out; returns its
- * exit status and puts the output (at most size - 1 bytes) in out. */
-static int run_program(const char *cmd, char *out, size_t size)
-{
-    char line[2048];
-    snprintf(line, sizeof line, "%s >build/cmd.out 2>&1", cmd);
-    int status = system(line);
-    FILE *f = fopen("build/cmd.out", "r");
-    size_t n = f ? fread(out, 1, size - 1, f) : 0;
-    out[n] = '\0';
-    if (f) fclose(f);
-    /* each line indented: a line of the program's must not pass for cmocka's */
-    print_message("  $ %s\n", cmd);
-    for (char *line = out, *end; *line; line = end) {
-        end = strchr(line, '\n');
-        end = end ? end + 1 : line + strlen(line);
-        print_message("  | %.*s", (int)(end - line), line);
-    }
-    print_message("\n");
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 /* The command line of issue 14 whose parameter count wrapped a size_t (and
  * crashed in model_init) is refused, with exit status 1, before anything
  * is allocated; so is a vocabulary whose size overflows an int. */
@@ -1320,12 +1298,12 @@ static void test_train_refuses_wrapping_sizes(void **state)
 {
     (void)state;
     char out[4096];
-    assert_int_equal(run_program("build/08_training --train --categories 1 --seq-len 1 "
+    assert_int_equal(run_command("build/08_training --train --categories 1 --seq-len 1 "
                                  "--d-model 123456789 --ffn 1531879606 --layers 42 "
                                  "--train-size 64 --test-size 16 --epochs 1 --batch-size 16",
                                  out, sizeof out), 1);
     assert_non_null(strstr(out, "parameters"));
-    assert_int_equal(run_program("build/08_training --train --categories 2147483647",
+    assert_int_equal(run_command("build/08_training --train --categories 2147483647",
                                  out, sizeof out), 1);
     assert_non_null(strstr(out, "--categories"));
 }
@@ -1343,19 +1321,19 @@ static void test_run_paths_checked(void **state)
     unlink("build/paths.safetensors");
     snprintf(cmd, sizeof cmd, "%s --checkpoint build/paths.safetensors --out "
              "build/../build/paths.safetensors", small);
-    assert_int_equal(run_program(cmd, out, sizeof out), 1);
+    assert_int_equal(run_command(cmd, out, sizeof out), 1);
     assert_non_null(strstr(out, "--checkpoint and --out name the same file"));
     assert_int_equal(access("build/paths.safetensors", F_OK), -1);
     snprintf(cmd, sizeof cmd, "%s --log build/paths.csv --out build/paths.csv", small);
-    assert_int_equal(run_program(cmd, out, sizeof out), 1);
+    assert_int_equal(run_command(cmd, out, sizeof out), 1);
     assert_non_null(strstr(out, "--out and --log name the same file"));
     /* an output that is the file an input option reads */
-    assert_int_equal(run_program("build/09_translation --train --log ./reference/data/taylor/"
+    assert_int_equal(run_command("build/09_translation --train --log ./reference/data/taylor/"
                                  "seq2seq_series_2terms.txt", out, sizeof out), 1);
     assert_non_null(strstr(out, "--log ./reference/data/taylor/seq2seq_series_2terms.txt is "
                                 "the file --data reads"));
     /* --resume may be --checkpoint (the run goes on where it was), not --out */
-    assert_int_equal(run_program("build/09_translation --train --resume build/r.safetensors "
+    assert_int_equal(run_command("build/09_translation --train --resume build/r.safetensors "
                                  "--out build/r.safetensors", out, sizeof out), 1);
     assert_non_null(strstr(out, "--out build/r.safetensors is the file --resume reads"));
     /* a checkpoint another run holds */
@@ -1363,7 +1341,7 @@ static void test_run_paths_checked(void **state)
     Error err;
     assert_ok(path_lock(&lock, "--checkpoint", "build/paths.safetensors", &err));
     snprintf(cmd, sizeof cmd, "%s --checkpoint build/paths.safetensors", small);
-    assert_int_equal(run_program(cmd, out, sizeof out), 1);
+    assert_int_equal(run_command(cmd, out, sizeof out), 1);
     assert_non_null(strstr(out, "is in use by another run"));
     path_unlock(&lock);
     assert_int_equal(access("build/paths.safetensors.lock", F_OK), -1);
@@ -1385,16 +1363,16 @@ static void test_every_output_resolved_and_locked(void **state)
     assert_ok(symlink("lost.safetensors", "build/lost_link.safetensors"));   /* dangling */
     snprintf(cmd, sizeof cmd, "%s --checkpoint build/lost.safetensors "
              "--out build/lost_link.safetensors", small);
-    assert_int_equal(run_program(cmd, out, sizeof out), 1);
+    assert_int_equal(run_command(cmd, out, sizeof out), 1);
     assert_non_null(strstr(out, "--checkpoint and --out name the same file"));
     assert_int_equal(access("build/lost.safetensors", F_OK), -1);
     /* the lock file's own name, as --out or --log */
     snprintf(cmd, sizeof cmd, "%s --checkpoint build/lost.safetensors "
              "--out build/lost.safetensors.lock", small);
-    assert_int_equal(run_program(cmd, out, sizeof out), 1);
+    assert_int_equal(run_command(cmd, out, sizeof out), 1);
     assert_non_null(strstr(out, "--out: build/lost.safetensors.lock: names ending in .lock"));
     snprintf(cmd, sizeof cmd, "%s --log build/x.csv.lock", small);
-    assert_int_equal(run_program(cmd, out, sizeof out), 1);
+    assert_int_equal(run_command(cmd, out, sizeof out), 1);
     assert_non_null(strstr(out, "--log: build/x.csv.lock: names ending in .lock"));
     /* another run holds the file (as its --checkpoint, say): --out and --log
      * on it are refused too, and so is --out through the link */
@@ -1405,7 +1383,7 @@ static void test_every_output_resolved_and_locked(void **state)
                              "--out build/lost_link.safetensors"};
     for (int i = 0; i < 3; i++) {
         snprintf(cmd, sizeof cmd, "%s %s", small, options[i]);
-        assert_int_equal(run_program(cmd, out, sizeof out), 1);
+        assert_int_equal(run_command(cmd, out, sizeof out), 1);
         assert_non_null(strstr(out, "is in use by another run"));
     }
     path_unlock(&lock);
@@ -1495,13 +1473,13 @@ static void test_finished_run_writes_out(void **state)
                         "--epochs 1 --batch-size 16 --checkpoint build/done.safetensors";
     unlink("build/done.safetensors");
     unlink("build/done_out.safetensors");
-    assert_int_equal(run_program(small, out, sizeof out), 0);
+    assert_int_equal(run_command(small, out, sizeof out), 0);
     snprintf(cmd, sizeof cmd, "%s --resume build/done.safetensors", small);
-    assert_int_equal(run_program(cmd, out, sizeof out), 1);
+    assert_int_equal(run_command(cmd, out, sizeof out), 1);
     assert_non_null(strstr(out, "leaves nothing to train"));
     snprintf(cmd, sizeof cmd, "%s --resume build/done.safetensors --out "
              "build/done_out.safetensors", small);
-    assert_int_equal(run_program(cmd, out, sizeof out), 0);
+    assert_int_equal(run_command(cmd, out, sizeof out), 0);
     assert_non_null(strstr(out, "--out is written from it"));
     Model m;
     Error err;
@@ -1521,7 +1499,7 @@ static void test_plot_data_writes_the_loss_log(void **state)
     char out[4096];
     unlink("build/plot_test/train_log.csv");
     unlink("build/plot_test/attention_map.dat");
-    assert_int_equal(run_program("build/08_training --train --train-size 64 --test-size 16 "
+    assert_int_equal(run_command("build/08_training --train --train-size 64 --test-size 16 "
                                  "--epochs 1 --batch-size 16 --plot-data build/plot_test "
                                  "--validate-every 2", out, sizeof out), 0);
     FILE *f = fopen("build/plot_test/train_log.csv", "r");
@@ -1554,10 +1532,10 @@ static void test_every_program_has_help(void **state)
     char out[4096], cmd[256];
     for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
         snprintf(cmd, sizeof cmd, "build/%s --help", programs[i]);
-        assert_int_equal(run_program(cmd, out, sizeof out), 0);
+        assert_int_equal(run_command(cmd, out, sizeof out), 0);
         assert_non_null(strstr(out, "usage: "));
     }
-    assert_int_equal(run_program("build/10_classification --train --help", out, sizeof out), 0);
+    assert_int_equal(run_command("build/10_classification --train --help", out, sizeof out), 0);
     assert_non_null(strstr(out, "--vocab-size N"));
     assert_non_null(strstr(out, "(default 8192)"));
 }
