@@ -74,7 +74,7 @@ PROGRAMS := $(patsubst chapters/%/main.c,build/%,$(wildcard chapters/[0-9][0-9]_
 TESTS    := $(patsubst tests/%.c,build/%,$(wildcard tests/test_[0-9][0-9]_*.c))
 
 .PHONY: all help deps demo test test-arm64 grade golden golden-check verify plots bench student clean \
-        sanitize fuzz fuzz-build fuzz-deps FORCE hidden grade-submission grade-all gradescope test-grader
+        sanitize fuzz fuzz-build fuzz-deps FORCE hidden grade-submission grade-all export-submissions gradescope test-grader
 .DEFAULT_GOAL := all
 .SECONDARY:   # keep the object files make builds along the way
 
@@ -101,7 +101,9 @@ help:
 	@echo "make hidden HIDDEN=dir [CASES=5]   the teacher's hidden cases (keep the folder private)"
 	@echo "make grade-submission SUBMISSION=dir HIDDEN=dir [RESULTS=file] [JUNIT=file] [FEEDBACK=full|shapes|score]  the trusted grade of one"
 	@echo "make grade-all SUBMISSIONS=dir HIDDEN=dir OUT=dir   every submission: grades.csv, results.json, JUnit"
+	@echo "make export-submissions SUBMISSIONS=dir OUT=dir    every submission's bodies, for a plagiarism checker"
 	@echo "make gradescope HIDDEN=dir OUT=autograder.zip       the autograder zip for Gradescope"
+	@echo "make gradescope LEADERBOARD=1 OUT=lm.zip           chapter 12's optional assignment: a bits-per-byte leaderboard"
 	@echo "make test-grader         the grader against cheating submissions"
 	@echo "make test-arm64          every chapter's tests built for 64-bit ARM, run under qemu (Debian; installs the cross tools)"
 	@echo "make sanitize            the tests of make test, built with ASan and UBSan; fails on any report"
@@ -284,9 +286,14 @@ grade-all: deps $(VENV_OK)
 	$(PYTHON) tools/grader.py grade-all "$(SUBMISSIONS)" --hidden "$(HIDDEN)" --out "$(OUT)" \
 	    $(if $(CHAPTERS),--chapters "$(CHAPTERS)") $(if $(FEEDBACK),--feedback $(FEEDBACK))
 
+# Every submission's solution bodies, laid out for JPlag, MOSS or copydetect.
+export-submissions:
+	@test -n "$(SUBMISSIONS)" && test -n "$(OUT)" || { echo "make export-submissions: give SUBMISSIONS=dir OUT=new-dir" >&2; exit 2; }
+	python3 tools/grader.py export "$(SUBMISSIONS)" --out "$(OUT)"
+
 gradescope:
-	@test -n "$(HIDDEN)" && test -n "$(OUT)" || { echo "make gradescope: give HIDDEN=dir OUT=autograder.zip" >&2; exit 2; }
-	@tools/gradescope/pack.sh "$(HIDDEN)" "$(OUT)"
+	@test -n "$(OUT)" && test -n "$(HIDDEN)$(LEADERBOARD)" || { echo "make gradescope: give HIDDEN=dir OUT=autograder.zip (or LEADERBOARD=1 OUT=lm.zip)" >&2; exit 2; }
+	@tools/gradescope/pack.sh "$(if $(LEADERBOARD),--leaderboard,$(HIDDEN))" "$(OUT)"
 
 # The grader against cheating submissions (tests/grader/run.sh); CI runs it.
 test-grader: deps $(VENV_OK)

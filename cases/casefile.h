@@ -139,6 +139,21 @@ float *case_output_f32(TensorFile *out, const char *name, int ndim, const int64_
 void *case_output(TensorFile *out, const char *name, DType dtype, int ndim,
                   const int64_t *shape, Error *err);
 
+/* Guard pages. While case_file_run evaluates a case, every tensor the case
+ * brings and every tensor an evaluator makes with case_tensor_alloc (the
+ * outputs, through case_output, and the buffers it hands a chapter's
+ * function) ends exactly where a page the process may not touch
+ * (PROT_NONE) begins. A read or a write one element past the end then
+ * faults in the plain build, not only under the sanitizers, and the
+ * grader scores the case as a crash. Outside case_file_run (a test calling
+ * an evaluator itself), and under AddressSanitizer (whose heap red zones
+ * catch a stray access on either side), these are plain tensor_alloc
+ * allocations.
+ * case_tensor_free frees either kind; use it for whatever
+ * case_tensor_alloc made. */
+int case_tensor_alloc(Tensor *t, DType dtype, int ndim, const int64_t *shape, Error *err);
+void case_tensor_free(Tensor *t);
+
 /* A library function failed after the case's checks: err becomes its own
  * message if it set one (inner), else "<case>: <function> failed" (an
  * exercise stub sets none). Returns -1. */

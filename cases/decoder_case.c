@@ -250,7 +250,7 @@ static float *output_new(Outputs *o, const char *name, int ndim, const int64_t *
                          Error *err)
 {
     Tensor *t = &o->tensors[o->n];
-    if (tensor_alloc(t, DTYPE_F32, ndim, shape, err) != 0) return NULL;
+    if (case_tensor_alloc(t, DTYPE_F32, ndim, shape, err) != 0) return NULL;
     snprintf(o->names[o->n], sizeof o->names[0], "%s", name);
     o->n++;
     return t->data;
@@ -258,7 +258,7 @@ static float *output_new(Outputs *o, const char *name, int ndim, const int64_t *
 
 static void outputs_free(Outputs *o)
 {
-    for (int i = 0; o->tensors && i < o->n; i++) tensor_free(&o->tensors[i]);
+    for (int i = 0; o->tensors && i < o->n; i++) case_tensor_free(&o->tensors[i]);
     free(o->names);
     free(o->tensors);
     memset(o, 0, sizeof *o);

@@ -47,7 +47,7 @@ static void *output_new(Outputs *o, const char *name, DType dtype, int ndim,
         return NULL;
     }
     Tensor *t = &o->tensors[o->n];
-    if (tensor_alloc(t, dtype, ndim, shape, err) != 0) return NULL;
+    if (case_tensor_alloc(t, dtype, ndim, shape, err) != 0) return NULL;
     snprintf(o->names[o->n++], MAX_NAME, "%s", name);
     return t->data;
 }
@@ -60,7 +60,7 @@ static float *output_f32(Outputs *o, const char *name, int ndim, const int64_t *
 
 static void outputs_free(Outputs *o)
 {
-    for (int i = 0; i < o->n; i++) tensor_free(&o->tensors[i]);
+    for (int i = 0; i < o->n; i++) case_tensor_free(&o->tensors[i]);
     o->n = 0;
 }
 
@@ -375,7 +375,7 @@ static int eval_ffn(const TensorFile *in, const CaseArgs *args, TensorFile *out,
     Outputs o = {0};
     int ok = 1;
     for (int i = 0; ok && i < (backward ? 3 : 2); i++)
-        ok = tensor_alloc(&work[i], DTYPE_F32, 3, hidden_shape.shape, err) == 0;
+        ok = case_tensor_alloc(&work[i], DTYPE_F32, 3, hidden_shape.shape, err) == 0;
     float *y = NULL, *dx = NULL, *dw1 = NULL, *db1 = NULL, *dw2 = NULL, *db2 = NULL;
     if (ok) ok = (y = output_f32(&o, "output", 3, x->shape, err)) != NULL;
     if (ok && backward) {
@@ -397,7 +397,7 @@ static int eval_ffn(const TensorFile *in, const CaseArgs *args, TensorFile *out,
         ffn_backward(dx, &grads, work[2].data, dy->data, x->data, &params, &cache,
                      (int)(N * T)) != 0)
         rc = layer_failed(&o, in, "ffn_backward", err);
-    for (int i = 0; i < 3; i++) tensor_free(&work[i]);
+    for (int i = 0; i < 3; i++) case_tensor_free(&work[i]);
     if (rc != 0) {
         outputs_free(&o);
         return -1;

@@ -106,8 +106,8 @@ static int eval_rng(const TensorFile *in, const CaseArgs *args, TensorFile *out,
     const char *names[4] = {"u32", "uniform", "normal", "below10"};
     DType dtypes[4] = {DTYPE_I64, DTYPE_F32, DTYPE_F32, DTYPE_I64};
     for (int i = 0; i < 4; i++) {
-        if (tensor_alloc(&t[i], dtypes[i], 1, (int64_t[]){count}, err) != 0) {
-            while (i-- > 0) tensor_free(&t[i]);
+        if (case_tensor_alloc(&t[i], dtypes[i], 1, (int64_t[]){count}, err) != 0) {
+            while (i-- > 0) case_tensor_free(&t[i]);
             return -1;
         }
     }
@@ -121,7 +121,7 @@ static int eval_rng(const TensorFile *in, const CaseArgs *args, TensorFile *out,
     int rc = 0;
     for (int i = 0; i < 4; i++) {
         if (rc == 0) rc = tensorfile_add(out, names[i], &t[i], err);
-        tensor_free(&t[i]);   /* no-op once added: the file owns the data */
+        case_tensor_free(&t[i]);   /* no-op once added: the file owns the data */
     }
     return rc;
 }

@@ -116,8 +116,8 @@ static int eval_layernorm(const TensorFile *in, const CaseArgs *args, TensorFile
     /* mean and rstd, (rows,) each: what the forward saves for the backward. */
     Tensor stats[2] = {{0}};
     int rc = -1;
-    if (tensor_alloc(&stats[0], DTYPE_F32, 1, &rows, err) != 0 ||
-        tensor_alloc(&stats[1], DTYPE_F32, 1, &rows, err) != 0)
+    if (case_tensor_alloc(&stats[0], DTYPE_F32, 1, &rows, err) != 0 ||
+        case_tensor_alloc(&stats[1], DTYPE_F32, 1, &rows, err) != 0)
         goto done;
     float *mean = stats[0].data, *rstd = stats[1].data;
 
@@ -142,8 +142,8 @@ static int eval_layernorm(const TensorFile *in, const CaseArgs *args, TensorFile
     }
     rc = 0;
 done:
-    tensor_free(&stats[0]);
-    tensor_free(&stats[1]);
+    case_tensor_free(&stats[0]);
+    case_tensor_free(&stats[1]);
     return rc;
 }
 

@@ -119,9 +119,9 @@ static int64_t *output_i64(TensorFile *out, const char *name, int ndim, const in
                            Error *err)
 {
     Tensor t;
-    if (tensor_alloc(&t, DTYPE_I64, ndim, shape, err) != 0) return NULL;
+    if (case_tensor_alloc(&t, DTYPE_I64, ndim, shape, err) != 0) return NULL;
     if (tensorfile_add(out, name, &t, err) != 0) {
-        tensor_free(&t);
+        case_tensor_free(&t);
         return NULL;
     }
     return (int64_t *)tensorfile_find(out, name)->data;

@@ -200,7 +200,7 @@ static int alloc_batched(Tensor *t, const SdpaCase *c, int64_t rows, int64_t col
     memcpy(shape, c->batch_shape, (size_t)(c->ndim - 2) * sizeof *shape);
     shape[c->ndim - 2] = rows;
     shape[c->ndim - 1] = cols;
-    return tensor_alloc(t, DTYPE_F32, c->ndim, shape, err);
+    return case_tensor_alloc(t, DTYPE_F32, c->ndim, shape, err);
 }
 
 SdpaArgs sdpa_case_args(const SdpaCase *c, const float *bias)
@@ -260,7 +260,7 @@ static int eval_sdpa(const TensorFile *in, const CaseArgs *args, TensorFile *out
         goto done;
     rc = 0;
 done:
-    for (int i = 0; i < N_BUFFERS; i++) tensor_free(&t[i]);   /* no-op once added */
+    for (int i = 0; i < N_BUFFERS; i++) case_tensor_free(&t[i]);   /* no-op once added */
     return rc;
 }
 

@@ -31,11 +31,11 @@ static int add_i64(TensorFile *out, const char *name, const int64_t *data, int n
                    const int64_t *shape, Error *err)
 {
     Tensor t;
-    if (tensor_alloc(&t, DTYPE_I64, ndim, shape, err) != 0) return -1;
+    if (case_tensor_alloc(&t, DTYPE_I64, ndim, shape, err) != 0) return -1;
     size_t bytes = (size_t)tensor_numel(&t) * sizeof(int64_t);
     if (bytes) memcpy(t.data, data, bytes);
     if (tensorfile_add(out, name, &t, err) != 0) {
-        tensor_free(&t);
+        case_tensor_free(&t);
         return -1;
     }
     return 0;
@@ -45,10 +45,10 @@ static int add_bytes(TensorFile *out, const char *name, const uint8_t *data, siz
                      Error *err)
 {
     Tensor t;
-    if (tensor_alloc(&t, DTYPE_U8, 1, (int64_t[]){(int64_t)len}, err) != 0) return -1;
+    if (case_tensor_alloc(&t, DTYPE_U8, 1, (int64_t[]){(int64_t)len}, err) != 0) return -1;
     if (len) memcpy(t.data, data, len);
     if (tensorfile_add(out, name, &t, err) != 0) {
-        tensor_free(&t);
+        case_tensor_free(&t);
         return -1;
     }
     return 0;

@@ -234,6 +234,55 @@ static int eval_seq_dataset(const TensorFile *in, const CaseArgs *args, TensorFi
     return 0;
 }
 
+/* The (n, S) tensor `name` of a SeqDataset's ids, each 0 <= id < 2^31 - 4
+ * (seq_dataset_make's num_categories). */
+static int get_dataset_ids(const TensorFile *in, const char *name, const int64_t *expect,
+                           const Tensor **t, Error *err)
+{
+    if (get_tensor(in, name, DTYPE_I64, 2, expect, "(n, S)", t, err) != 0) return -1;
+    const int64_t *v = (*t)->data;
+    for (int64_t i = 0; i < tensor_numel(*t); i++)
+        if (v[i] < 0 || v[i] > 2147483643)
+            return error_set(err, "%s: tensor '%s' holds the id %lld at %lld, outside [0, "
+                             "2147483644)", case_name(in), name, (long long)v[i], (long long)i);
+    return 0;
+}
+
+/* batch: the rows idx of the dataset (x, y) in the labeller's layout
+ * (batch_encoder) or the encoder-decoder's (batch_seq2seq). */
+static int eval_batches(const TensorFile *in, const CaseArgs *args, TensorFile *out,
+                        Error *err)
+{
+    const Tensor *x, *y, *idx;
+    if (get_dataset_ids(in, "x", NULL, &x, err) != 0 ||
+        get_dataset_ids(in, "y", x->shape, &y, err) != 0 ||
+        get_tensor(in, "idx", DTYPE_I64, 1, NULL, "(N,)", &idx, err) != 0)
+        return -1;
+    int64_t n = x->shape[0], S = x->shape[1], N = idx->shape[0];
+    if (N * (S + 1) > MAX_CASE_VALUES)
+        return error_set(err, "%s: %lld rows of length %lld are more than this program handles "
+                         "(%lld ids)", case_name(in), (long long)N, (long long)S,
+                         (long long)MAX_CASE_VALUES);
+    SeqDataset ds = {n, (int)S, 0, x->data, y->data};
+    Error inner = {{0}};
+    /* The batch is made in tensors of its own and added to the outputs only
+     * when it succeeds: a refused index leaves no output behind. */
+    int seq2seq = strcmp(case_text(args, "layout"), "seq2seq") == 0;
+    const char *names[3] = {"src", "target", "tgt_in"};
+    int64_t shapes[3][2] = {{N, S}, {N, S + seq2seq}, {N, S + 1}};
+    Tensor t[3] = {{0}};
+    int n_out = seq2seq ? 3 : 2, rc = 0;
+    for (int i = 0; rc == 0 && i < n_out; i++)
+        rc = case_tensor_alloc(&t[i], DTYPE_I64, 2, shapes[i], err);
+    if (rc == 0 && (seq2seq ? batch_seq2seq(t[0].data, t[2].data, t[1].data, &ds, idx->data,
+                                            (int)N, &inner)
+                            : batch_encoder(t[0].data, t[1].data, &ds, idx->data, (int)N, &inner)))
+        rc = case_call_failed(in, seq2seq ? "batch_seq2seq" : "batch_encoder", &inner, err);
+    for (int i = 0; rc == 0 && i < n_out; i++) rc = tensorfile_add(out, names[i], &t[i], err);
+    for (int i = 0; i < n_out; i++) case_tensor_free(&t[i]);   /* no-op once added */
+    return rc;
+}
+
 static int eval_batcher(const TensorFile *in, const CaseArgs *args, TensorFile *out, Error *err)
 {
     long long n = case_int(args, "n"), epochs = case_int(args, "epochs");
@@ -302,7 +351,6 @@ static int get_batches(const TensorFile *in, const Model *m, int64_t steps, cons
     return 0;
 }
 
-/* The schedule and optimizer options of a parity case, as a TrainOptions. */
 /* The options of a parity run: the model's configuration (model.*), and
  * the optimizer and schedule of the training loop. */
 static const CaseOption PARITY_OPTIONS[] = {
@@ -447,6 +495,11 @@ static const CaseOption BATCHER[] = {
     {0},
 };
 
+static const CaseOption BATCH[] = {
+    {"layout", CASE_TEXT, "encoder|seq2seq", NULL, "the batch layout"},
+    {0},
+};
+
 static const CaseOp OPS[] = {
     {"cross_entropy", CROSS_ENTROPY, 0, "logits target", "loss count correct",
      eval_cross_entropy},
@@ -458,6 +511,7 @@ static const CaseOp OPS[] = {
     {"lr_noam", NOAM, 0, "steps", "factor", eval_schedule},
     {"seq_dataset", SEQ_DATASET, 0, "", "x y", eval_seq_dataset},
     {"batcher_shuffle", BATCHER, 0, "", "order", eval_batcher},
+    {"batch", BATCH, 0, "x y idx", "src target [tgt_in]", eval_batches},
     {"train_parity", PARITY_OPTIONS, 1, "src target [tgt_in]", "losses", eval_parity},
     {0},
 };

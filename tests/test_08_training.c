@@ -1091,6 +1091,14 @@ static const BrokenCase BAD[] = {
      "epochs is 0"},
     {"bad_batcher_n_missing", "batcher_shuffle_n10_E3_seed7", BREAK_SET_META, "n", "", {0}, 0,
      "metadata 'n' is missing (the dataset size)"},
+    {"bad_batch_layout", "batch_seq2seq_copy_n10_S5_N6", BREAK_SET_META, "layout", "decoder",
+     {0}, 0, "layout is 'decoder', not one of encoder|seq2seq"},
+    {"bad_batch_row", "batch_encoder_reverse_n10_S6_N4", BREAK_POKE_I64, "idx", "10", {0}, 0,
+     "batch row 0: sequence 10 is outside the dataset 0..9"},
+    {"bad_batch_id", "batch_seq2seq_copy_n10_S5_N6", BREAK_POKE_I64, "x", "-1", {0}, 0,
+     "'x' holds the id -1 at 0, outside [0, 2147483644)"},
+    {"bad_batch_y_shape", "batch_encoder_reverse_n10_S6_N4", BREAK_RESHAPE_I64, "y", NULL, {6, 10},
+     2, "'y' has shape (6, 10), expected (n, S) = (10, 6)"},
 };
 
 static void test_bad_case(void **state)
@@ -1816,6 +1824,9 @@ int main(void)
         GOLDEN_TEST(test_batcher_case, "batcher_shuffle_n10_E3_seed7"),
         GOLDEN_TEST(test_batcher_case, "batcher_shuffle_n1_E2"),
         GOLDEN_TEST(test_batcher_case, "batcher_shuffle_n1000_E2_seed123"),
+        GOLDEN_TEST(test_case_eval, "batch_encoder_reverse_n10_S6_N4"),
+        GOLDEN_TEST(test_case_eval, "batch_seq2seq_copy_n10_S5_N6"),
+        GOLDEN_TEST(test_case_eval, "batch_seq2seq_reverse_n1_S1_N3"),
         cmocka_unit_test(test_task_parse),
         cmocka_unit_test(test_dataset_tasks),
         cmocka_unit_test(test_dataset_deterministic),
@@ -1870,11 +1881,11 @@ int main(void)
         BAD_TEST(18), BAD_TEST(19), BAD_TEST(20), BAD_TEST(21), BAD_TEST(22), BAD_TEST(23),
         BAD_TEST(24), BAD_TEST(25), BAD_TEST(26), BAD_TEST(27), BAD_TEST(28), BAD_TEST(29),
         BAD_TEST(30), BAD_TEST(31), BAD_TEST(32), BAD_TEST(33), BAD_TEST(34), BAD_TEST(35),
-        BAD_TEST(36), BAD_TEST(37),
+        BAD_TEST(36), BAD_TEST(37), BAD_TEST(38), BAD_TEST(39), BAD_TEST(40), BAD_TEST(41),
         cmocka_unit_test(test_bad_case_writes_no_file),
         cmocka_unit_test(test_malformed_corpus),
     };
-    _Static_assert(sizeof BAD / sizeof BAD[0] == 38, "one BAD_TEST per bad case");
+    _Static_assert(sizeof BAD / sizeof BAD[0] == 42, "one BAD_TEST per bad case");
     return run_chapter_tests("chapter 08: training (cross-entropy, Adam, clipping, "
                              "schedules, data, loss log)", tests);
 }

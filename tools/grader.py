@@ -25,6 +25,16 @@ This grader is the teacher's:
         DIR/grades.csv (a row per student, a column per chapter) and, per
         student, DIR/NAME/results.json and DIR/NAME/junit.xml.
 
+    python3 tools/grader.py leaderboard SUBMISSION [--results FILE] [--max-bpb X]
+        chapter 12's optional assignment: the bits per byte of the student's
+        trained model (SUBMISSION/imdb_lm.safetensors) on the test reviews,
+        measured in the sandbox by this tree's program, as a Gradescope
+        leaderboard entry.
+
+    python3 tools/grader.py export SUBMISSIONS --out DIR
+        lays out every submission's solution bodies for a plagiarism checker:
+        DIR/base (the exercise copy) and DIR/students/NAME (docs/TEACHING.md).
+
 How one submission is graded. From each chapters/NN_name/*.c of the
 submission only the lines between `/* BEGIN SOLUTION */` and
 `/* END SOLUTION */` are taken. Chapter N is graded in a pristine copy of
@@ -631,6 +641,25 @@ class Report:
     seconds: float = 0.0
 
 
+def build_pristine(dest, chapters, flavour="plain"):
+    """Copies this tree's sources to dest and builds the chapter programs
+    `chapters` there, outside any sandbox: the teacher's code only."""
+    for part in TREE_PARTS:
+        src = ROOT / part
+        if src.is_dir():
+            shutil.copytree(src, dest / part, symlinks=True,
+                            ignore=shutil.ignore_patterns("build", "*.o"))
+        elif src.exists():
+            (dest / part).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / part)
+    programs = [f"build/{ch}" for ch in chapters]
+    extra = ["SANITIZE=1"] if flavour == "sanitize" else []
+    proc = subprocess.run(["make", "-s", "-j2", *extra, *programs], cwd=dest,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise GradeError(f"the pristine tree does not build ({flavour}):\n{proc.stderr[-2000:]}")
+
+
 class Grader:
     def __init__(self, hidden, args, hide_extra=()):
         self.hidden = hidden
@@ -660,20 +689,7 @@ class Grader:
         base = self.work / "base" / flavour
         base.mkdir(parents=True)
         os.chmod(self.work / "base", 0o700)
-        for part in TREE_PARTS:
-            src = ROOT / part
-            if src.is_dir():
-                shutil.copytree(src, base / part, symlinks=True,
-                                ignore=shutil.ignore_patterns("build", "*.o"))
-            elif src.exists():
-                (base / part).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(src, base / part)
-        programs = [f"build/{ch}" for ch in self.hidden.cases]
-        extra = ["SANITIZE=1"] if flavour == "sanitize" else []
-        proc = subprocess.run(["make", "-s", "-j2", *extra, *programs], cwd=base,
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise GradeError(f"the pristine tree does not build ({flavour}):\n{proc.stderr[-2000:]}")
+        build_pristine(base, list(self.hidden.cases), flavour)
         self.base[flavour] = base
         return base
 
@@ -762,11 +778,11 @@ class Grader:
                 return "the sanitizers found a memory error or undefined behaviour" + \
                        (f": {scrub(report[0][:300], self.teacher)}" if report else heard)
             if proc.returncode != 0:
+                sig = proc.returncode - 128
+                crash = f"the program crashed ({SIGNALS[sig]})" if sig in SIGNALS else None
                 if not full:       # an exit status could carry a byte of the inputs
-                    sig = proc.returncode - 128
-                    return (f"the program crashed ({SIGNALS[sig]})" if sig in SIGNALS
-                            else "the program failed (a non-zero exit status)")
-                return f"the program failed (exit status {proc.returncode})" + heard
+                    return crash or "the program failed (a non-zero exit status)"
+                return (crash or f"the program failed (exit status {proc.returncode})") + heard
             actual, why = read_output(case_dir, uid)
             if actual is None:
                 return why + heard
@@ -1090,6 +1106,136 @@ def cmd_grade_all(args):
     return 0
 
 
+def cmd_export(args):
+    """The solution bodies of every submission, for a plagiarism checker:
+    OUT/base/chapters/NN_name/*.c is the exercise copy (each graded file with
+    its stub bodies) and OUT/students/NAME/chapters/NN_name/*.c the same
+    files with the student's bodies spliced in. The given code is then the
+    same in every folder, and the checker's base-code option discounts it;
+    nothing but a body can differ. A file the grader could not use (missing,
+    a link, markers moved) is left out of that student's folder."""
+    folder = Path(args.submissions)
+    if not folder.is_dir():
+        raise GradeError(f"SUBMISSIONS {folder}: not a folder")
+    out = Path(args.out)
+    check_new_folder(out, "--out")
+    if folder.resolve() == out.resolve().parent or folder.resolve() in out.resolve().parents:
+        raise GradeError(f"--out {out}: inside the input {folder}")
+    students = sorted(d for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
+    if not students:
+        raise GradeError(f"SUBMISSIONS {folder}: no submission folders in it")
+    files = [rel for chapter in graded_files(ROOT).values() for rel in chapter]
+    pristine = {rel: (ROOT / rel).read_bytes() for rel in files}
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        def write(dest, rel, bodies):
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            (dest / rel).write_bytes(splice(pristine[rel], bodies))
+
+        for rel in files:
+            write(tmp / "base", rel, stub_bodies(pristine[rel]))
+        for student in students:
+            try:
+                bodies, errors = submission_bodies(student)
+            except GradeError as e:
+                print(f"export: {student.name}: {e}; left out")
+                continue
+            for rel, got in bodies.items():
+                write(tmp / "students" / student.name, rel, got)
+            print(f"export: {student.name}: {len(bodies)} of {len(files)} files"
+                  + (f" ({len(errors)} unusable: {', '.join(sorted(errors))})" if errors else ""))
+        os.chmod(tmp, 0o755)
+        os.rename(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"export: wrote {out}/base (the exercise copy) and {out}/students; e.g.\n"
+          f"  java -jar jplag.jar -l c --base-code {out}/base {out}/students")
+    return 0
+
+
+LM_MODEL_NAMES = ["imdb_lm.safetensors", "models/imdb_lm.safetensors"]
+MAX_MODEL_BYTES = 64 << 20
+
+
+def lm_measure(args, submission):
+    """(bits per byte, None) of the submission's language model on the test
+    reviews, or (None, why not)."""
+    found = [submission / n for n in LM_MODEL_NAMES if (submission / n).exists()]
+    if not found:
+        return None, f"no {' or '.join(LM_MODEL_NAMES)} in the submission"
+    model = found[0]
+    if any(p.is_symlink() for p in [model, *model.parents] if submission in [p, *p.parents]) \
+            or not model.is_file():
+        return None, f"{model.relative_to(submission)}: a link or not a file; submit the file itself"
+    if model.stat().st_size > MAX_MODEL_BYTES:
+        return None, f"{model.relative_to(submission)}: larger than {MAX_MODEL_BYTES >> 20} MB"
+    work = Path(tempfile.mkdtemp(prefix="transformer-lm.", dir=args.work))
+    try:
+        os.chmod(work, 0o711)
+        tree = work / "tree"
+        tree.mkdir()
+        build_pristine(tree, ["12_generation"])
+        run_dir = work / "run"
+        (run_dir / "data").mkdir(parents=True)
+        shutil.copy(model, run_dir / "model.safetensors")
+        shutil.copy(Path(args.data) / "imdb.tsv", run_dir / "data" / "imdb.tsv")
+        sandbox = Sandbox([ROOT, Path(args.data), tree / "chapters", submission.resolve().parent,
+                           *[Path(p) for p in args.hide or []]],
+                          args.user, args.memory_mb, keep=work)
+        uid, _ = sandbox.owner()
+        os.chown(run_dir, uid, -1)
+        os.chmod(run_dir, 0o755)
+        proc = sandbox.run([str(tree / "build" / "12_generation"), "--eval", "model.safetensors",
+                            "--data", "data", "--test-reviews", str(args.test_reviews)],
+                           cwd=run_dir, timeout=args.timeout)
+        if proc.returncode == 124:
+            return None, f"the measure timed out after {args.timeout:.0f} s"
+        # The teacher's program printed this, about the student's own file.
+        said = (proc.stderr or b"").decode(errors="replace").strip().splitlines()
+        if proc.returncode != 0:
+            return None, (said[-1] if said else f"the measure failed (exit status {proc.returncode})")
+        for line in (proc.stdout or b"").decode(errors="replace").splitlines():
+            if line.startswith("{") and "bits_per_byte" in line:
+                return json.loads(line)["bits_per_byte"], None
+        return None, "the measure printed no result"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def cmd_leaderboard(args):
+    """Chapter 12's optional assignment: the bits per byte of the student's
+    trained language model on the first --test-reviews test reviews,
+    measured by the teacher's program, as Gradescope's leaderboard entry;
+    --points when it is at most --max-bpb."""
+    submission = Path(args.submission)
+    if not submission.is_dir():
+        raise GradeError(f"SUBMISSION {submission}: not a folder")
+    if not (Path(args.data) / "imdb.tsv").is_file():
+        raise GradeError(f"--data {args.data}: no imdb.tsv in it (make imdb writes it)")
+    results = check_output_path("--results", args.results, [submission]) if args.results else None
+    started = time.time()
+    bpb, why = lm_measure(args, submission)
+    passed = bpb is not None and (args.max_bpb == 0 or bpb <= args.max_bpb)
+    score = args.points if passed else 0
+    if bpb is None:
+        text = f"not measured: {why}"
+    else:
+        bound = f" (the bound: {args.max_bpb:.4f})" if args.max_bpb else ""
+        text = (f"{bpb:.4f} bits per byte on the first {args.test_reviews} test reviews"
+                f"{bound}; measured in {time.time() - started:.0f} s")
+    print(text)
+    if results:
+        out = {"score": score, "max_score": args.points, "output": text,
+               "visibility": "visible", "stdout_visibility": "hidden",
+               "tests": [{"name": "12_generation: bits per byte", "score": score,
+                          "max_score": args.points, "output": text}]}
+        if bpb is not None:
+            out["leaderboard"] = [{"name": "bits per byte", "value": round(bpb, 4),
+                                   "order": "asc"}]
+        write_atomic(results, json.dumps(out, indent=1) + "\n")
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="tools/grader.py",
                                      description="the trusted grade: hidden cases, a sandbox, "
@@ -1148,11 +1294,38 @@ def main(argv=None):
     limits(p)
     policy(p)
 
+    p = sub.add_parser("export", help="every submission's solution bodies, laid out for a "
+                                      "plagiarism checker (JPlag, MOSS, copydetect)")
+    p.add_argument("submissions", metavar="SUBMISSIONS")
+    p.add_argument("--out", required=True, help="new folder: base/ and students/NAME/")
+
+    p = sub.add_parser("leaderboard", help="chapter 12's optional assignment: the bits per byte "
+                                           "of a submitted language model, for a leaderboard")
+    p.add_argument("submission", metavar="SUBMISSION",
+                   help=f"a folder holding {' or '.join(LM_MODEL_NAMES)}")
+    p.add_argument("--data", default=str(ROOT / ".data" / "imdb"),
+                   help="the folder of imdb.tsv (default .data/imdb)")
+    p.add_argument("--test-reviews", type=int, default=500, metavar="N",
+                   help="measure the first N test reviews (default 500)")
+    p.add_argument("--results", help="write Gradescope's results.json here, with the leaderboard")
+    p.add_argument("--points", type=float, default=10.0, help="the points of the assignment (default 10)")
+    p.add_argument("--max-bpb", type=float, default=0.0, metavar="X",
+                   help="the points only at X bits per byte or fewer (default 0: any model measured)")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                   help="seconds for the measure (default 600)")
+    p.add_argument("--user", default="nobody", help="the sandbox user, as root (default nobody)")
+    p.add_argument("--memory-mb", type=int, default=2048, metavar="MB",
+                   help="memory limit of the measure (default 2048)")
+    p.add_argument("--work", default="/var/tmp", metavar="DIR", help="where to work (default /var/tmp)")
+    p.add_argument("--hide", action="append", metavar="DIR",
+                   help="another folder the measure must not see (repeatable)")
+
     args = parser.parse_args(argv)
     if getattr(args, "cases", 1) < 1:
         parser.error("--cases: at least 1")
     try:
-        return {"draw": draw, "grade": cmd_grade, "grade-all": cmd_grade_all}[args.command](args)
+        return {"draw": draw, "grade": cmd_grade, "grade-all": cmd_grade_all,
+                "export": cmd_export, "leaderboard": cmd_leaderboard}[args.command](args)
     except GradeError as e:
         print(f"tools/grader.py {args.command}: {e}", file=sys.stderr)
         return 2

@@ -14,7 +14,12 @@
 #   fake_ok      prints cmocka's "[       OK ]" lines for tests, computes nothing
 #   exit_early   exit(0) before anything is checked
 #   fork_loop    forks, and every process loops forever
-#   oob_write    the right values, and one float written past the output
+#   oob_write    the right values, and one float written before the output
+#                (the sanitized build catches it)
+#   oob_plain    the right values, and one float written past the output,
+#                compiled only where __SANITIZE_ADDRESS__ is not defined: the
+#                case harness's guard page catches it in the plain build (it
+#                scored 10 of 10 before there was one)
 #   sneaky       reads the expected values, the teacher's tree and goldens,
 #                writes into the grader's files, connects to a listener on
 #                127.0.0.1; computes the right answer only if any of it works
@@ -183,7 +188,8 @@ grades = Path(sys.argv[1])
 # Why each cheat must fail its cases: a cheat that failed for another reason
 # (it did not compile, say) would prove nothing about the grader.
 reasons = {"fake_ok": "expected", "exit_early": "no output file", "fork_loop": "timed out",
-           "oob_write": "AddressSanitizer", "sneaky": "failed (exit status 1)",
+           "oob_write": "with the sanitizers", "oob_plain": "crashed (SIGSEGV)",
+           "sneaky": "failed (exit status 1)",
            "golden_copy": "not implemented: layernorm_forward",
            "symlink": "not implemented: layernorm_forward", "incbin": "failed (exit status 1)",
            "stash": "failed (exit status 1)", "tell": "LEAK"}
@@ -247,6 +253,64 @@ grep -q 'outside the tolerance\|the program failed' "$work/tell_shapes.json" ||
 ! grep -q 'layernorm-0:' "$work/tell_score.json" || fail "--feedback score shows the cases"
 echo "feedback: the cases carry no seed; full withholds the solutions' lines; shapes shows no" \
      "expected value and nothing printed; score no case"
+
+# The export for a plagiarism checker: the exercise copy as the base, each
+# student's bodies in the same files, a linked file left out.
+"$py" "$root/tools/grader.py" export "$work/submissions" --out "$work/export" >/dev/null
+"$py" - "$root" "$work/export" <<'EOF'
+import importlib.util, sys
+from pathlib import Path
+root, export = Path(sys.argv[1]), Path(sys.argv[2])
+spec = importlib.util.spec_from_file_location("grader", root / "tools" / "grader.py")
+grader = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(grader)
+rel = "chapters/04_layernorm/layernorm.c"
+pristine = (root / rel).read_bytes()
+bad = []
+if (export / "base" / rel).read_bytes() != grader.splice(pristine, grader.stub_bodies(pristine)):
+    bad.append("base: not the exercise copy")
+if (export / "students" / "correct" / rel).read_bytes() != pristine:
+    bad.append("correct: its layernorm.c is not the solution's")
+if (export / "students" / "symlink" / rel).exists():
+    bad.append("symlink: a linked file was exported")
+tell = (export / "students" / "tell" / rel).read_bytes()
+if b"LEAK" not in tell or grader.stub_bodies(tell) != grader.stub_bodies(pristine):
+    bad.append("tell: not its own bodies in the given code")
+if bad:
+    sys.exit("export: " + "; ".join(bad))
+EOF
+echo "export: the exercise copy as base/, each student's bodies in the given code, links left out"
+
+# Chapter 12's leaderboard: the shipped model is measured and ranked; a
+# damaged copy and a link are refused with the reader's reason and score 0.
+if [ -f "$root/.data/imdb/imdb.tsv" ]; then
+    for who in shipped damaged linked; do mkdir -p "$work/lm/$who"; done
+    cp "$root/models/imdb_lm.safetensors" "$work/lm/shipped/"
+    "$py" -c 'import sys; d = bytearray(open(sys.argv[1], "rb").read()); d[-100] ^= 1
+open(sys.argv[2], "wb").write(d)' "$root/models/imdb_lm.safetensors" "$work/lm/damaged/imdb_lm.safetensors"
+    ln -s "$root/models/imdb_lm.safetensors" "$work/lm/linked/imdb_lm.safetensors"
+    for who in shipped damaged linked; do
+        "$py" "$root/tools/grader.py" leaderboard "$work/lm/$who" --test-reviews 20 \
+            --max-bpb 2.2 --results "$work/lm/$who.json" >/dev/null
+    done
+    "$py" - "$work/lm" <<'EOF'
+import json, sys
+from pathlib import Path
+lm = Path(sys.argv[1])
+r = {who: json.load(open(lm / f"{who}.json")) for who in ("shipped", "damaged", "linked")}
+bad = []
+if r["shipped"]["score"] != 10 or not 1.5 < r["shipped"]["leaderboard"][0]["value"] < 2.2:
+    bad.append(f"the shipped model: {r['shipped']['output']}")
+for who, why in (("damaged", "checksum"), ("linked", "a link")):
+    if r[who]["score"] != 0 or "leaderboard" in r[who] or why not in r[who]["output"]:
+        bad.append(f"{who}: {r[who]['output']}")
+if bad:
+    sys.exit("leaderboard: " + "; ".join(bad))
+EOF
+    echo "leaderboard: the shipped model ranked, a damaged copy and a link refused"
+else
+    echo "leaderboard: skipped (no .data/imdb/imdb.tsv; make imdb fetches it)"
+fi
 
 [ "$before" = "$(sums)" ] || fail "the grader's files or the hidden cases changed during grading"
 [ ! -e "$work/pwned" ] || fail "a submission wrote $work/pwned"
