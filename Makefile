@@ -88,7 +88,7 @@ help:
 	@echo "make verify [SEED=n] [CASES=n] [CHAPTER=NN_name]  fresh random cases: PyTorch against C"
 	@echo "make plots               render plots/*.gp into build/plots/*.png"
 	@echo "make figures             make demo, then copy every figure into docs/figures/ (the texts show them)"
-	@echo "make docs-check          the texts' test counts, goldens, links, figures and measured blocks against the tree; fails on a stale one"
+	@echo "make docs-check          the texts' test counts, goldens, links, figures, measured blocks, quoted C, options and recipes against the tree; fails on a stale one"
 	@echo "make docs-check-evals    the same, and the shipped models' figures in the texts against their evaluation now (minutes)"
 	@echo "make bench               training-step time and memory: C against PyTorch"
 	@echo "make cuda                build the CUDA kernels and the GPU case runner (needs nvcc)"

@@ -439,9 +439,9 @@ static void test_adam_config_check(void **state)
     struct { const char *flag; AdamConfig c; } bad[] = {
         {"--lr", {.lr = -1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f}},
         {"--lr", {.lr = NAN, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f}},
-        {"--beta1", {.lr = 1e-3f, .beta1 = 1.0f, .beta2 = 0.999f, .eps = 1e-8f}},
-        {"--beta2", {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = -0.1f, .eps = 1e-8f}},
-        {"--eps", {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 0.0f}},
+        {"beta1", {.lr = 1e-3f, .beta1 = 1.0f, .beta2 = 0.999f, .eps = 1e-8f}},
+        {"beta2", {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = -0.1f, .eps = 1e-8f}},
+        {"eps", {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 0.0f}},
         {"--weight-decay", {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
                             .weight_decay = -0.01f}},
     };

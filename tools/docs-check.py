@@ -2,7 +2,7 @@
 """make docs-check: the numbers the texts take from a command, checked
 against that command, and every link of the texts checked to lead somewhere.
 
-The texts are README.md, TOLERANCES.md, cuda/README.md and every
+The texts are README.md, TOLERANCES.md, cuda/README.md, docs/*.md and every
 chapters/NN_name/README.md. What is checked:
 
   test counts   "N tests" on a line that names build/test_NN_name (a chapter's
@@ -32,6 +32,25 @@ chapters/NN_name/README.md. What is checked:
                 line of the record; the record must exist, have its header and
                 be quoted by some text. (Timings cannot be measured again here:
                 the record says when and where they were.)
+  quoted C      every statement of a ```c block (cut after each ';', '{' and
+                '}', comments dropped; "..." or /* ... */ marks code left out)
+                must be a statement of the tree's C sources, token for token:
+                a renamed field or parameter is not. A definition's head may be
+                quoted as a prototype, without 'static'; "float a, b;" is read
+                as "float a; float b;" on both sides
+  options       every --option a text names must be one a program accepts:
+                what each chapter program's --help prints (and the --help of
+                each mode it lists, "--train --help"), the option strings of
+                reference/ and tools/, and a few of other programs' (mpirun's,
+                JPlag's)
+  make          in a shell block or a code span, `make TARGET VAR=value`: the
+                target must be the Makefile's and each variable one it or the
+                scripts of tools/ read
+  recipes       the paragraph right after a block that runs `build/NN_name
+                --train ...` states the run's settings ("AdamW at 2e-3",
+                "weight decay 0.01", "200 warm-up steps", "clipped at 1",
+                "batches of 16"): each must be the command's own option or the
+                default its --help prints
 
 With --evals (make docs-check-evals) it also runs the evaluation of each
 shipped model (models/*.safetensors), the commands of EVALS below, and
@@ -81,7 +100,9 @@ and is not read for figures.
 --self-test feeds the checks made-up texts, outputs and records: a stale
 accuracy in a new sentence, a half-updated one, one in a section of the top
 README that names the model, a stale PyTorch row, a marked block with a
-line its record lacks, a record without its header. It fails unless each
+line its record lacks, a record without its header, a recipe's learning
+rate that is not the command's, a renamed field in a quoted struct, a
+renamed option, a misspelt make variable. It fails unless each
 is reported and nothing else is (not the right figures, nor other models'
 under their mark, nor a section that does not name the model). It needs
 nothing built and takes a fraction of a second.
@@ -92,6 +113,7 @@ as FILE:LINE: what the text says, what the command says; the exit status is
 """
 import argparse
 import bisect
+import glob
 import os
 import re
 import subprocess
@@ -106,6 +128,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def texts(root=ROOT):
     found = ["README.md", "TOLERANCES.md", os.path.join("cuda", "README.md")]
+    docs = os.path.join(root, "docs")
+    found += sorted(os.path.join("docs", f) for f in os.listdir(docs) if f.endswith(".md")) \
+        if os.path.isdir(docs) else []
     chapters = os.path.join(root, "chapters")
     for name in sorted(os.listdir(chapters)) if os.path.isdir(chapters) else []:
         if re.fullmatch(r"\d\d_\w+", name) and os.path.isfile(os.path.join(chapters, name, "README.md")):
@@ -231,6 +256,242 @@ def check_figures(shown, problems):
         problems.append(f"docs/figures/{name} is no plots/*.gp script's figure (make figures "
                         "removes it)")
     return len(scripts)
+
+
+# ---- the code in the texts: quoted C, options, make targets, recipes ----
+
+C_TOKEN = (r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|[A-Za-z_]\w*|\d[\w.]*|->|\+\+|--|<<=|>>=|'
+           r'<=|>=|==|!=|&&|\|\||[-+*/%&|^]=|<<|>>|\.\.\.|\S')
+ELIDED = "\x01"
+C_SOURCES = ["chapters/*/*.[ch]", "runtime/*.[ch]", "cases/*.[ch]", "mpi/*.[ch]", "cuda/*.cu",
+             "cuda/*.cuh", "cuda/*.h", "tests/*.[ch]"]
+
+
+def c_statements(text, quoted=False):
+    """The statements of C text as token tuples, cut after every ';', '{' and
+    '}', comments and preprocessor lines dropped, and a declaration of
+    several names ("float a, *b;") made one per name. In a quoted block a
+    line "..." or a comment "/* ... */" marks code left out."""
+    if quoted:
+        text = re.sub(r"/\*\s*\.\.\.\s*\*/|^\s*\.\.\.\s*$", f" {ELIDED} ", text, flags=re.M)
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", " ", text)
+    text = re.sub(r"^\s*#.*$", " ", text, flags=re.M)
+    out, cur = [], []
+    for t in re.findall(C_TOKEN + "|" + ELIDED, text):
+        if t != ELIDED:
+            cur.append(t)
+        if t in (";", "{", "}", ELIDED) and cur:
+            out.append(tuple(cur))
+            cur = []
+    if cur:
+        out.append(tuple(cur))
+    return [d for c in out if any(re.match(r"\w", t) for t in c) for d in one_per_name(c)]
+
+
+def one_per_name(c):
+    """'float a, *b;' -> 'float a;', 'float *b;'; anything else unchanged."""
+    if c[-1] != ";" or "," not in c or any(t in c for t in "()=[{"):
+        return [c]
+    parts, cur = [], []
+    for t in c[:-1]:
+        if t == ",":
+            parts.append(cur)
+            cur = []
+        else:
+            cur.append(t)
+    parts.append(cur)
+    k = len(parts[0]) - 1
+    while k > 0 and parts[0][k - 1] == "*":
+        k -= 1
+    if k == 0:
+        return [c]
+    kind = parts[0][:k]
+    return [tuple(kind + (p if i else parts[0][k:]) + [";"]) for i, p in enumerate(parts)]
+
+
+def source_statements(root=ROOT):
+    """Every statement of the tree's C sources, with the forms a text may
+    quote it in: a definition's head as a prototype (';' for '{', or
+    neither at a block's end) and without 'static'."""
+    known = set()
+    for pattern in C_SOURCES:
+        for path in glob.glob(os.path.join(root, pattern)):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for c in c_statements(f.read()):
+                    forms = [c, c[1:]] if c[0] == "static" else [c]
+                    for form in forms:
+                        known.add(form)
+                        if form[-1] in ("{", ";"):
+                            known.add(form[:-1])
+                        if len(form) > 1 and form[-2:] == (")", "{"):
+                            known.add(form[:-1] + (";",))
+    return known
+
+
+def check_quoted_code(path, lines, problems, known):
+    """Each statement of a ```c block must be one of the sources' (a
+    renamed field or parameter is not)."""
+    checked, i = 0, 0
+    while i < len(lines):
+        if lines[i].strip() != "```c":
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) and lines[j].strip() != "```":
+            j += 1
+        for c in c_statements("\n".join(lines[i + 1:j]), quoted=True):
+            checked += 1
+            if c not in known:
+                problems.append(f"{path}:{i + 1}: the quoted C '{' '.join(c)[:120]}' is in no "
+                                f"source file")
+        i = j + 1
+    return checked
+
+
+OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+# Options of other programs the texts name: Apple's and Microsoft's
+# installers, JPlag, Open MPI's mpirun.
+OTHER_PROGRAMS_OPTIONS = {"--install", "--base-code", "--hostfile", "--bind-to", "--map-by"}
+
+
+def program_options(root=ROOT):
+    """Every option a program of the tree accepts: what each chapter
+    program's --help prints, with the --help of each of its modes
+    ("--train --help"), and the option strings of the Python tools and the
+    reference (their argparse and argv parsing)."""
+    options = set(OTHER_PROGRAMS_OPTIONS)
+    for program in sorted(glob.glob(os.path.join(root, "build", "[0-9][0-9]_*"))):
+        todo, seen = [["--help"]], set()
+        while todo:
+            run = subprocess.run([program] + todo.pop(), cwd=root, capture_output=True,
+                                 text=True, timeout=60, stdin=subprocess.DEVNULL)
+            said = run.stdout + run.stderr
+            options |= set(OPTION.findall(said))
+            for mode in re.findall(r"(--[a-z][a-z-]*) --help", said):
+                if mode not in seen:
+                    seen.add(mode)
+                    todo.append([mode, "--help"])
+    for pattern in ("reference/*.py", "tools/*.py", "tools/*.sh"):
+        for path in glob.glob(os.path.join(root, pattern)):
+            with open(path, encoding="utf-8") as f:
+                options |= set(re.findall(r"[\"'](--[a-z][a-z0-9-]*)[\"'=]", f.read()))
+    return options
+
+
+def check_options(path, lines, problems, options):
+    """Every --option a text names must be one some program accepts."""
+    checked = 0
+    for i, line in enumerate(lines, 1):
+        for o in OPTION.findall(line):
+            checked += 1
+            if o not in options:
+                problems.append(f"{path}:{i}: {o} is an option of no program here (--help)")
+    return checked
+
+
+def make_names(root=ROOT):
+    """The Makefile's targets, and the variables it or the scripts it runs read."""
+    text = ""
+    for path in [os.path.join(root, "Makefile")] + glob.glob(os.path.join(root, "*", "*.mk")):
+        with open(path, encoding="utf-8") as f:
+            text += f.read() + "\n"
+    targets = set(re.findall(r"^([a-z][\w-]*)\s*:(?!=)", text, flags=re.M))
+    for phony in re.findall(r"^\.PHONY:((?:.*\\\n)*.*)", text, flags=re.M):
+        targets |= set(re.findall(r"[a-z][\w-]*", phony))
+    variables = set(re.findall(r"\$\(([A-Z][A-Z0-9_]*)\)", text))
+    for path in glob.glob(os.path.join(root, "tools", "*.sh")):
+        with open(path, encoding="utf-8") as f:
+            variables |= set(re.findall(r"\$\{?([A-Z][A-Z0-9_]*)", f.read()))
+    return targets, variables
+
+
+def check_make(path, lines, problems, targets, variables):
+    """`make TARGET VAR=value`: the target must be the Makefile's, and each
+    variable one it reads (a misspelt one would be ignored without a word),
+    in code: a shell block (```sh) or a `code span`."""
+    checked, in_code = 0, False
+    for i, line in enumerate(lines, 1):
+        if line.lstrip().startswith("```"):
+            in_code = not in_code and line.strip() in ("```sh", "```bash", "```console")
+            continue
+        spans = [re.sub(r"(^|\s)#.*", "", line)] if in_code else re.findall(r"`([^`]*)`", line)
+        runs = [m.group(1) for span in spans
+                for m in re.finditer(r"(?:^\s*(?:\$ )?|[;&|(]\s*)make((?: +[A-Za-z][\w-]*(?:=(?:\"[^\"]*\"|\S*))?)+)",
+                                     span)]
+        for run in runs:
+            for w in re.findall(r"[A-Za-z][\w-]*(?:=(?:\"[^\"]*\"|\S*))?", run):
+                if "=" in w:
+                    name = w.split("=", 1)[0]
+                    checked += 1
+                    if name not in variables:
+                        problems.append(f"{path}:{i}: make {name}= is a variable the Makefile "
+                                        f"does not read")
+                elif w.islower() or "-" in w:
+                    checked += 1
+                    if w not in targets:
+                        problems.append(f"{path}:{i}: make {w}: no such target")
+                else:
+                    break
+    return checked
+
+
+# How a text states a training setting in prose, after the command block
+# that runs it: the value must be that command's (its option, or the
+# option's default in the program's --help).
+RECIPE_PHRASES = {
+    "--lr": [r"Adam(?:W)? at (?P<v>[\d.e-]+)", r"learning rate (?:of )?(?P<v>[\d.e-]+)"],
+    "--weight-decay": [r"weight decay (?:of )?(?P<v>[\d.e-]+)"],
+    "--warmup": [r"(?P<v>\d+) warm-up steps"],
+    "--clip": [r"clipped at (?P<v>[\d.e-]+)"],
+    "--label-smoothing": [r"label smoothing (?:of )?(?P<v>[\d.e-]+)"],
+    "--batch-size": [r"batch(?:es)? of (?P<v>\d+)\b(?! ?[%x])"],
+}
+
+
+def program_defaults(root, program, mode):
+    """{option: default} of `program mode --help`."""
+    run = subprocess.run([os.path.join(root, program), mode, "--help"], cwd=root,
+                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    return dict(re.findall(r"^\s+(--[a-z-]+) .*\(default ([^)\s]+)\)\s*$", run.stdout, flags=re.M))
+
+
+def check_recipes(path, lines, problems, defaults_of):
+    """The paragraph right after a block that runs `build/NN_name --train
+    ...` states its settings (RECIPE_PHRASES) as the command sets them."""
+    checked, i = 0, 0
+    while i < len(lines):
+        if not lines[i].startswith("```"):
+            i += 1
+            continue
+        j = i + 1
+        while j < len(lines) and not lines[j].startswith("```"):
+            j += 1
+        command = " ".join(l.rstrip("\\") for l in lines[i + 1:j])
+        m = re.search(r"(build/\d\d_\w+) (--train)\b(.*)", command)
+        i = j + 1
+        if not m:
+            continue
+        given = dict(re.findall(r"(--[a-z-]+) ([^-\s]\S*)", m.group(3)))
+        defaults = defaults_of(m.group(1), m.group(2))
+        k = i
+        while k < len(lines) and not lines[k].strip():
+            k += 1
+        while k < len(lines) and lines[k].strip() and not lines[k].startswith(("```", "#")):
+            for option, phrases in RECIPE_PHRASES.items():
+                want = given.get(option, defaults.get(option))
+                for phrase in phrases:
+                    for said in re.finditer(phrase, lines[k]):
+                        checked += 1
+                        try:
+                            same = want is not None and float(said.group("v")) == float(want)
+                        except ValueError:
+                            same = False
+                        if not same:
+                            problems.append(f"{path}:{k + 1}: says {said.group(0)!r}, the "
+                                            f"command above runs {option} {want}")
+            k += 1
+    return checked
 
 
 # ---- measured blocks: a quoted output against its committed record ----
@@ -619,10 +880,63 @@ SELF_TEST_EXPECTED = (
 )
 
 
+# The four misses of issue 42's test of the check: a learning rate in a
+# recipe, a renamed field in a quoted struct, a renamed option, a misspelt
+# make variable; and their right forms, which must pass.
+SELF_TEST_SOURCE = """
+typedef struct {
+    float lr;            /* the base rate */
+    float beta1, beta2;
+} AdamConfig;
+static int front(const float *x,
+                 int n)
+{
+    return 0;
+}
+"""
+SELF_TEST_HELP = {("build/12_generation", "--train"): {"--lr": "0.002", "--weight-decay": "0.01",
+                                                       "--warmup": "200"}}
+SELF_TEST_CODE = {"chapters/12_generation/README.md": """# Chapter 12
+
+```sh
+build/12_generation --train --out build/lm.safetensors --warmup 100
+```
+
+AdamW at 1e-3 with weight decay 0.01, 100 warm-up steps.
+
+```c
+typedef struct {
+    float lr;
+    float beta1, beta3;
+} AdamConfig;
+int front(const float *x, int n);
+```
+
+Sample with `--top-q 0.9` or `--top-p 0.9`; `make verify CASE=100` or `make verify CASES=100`.
+"""}
+SELF_TEST_CODE_EXPECTED = (
+    "chapters/12_generation/README.md:7: says 'AdamW at 1e-3'",
+    "chapters/12_generation/README.md:9: the quoted C 'float beta3 ;'",
+    "chapters/12_generation/README.md:17: --top-q is an option of no program",
+    "chapters/12_generation/README.md:17: make CASE= is a variable",
+)
+
+
 def self_test():
     """Made-up texts with stale figures and quotes: each must be reported, nothing else."""
     docs = {path: text.split("\n") for path, text in SELF_TEST_TEXTS.items()}
     problems = []
+    with tempfile.TemporaryDirectory() as root:
+        os.makedirs(os.path.join(root, "chapters", "00_x"))
+        with open(os.path.join(root, "chapters", "00_x", "optim.h"), "w") as f:
+            f.write(SELF_TEST_SOURCE)
+        known = source_statements(root)
+    for path, text in SELF_TEST_CODE.items():
+        lines = text.split("\n")
+        check_quoted_code(path, lines, problems, known)
+        check_options(path, lines, problems, {"--top-p", "--train", "--out", "--warmup"})
+        check_make(path, lines, problems, {"verify"}, {"CASES"})
+        check_recipes(path, lines, problems, lambda program, mode: SELF_TEST_HELP[program, mode])
     with tempfile.TemporaryDirectory() as root:
         os.makedirs(os.path.join(root, "docs", "measured"))
         for name, text in SELF_TEST_RECORDS.items():
@@ -634,14 +948,16 @@ def self_test():
         check_records(root, quoted, problems)
     evals = [e for name in ("taylor", "set_anomaly") for e in EVALS if e.name == name]
     check_eval_figures(docs, list(zip(evals, SELF_TEST_OUTPUTS)), problems)
-    missed = [want for want in SELF_TEST_EXPECTED if not any(p.startswith(want) for p in problems)]
-    extra = [p for p in problems if not any(p.startswith(want) for want in SELF_TEST_EXPECTED)]
+    expected = SELF_TEST_EXPECTED + SELF_TEST_CODE_EXPECTED
+    missed = [want for want in expected if not any(p.startswith(want) for p in problems)]
+    extra = [p for p in problems if not any(p.startswith(want) for want in expected)]
     for want in missed:
         print(f"docs-check --self-test: not reported: {want} ...")
     for p in extra:
         print(f"docs-check --self-test: reported, but right: {p}")
-    print(f"docs-check --self-test: {len(SELF_TEST_EXPECTED) - len(missed)} of "
-          f"{len(SELF_TEST_EXPECTED)} stale figures and quotes reported, {len(extra)} false alarms")
+    print(f"docs-check --self-test: {len(expected) - len(missed)} of "
+          f"{len(expected)} stale figures, quotes, code, options and settings reported, "
+          f"{len(extra)} false alarms")
     return 1 if missed or extra else 0
 
 
@@ -657,17 +973,30 @@ def main():
     if args.self_test:
         return self_test()
     problems = []
-    numbers = links = blocks = 0
+    numbers = links = blocks = code = 0
     shown, quoted = set(), set()
     docs = read_texts()
+    known, options = source_statements(), program_options()
+    targets, variables = make_names()
+    defaults = {}
+
+    def defaults_of(program, mode):
+        if (program, mode) not in defaults:
+            defaults[program, mode] = program_defaults(ROOT, program, mode)
+        return defaults[program, mode]
+
     for path, lines in docs.items():
         numbers += check_numbers(path, lines, problems)
         links += check_links(path, lines, problems, shown)
         blocks += check_measured(ROOT, path, lines, problems, quoted)
+        code += (check_quoted_code(path, lines, problems, known) +
+                 check_options(path, lines, problems, options) +
+                 check_make(path, lines, problems, targets, variables) +
+                 check_recipes(path, lines, problems, defaults_of))
     figures = check_figures(shown, problems)
     records = check_records(ROOT, quoted, problems)
-    summary = (f"{numbers} numbers, {links} links, {figures} figures and {blocks} measured "
-               f"blocks ({records} records)")
+    summary = (f"{numbers} numbers, {links} links, {figures} figures, {blocks} measured "
+               f"blocks ({records} records) and {code} statements, options and settings")
     if args.evals:
         results = run_evals(EVALS, problems)
         places = check_eval_figures(docs, results, problems)

@@ -100,11 +100,11 @@ int adam_config_check(const AdamConfig *c, Error *err)
     if (!(c->lr >= 0.0f && isfinite(c->lr)))
         return error_set(err, "--lr %g: the learning rate must be a finite number >= 0", c->lr);
     if (!(c->beta1 >= 0.0f && c->beta1 < 1.0f))
-        return error_set(err, "--beta1 %g: beta1 must lie in [0, 1)", c->beta1);
+        return error_set(err, "beta1 %g: Adam's beta1 must lie in [0, 1)", c->beta1);
     if (!(c->beta2 >= 0.0f && c->beta2 < 1.0f))
-        return error_set(err, "--beta2 %g: beta2 must lie in [0, 1)", c->beta2);
+        return error_set(err, "beta2 %g: Adam's beta2 must lie in [0, 1)", c->beta2);
     if (!(c->eps > 0.0f && isfinite(c->eps)))
-        return error_set(err, "--eps %g: eps must be a finite number > 0", c->eps);
+        return error_set(err, "eps %g: Adam's eps must be a finite number > 0", c->eps);
     if (!(c->weight_decay >= 0.0f && isfinite(c->weight_decay)))
         return error_set(err, "--weight-decay %g: the weight decay must be a finite number >= 0",
                          c->weight_decay);

@@ -31,8 +31,10 @@ typedef struct {
 AdamConfig adam_default_config(int adamw);
 
 /* Checks the ranges torch checks: lr >= 0, 0 <= beta1, beta2 < 1, eps > 0,
- * weight_decay >= 0, all finite. The one-line error names the command-line
- * option (--lr, --beta1, --beta2, --eps, --weight-decay). */
+ * weight_decay >= 0, all finite. The one-line error names the training
+ * programs' option for lr and weight_decay (--lr, --weight-decay), and the
+ * field for beta1, beta2 and eps, which the programs leave at torch's
+ * defaults (a case file sets them in its metadata). */
 int adam_config_check(const AdamConfig *c, Error *err);
 
 /* The optimizer's state: the two moments, (n,) each, and the number of
