@@ -16,6 +16,7 @@
 #include "optim.h"
 #include "progress.h"
 #include "rng.h"
+#include "train_report.h"
 #include "safetensors.h"
 #include "text.h"
 
@@ -163,8 +164,6 @@ static int recipe(const RunOptions *o, TrainOptions *t, Error *err)
     t->label_smoothing = (float)o->label_smoothing;
     t->bucket = o->bucket;
     t->validate_every = o->validate_every;
-    t->checkpoint = o->checkpoint;
-    t->log_path = o->log;
     if (adam_config_check(&t->adam, err) != 0) return -1;
     return device_check(o->device, err);
 }
@@ -455,6 +454,7 @@ int task_train(TaskRun *r, Error *err)
     const Task *task = r->task;
     const RunOptions *o = &r->o;
     TrainOptions t;
+    TrainReport report = {0};
     Model m = {0};
     AdamState opt = {0};
     TrainState state = {0};
@@ -467,9 +467,12 @@ int task_train(TaskRun *r, Error *err)
     r->training = 1;
     if (share_out(r, err) != 0) return -1;
     if (recipe(o, &t, err) != 0) return -1;
-    t.quiet = r->rank > 0;
     if (task->check && task->check(r, err) != 0) return -1;
-    t.log_path = o->log;   /* the check may name it: chapter 08's --plot-data DIR */
+    report.log_path = o->log;   /* the check may name it: chapter 08's --plot-data DIR */
+    report.checkpoint = o->checkpoint;
+    report.quiet = r->rank > 0;
+    report.epochs = o->epochs;
+    t.hooks = train_report_hooks(&report);
     if (o->log && task->round && task->round_log_suffix)
         snprintf(round_path, sizeof round_path, "%s%s", o->log, task->round_log_suffix);
     /* Every file the run writes, checked before any work. */
@@ -494,7 +497,8 @@ int task_train(TaskRun *r, Error *err)
     if (options_check_config(&cfg, &names, err) != 0) goto done;
     int finished;
     if (start(r, &cfg, &names, &m, &opt, &state, &finished, err) != 0) goto done;
-    t.checkpoint_meta = r->meta;
+    report.checkpoint_meta = r->meta;
+    report.one_target = r->train.one_target;
     if (finished) {
         printf("%s finished its %d epochs: --out is written from it\n", o->resume, o->epochs);
     } else {

@@ -36,6 +36,7 @@
 #include "paths.h"
 #include "progress.h"
 #include "task.h"
+#include "train_report.h"
 #include "trainer.h"
 #include "training_case.h"
 
@@ -1128,6 +1129,7 @@ static void test_bad_case_writes_no_file(void **state)
 typedef struct {
     SeqDataset all, train, val;
     TrainOptions o;
+    TrainReport report;     /* the programs' hooks: its checkpoint and log, quiet */
     ModelConfig cfg;
 } TinyRun;
 
@@ -1146,7 +1148,9 @@ static void tiny_run(TinyRun *r, float dropout)
     r->o.schedule = SCHEDULE_COSINE;
     r->o.warmup = 3;
     r->o.max_norm = 1.0f;
-    r->o.quiet = 1;
+    r->report.quiet = 1;
+    r->report.epochs = r->o.epochs;
+    r->o.hooks = train_report_hooks(&r->report);
     ModelConfig c = {0};
     c.kind = MODEL_LABELLER;
     c.src_vocab = c.tgt_vocab = 5;
@@ -1189,7 +1193,7 @@ static void test_diverged_run_stops(void **state)
     Examples train = examples_of_task(&r.train, r.cfg.kind);
     Examples held = examples_of_task(&r.val, r.cfg.kind);
     fresh_start(&r, &m, &opt, &st);
-    r.o.checkpoint = ckpt;
+    r.report.checkpoint = ckpt;
     r.o.stop_after = 1;
     assert_ok(train_run(&m, &opt, &st, &r.o, &train, &held, &val, &err));
     r.o.stop_after = 0;
@@ -1227,7 +1231,7 @@ static void test_diverged_validation_stops(void **state)
     Examples train = examples_of_task(&r.train, r.cfg.kind);
     Examples held = examples_of_task(&r.val, r.cfg.kind);
     fresh_start(&r, &m, &opt, &st);
-    r.o.checkpoint = ckpt;
+    r.report.checkpoint = ckpt;
     r.o.batch_size = 64;                 /* one step an epoch: its loss is still finite */
     r.o.adam.lr = 1e30f;
     r.o.max_norm = 0.0f;
@@ -1629,16 +1633,16 @@ static void test_resume_bit_identical(void **state)
     Examples held = examples_of_task(&r.val, r.cfg.kind);
 
     fresh_start(&r, &a, &oa, &sa);
-    r.o.log_path = log_a;
+    r.report.log_path = log_a;
     assert_ok(train_run(&a, &oa, &sa, &r.o, &train, &held, &val, &err));
 
     fresh_start(&r, &b, &ob, &sb);
-    r.o.log_path = log_b;
-    r.o.checkpoint = ckpt;
+    r.report.log_path = log_b;
+    r.report.checkpoint = ckpt;
     r.o.stop_after = 1;
     assert_ok(train_run(&b, &ob, &sb, &r.o, &train, &held, &val, &err));
     r.o.stop_after = 0;
-    r.o.checkpoint = NULL;
+    r.report.checkpoint = NULL;
     if (checkpoint_load(ckpt, &c, &oc, &sc, &err) != 0) {
         print_error("%s\n", err.msg);
         fail();

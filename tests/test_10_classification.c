@@ -314,7 +314,6 @@ static void test_classifier_trains(void **state)
     o.adam = adam_default_config(1);
     o.adam.lr = 3e-3f;
     o.schedule = SCHEDULE_CONSTANT;
-    o.quiet = 1;
     o.bucket = 4;
     if (train_run(&m, &opt, &st, &o, &ex, &ex, &after, &err) != 0) fail_msg("%s", err.msg);
     print_message("  loss %.4f -> %.4f, accuracy %.3f -> %.3f\n", before.loss, after.loss,

@@ -409,7 +409,6 @@ static void test_set_model_trains(void **state)
     o.adam = adam_default_config(1);
     o.adam.lr = 2e-3f;
     o.schedule = SCHEDULE_CONSTANT;
-    o.quiet = 1;
     if (train_run(&m, &opt, &st, &o, &tr, &te, &after, &err) != 0) fail_msg("%s", err.msg);
     print_message("  test sets: loss %.4f -> %.4f, accuracy %.3f -> %.3f\n", before.loss,
                   after.loss, (double)before.correct / 500, (double)after.correct / 500);

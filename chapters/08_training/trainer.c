@@ -12,10 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checkpoint.h"
 #include "loss.h"
 #include "schedule.h"
-#include "progress.h"
 #include "safetensors.h"
 #include "threads.h"
 
@@ -340,18 +338,12 @@ done:
 }
 
 /* The error of a run whose loss (at `where`: "step 12", "epoch 3") is no
- * longer finite; it says what the checkpoint on disk holds. */
-static int diverged(const char *where, const char *what, double loss, const TrainOptions *o,
-                    const TrainState *state, int64_t first_epoch, Error *err)
+ * longer finite. (The program's end hook adds what the checkpoint on disk
+ * holds.) */
+static int diverged(const char *where, const char *what, double loss, Error *err)
 {
-    char kept[512] = "";
-    if (o->checkpoint && state->epoch > first_epoch)
-        snprintf(kept, sizeof kept, "; %s keeps epoch %" PRId64 ", the last finished",
-                 o->checkpoint, state->epoch);
-    else if (o->checkpoint)
-        snprintf(kept, sizeof kept, "; this run wrote nothing to %s", o->checkpoint);
-    return error_set(err, "%s: the %s is %s; stopping (the weights diverged%s)", where, what,
-                     isnan(loss) ? "not a number" : "infinite", kept);
+    return error_set(err, "%s: the %s is %s; stopping (the weights diverged)", where, what,
+                     isnan(loss) ? "not a number" : "infinite");
 }
 
 int train_check(const Model *m, const TrainOptions *o, const Examples *train,
@@ -372,9 +364,8 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
     Batcher batcher = {0};
     StepWork s = {0};
     Batch b = {0};
-    CsvLog log = {0};
-    Progress progress;
-    int rc = -1;
+    const TrainHooks *h = o->hooks;
+    int rc = -1, begun = 0;
     memset(res_val, 0, sizeof *res_val);
     res_val->loss = NAN;
 
@@ -383,14 +374,10 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
     int64_t per_epoch = batcher_num_batches(&batcher);
     if (batch_alloc(&b, train, o->batch_size, err) != 0) goto done;
     if (!o->device && step_work_alloc(&s, m, b.N, b.S, b.T, 1, err) != 0) goto done;
-    /* A resumed run keeps the log's rows up to its checkpoint. */
-    int resumed = state->epoch > 0;
-    if (o->log_path && csv_log_open(&log, o->log_path, resumed ? opt->step : -1, err) != 0)
-        goto done;
-    int64_t total = per_epoch * o->epochs;
     int trim = !o->device && m->cfg.pad_id >= 0;
-    progress_init(&progress, stdout, opt->step, total > opt->step ? total : opt->step + 1,
-                  per_epoch / 4 > 0 ? per_epoch / 4 : 1);
+    begun = 1;
+    if (h && h->begin && h->begin(h->ctx, opt->step, per_epoch * o->epochs, per_epoch, err) != 0)
+        goto done;
 
     const int64_t first_epoch = state->epoch;
     for (int64_t epoch = first_epoch; epoch < o->epochs; epoch++) {
@@ -418,59 +405,37 @@ int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o
             if (r.count > 0 && !isfinite(r.loss)) {
                 char where[64];
                 snprintf(where, sizeof where, "step %" PRId64, opt->step);
-                diverged(where, "loss", r.loss, o, state, first_epoch, err);
+                diverged(where, "loss", r.loss, err);
                 goto done;
             }
             loss_sum += r.loss;
-            if (!o->quiet)
-                progress_update(&progress, opt->step, epoch, r.loss, lr,
-                                (int64_t)b.N * (S + T));
-            /* The last step of an epoch is logged with the validation (and
-             * every validate_every steps, when asked). */
+            /* The last step of an epoch is validated (and every
+             * validate_every steps, when asked). */
             int last = k == per_epoch - 1;
             int validated = last || (o->validate_every > 0 && opt->step % o->validate_every == 0);
             if (validated && evaluate(m, o->device, val, o->batch_size, res_val, err) != 0)
                 goto done;
-            if (o->log_path) {
-                double acc = validated && res_val->count
-                           ? (double)res_val->correct / res_val->count : NAN;
-                if (csv_log_row(&log, opt->step, epoch + 1, lr, r.loss,
-                                validated ? res_val->loss : NAN, acc, err) != 0)
-                    goto done;
-            }
-        }
-        if (!o->quiet) {
-            progress_finish(&progress);
-            printf("epoch %" PRId64 "/%d: train loss %.4f, validation loss %.4f, "
-                   "validation %saccuracy %.2f %%\n", epoch + 1, o->epochs,
-                   loss_sum / per_epoch, res_val->loss,
-                   train->one_target ? "" : "token ",
-                   100.0 * res_val->correct / (res_val->count ? res_val->count : 1));
+            StepReport report = {opt->step, epoch, r.loss, lr, (int64_t)b.N * (S + T),
+                                 validated ? res_val : NULL};
+            if (h && h->step && h->step(h->ctx, &report, err) != 0) goto done;
         }
         /* Weights whose held-out loss is not a number are not worth a
          * checkpoint (a huge step can leave them finite but useless). */
         if (res_val->count > 0 && !isfinite(res_val->loss)) {
             char where[64];
             snprintf(where, sizeof where, "epoch %" PRId64, epoch + 1);
-            diverged(where, "validation loss", res_val->loss, o, state, first_epoch, err);
+            diverged(where, "validation loss", res_val->loss, err);
             goto done;
         }
         state->epoch = epoch + 1;
         if (o->device && o->device->sync(o->device->ctx, m, opt, err) != 0) goto done;
-        if (o->checkpoint &&
-            checkpoint_save(o->checkpoint, m, opt, state, o->checkpoint_meta, err) != 0)
+        if (h && h->epoch && h->epoch(h->ctx, m, opt, state, loss_sum / per_epoch, res_val, err) != 0)
             goto done;
         if (o->stop_after > 0 && state->epoch >= o->stop_after) break;
     }
     rc = 0;
 done:
-    if (o->log_path) {
-        Error close_err;
-        if (csv_log_close(&log, &close_err) != 0 && rc == 0) {
-            *err = close_err;       /* the log's last rows did not reach the disk */
-            rc = -1;
-        }
-    }
+    if (begun && h && h->end && h->end(h->ctx, rc == 0, err) != 0) rc = -1;
     step_work_free(&s);
     batch_free(&b);
     batcher_free(&batcher);

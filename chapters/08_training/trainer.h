@@ -161,12 +161,7 @@ typedef struct {
     int per_epoch;              /* 1: the schedule counts epochs, not steps (seed 000 did) */
     float max_norm;             /* > 0: clip the gradient norm to it */
     float label_smoothing;
-    const char *log_path;       /* the CSV loss log, or NULL */
-    const char *checkpoint;     /* written after every epoch, or NULL */
-    const char *const *checkpoint_meta;  /* NULL, or key, value, ..., NULL: metadata
-                                            every checkpoint carries besides its own
-                                            (chapter 10: the tokenizer's merges) */
-    int quiet;                  /* 1: no progress line (tests) */
+    const struct TrainHooks *hooks;  /* NULL, or what reports and saves the run */
     int stop_after;             /* > 0: return after this epoch, as an interrupted run
                                    would (its checkpoint written); the schedule still
                                    spans all `epochs` */
@@ -179,6 +174,36 @@ typedef struct {
                                    is cut into runs of `bucket` batches, each run sorted by
                                    length and its batches visited in random order */
 } TrainOptions;
+
+/* One step as train_run reports it. */
+typedef struct {
+    int64_t step;               /* optimizer steps done, this one included */
+    int64_t epoch;              /* 0-based */
+    double loss, lr;
+    int64_t tokens;             /* positions of the batch, both sides */
+    const StepResult *val;      /* a validation made right after this step, or NULL */
+} StepReport;
+
+/* What the product adds around the loop, filled in by the program that
+ * trains (runtime/train_report.c: a progress line, the CSV loss log,
+ * checkpoints); the loop itself only calls them. Any hook may be NULL; one
+ * that fails stops the run with its error.
+ *   begin  before the first step: the steps done so far (a resumed run's),
+ *          the run's total and one epoch's
+ *   step   after every step
+ *   epoch  after every epoch, the model and optimizer synced from the
+ *          device: the epoch's mean training loss and its validation
+ *   end    once, last: ok 1, the run succeeded (the hook sets err if it
+ *          fails itself); ok 0, err says why the run stopped, and the hook
+ *          may add to it */
+typedef struct TrainHooks {
+    void *ctx;
+    int (*begin)(void *ctx, int64_t done, int64_t total, int64_t per_epoch, Error *err);
+    int (*step)(void *ctx, const StepReport *r, Error *err);
+    int (*epoch)(void *ctx, const Model *m, const AdamState *opt, const TrainState *state,
+                 double train_loss, const StepResult *val, Error *err);
+    int (*end)(void *ctx, int ok, Error *err);
+} TrainHooks;
 
 /* What train_run and evaluate read: n examples of fixed shape, cut into
  * batches by fill. One interface for every dataset: the synthetic tasks of
