@@ -37,6 +37,7 @@
 #include "model.h"
 #include "model_file.h"
 #include "next_token.h"
+#include "progress.h"
 #include "rng.h"
 #include "sampling.h"
 #include "terminal.h"
@@ -806,7 +807,7 @@ static void test_generate_cache_and_no_cache(void **state)
     for (int i = 0; i < 3; i++) {
         Text out[2] = {{0}, {0}};
         for (int no_cache = 0; no_cache < 2; no_cache++) {
-            GenerateOptions g = {runs[i].s, runs[i].length, runs[i].seed, no_cache, NULL};
+            GenerateOptions g = {runs[i].s, runs[i].length, runs[i].seed, no_cache, NULL, NULL};
             assert_ok(lm_generate(&m, "A film", &g, &out[no_cache], &err));
             assert_int_equal(out[no_cache].len, runs[i].length);
         }
@@ -814,7 +815,7 @@ static void test_generate_cache_and_no_cache(void **state)
         text_free(&out[0]), text_free(&out[1]);
     }
     Text a = {0}, b = {0};
-    GenerateOptions g = {{0.0f, 0, 1.0f}, 20, 1, 0, NULL};
+    GenerateOptions g = {{0.0f, 0, 1.0f}, 20, 1, 0, NULL, NULL};
     assert_ok(lm_generate(&m, "", &g, &a, &err));
     g.seed = 99;
     assert_ok(lm_generate(&m, "", &g, &b, &err));
@@ -940,7 +941,7 @@ static Text gen_run_bytes(void)
     Error err;
     Text t = {0};
     assert_ok(model_load(&m, GEN_MODEL, &err));
-    GenerateOptions g = {{1e30f, 0, 1.0f}, 300, 5, 0, NULL};
+    GenerateOptions g = {{1e30f, 0, 1.0f}, 300, 5, 0, NULL, NULL};
     assert_ok(text_append(&t, RAW_PROMPT, strlen(RAW_PROMPT), &err));
     assert_ok(lm_generate(&m, RAW_PROMPT, &g, &t, &err));
     assert_ok(text_append(&t, "\n", 1, &err));

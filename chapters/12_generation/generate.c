@@ -101,7 +101,7 @@ int lm_generate(Model *m, const char *prompt, const GenerateOptions *g, Text *ou
         uint8_t byte = (uint8_t)sampling_pick(probs, V, rng_uniform(&rng));
         hist[n++] = byte;
         rc = text_append(out, (const char *)&byte, 1, err);
-        if (g->progress) progress_count(g->progress, i + 1);
+        if (g->written) g->written(g->ctx, i + 1);
         if (rc != 0 || i + 1 == g->length) break;
         rc = writer_push(&w, byte, logits, err);
         if (rc == 1) {   /* the context is full: go on from its second half */

@@ -27,7 +27,6 @@
 
 #include "error.h"
 #include "model.h"
-#include "progress.h"
 #include "sampling.h"
 #include "text.h"
 
@@ -36,7 +35,9 @@ typedef struct {
     int length;                     /* bytes to write, >= 1 */
     uint64_t seed;                  /* the uniform draws' stream */
     int no_cache;                   /* 1: the whole context through the model every step */
-    Progress *progress;             /* NULL, or a count line (progress.h) of the bytes written */
+    void (*written)(void *ctx, int64_t bytes);  /* NULL, or told the bytes written so far
+                                                   after each (the program's progress line) */
+    void *ctx;
 } GenerateOptions;
 
 /* Appends to out the bytes m writes after prompt (a C string, may be

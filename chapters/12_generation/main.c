@@ -26,6 +26,7 @@
 #include "generate.h"
 #include "generation_case.h"
 #include "lm_text.h"
+#include "progress.h"
 #include "task.h"
 #include "terminal.h"
 #include "threads.h"   /* time_now() */
@@ -195,6 +196,12 @@ static void print_text(const char *prompt, const Text *out)
     putchar('\n');
 }
 
+/* lm_generate's count of the bytes written, to the progress line. */
+static void show_count(void *ctx, int64_t bytes)
+{
+    progress_count(ctx, bytes);
+}
+
 static int generate_command(int argc, char **argv, Error *err)
 {
     double temperature = 0.8, top_p = 1.0;
@@ -227,7 +234,7 @@ static int generate_command(int argc, char **argv, Error *err)
     int show = isatty(fileno(stderr));
     if (show) progress_init_count(&shown, stderr, length, "bytes");
     GenerateOptions g = {{(float)temperature, top_k, (float)top_p}, length, (uint64_t)seed,
-                         no_cache, show ? &shown : NULL};
+                         no_cache, show ? show_count : NULL, &shown};
     Text out = {0};
     int rc = lm_generate(&m, argv[1], &g, &out, err);
     if (show) progress_finish(&shown);
@@ -253,7 +260,7 @@ static int bench_generate_command(int argc, char **argv, Error *err)
     double ms[2];
     int rc = 0;
     for (int cached = 0; rc == 0 && cached < 2; cached++) {
-        GenerateOptions g = {{1.0f, 0, 1.0f}, (int)n, 7, !cached, NULL};
+        GenerateOptions g = {{1.0f, 0, 1.0f}, (int)n, 7, !cached, NULL, NULL};
         double started = time_now();
         rc = lm_generate(&m, "This movie", &g, &out[cached], err);
         ms[cached] = (time_now() - started) * 1e3;
@@ -283,7 +290,7 @@ static int demo_command(int argc, char **argv, Error *err)
     int rc = 0;
     for (int t = 0; rc == 0 && t < 2; t++)
         for (int p = 0; rc == 0 && p < 3; p++) {
-            GenerateOptions g = {{temperatures[t], 0, 0.95f}, 300, (uint64_t)(p + 1), 0, NULL};
+            GenerateOptions g = {{temperatures[t], 0, 0.95f}, 300, (uint64_t)(p + 1), 0, NULL, NULL};
             Text out = {0};
             rc = lm_generate(&m, prompts[p], &g, &out, err);
             if (rc == 0) {
