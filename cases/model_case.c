@@ -16,6 +16,7 @@
 #include "casefile.h"
 #include "decode.h"
 #include "model.h"
+#include "model_file.h"
 
 /* ------------------------------------------------------------------------ */
 /* Reading and checking inputs                                               */

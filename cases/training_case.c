@@ -20,6 +20,7 @@
 #include "rng.h"
 #include "schedule.h"
 #include "trainer.h"
+#include "model_file.h"
 
 /* Limits on what a case may ask this program to allocate. */
 #define MAX_CASE_VALUES (1LL << 24)

@@ -41,6 +41,7 @@ extern "C" {
 #include "sdpa_case.h"
 #include "softmax.h"
 #include "training_case.h"
+#include "model_file.h"
 }
 #include "gpu.h"
 #include "kernels.h"

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "safetensors.h"
+#include "model_file.h"
 
 /* Metadata keys and tensor names a checkpoint adds to the model's own. */
 #define OPT_M "optimizer.exp_avg"

@@ -19,6 +19,7 @@
 #include "train_report.h"
 #include "safetensors.h"
 #include "text.h"
+#include "model_file.h"
 
 /* ------------------------------------------------------------------------ */
 /* Options                                                                   */

@@ -31,6 +31,7 @@
 #include "model.h"
 #include "model_case.h"
 #include "rng.h"
+#include "model_file.h"
 
 #define CHAPTER "07_model"
 

@@ -39,6 +39,7 @@
 #include "train_report.h"
 #include "trainer.h"
 #include "training_case.h"
+#include "model_file.h"
 
 #define CHAPTER "08_training"
 

@@ -25,6 +25,7 @@
 #include "rng.h"
 #include "safetensors.h"
 #include "trainer.h"
+#include "model_file.h"
 
 #define CHAPTER "11_set_anomaly"
 

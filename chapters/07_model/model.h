@@ -203,10 +203,10 @@ typedef enum { ATTN_ENCODER, ATTN_DECODER_SELF, ATTN_DECODER_CROSS } ModelAttent
 const float *model_attention(const ModelWork *w, const Model *m, ModelAttention which,
                              int layer, int n, int head);
 
-/* The machinery around the model (runtime/): the config's checks, the work
- * buffers of a batch shape, checkpoints. */
+/* The config's checks and the work buffers of a batch shape, in files of
+ * their own (model_config.h, model_work.h). Reading and writing a model
+ * file is the programs' (runtime/model_file.h). */
 #include "model_config.h"
 #include "model_work.h"
-#include "model_file.h"
 
 #endif

@@ -17,6 +17,7 @@
 #include "text.h"
 #include "threads.h"       /* time_now() */
 #include "translate.h"
+#include "model_file.h"
 
 /* A model for the task's vocabularies, from a model file or a checkpoint. */
 static int load_model(Model *m, const char *path, const Translation *t, Error *err)

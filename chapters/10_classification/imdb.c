@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "threads.h"   /* time_now() */
+#include "model_file.h"
 
 void imdb_free(Imdb *d)
 {

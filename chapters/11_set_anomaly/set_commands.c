@@ -12,6 +12,7 @@
 #include "paths.h"
 #include "safetensors.h"   /* TextOut */
 #include "threads.h"       /* time_now() */
+#include "model_file.h"
 
 void set_data_free(SetData *d)
 {

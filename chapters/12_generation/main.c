@@ -30,6 +30,7 @@
 #include "task.h"
 #include "terminal.h"
 #include "threads.h"   /* time_now() */
+#include "model_file.h"
 
 static const char CASE_USAGE[] =
     "usage: 12_generation --case IN.safetensors --out OUT.safetensors\n"
