@@ -1,9 +1,10 @@
 # The Transformer in C, chapter by chapter. `make help` lists the targets.
 #
-# Every chapter's sources except its main.c, the programs' machinery in
-# runtime/ and the case-file evaluators in cases/ go into one library,
-# build/libtransformer.a; each chapter's main.c becomes build/NN_name (the
-# chapter program) and each tests/test_NN_name.c becomes build/test_NN_name.
+# Every chapter's sources, the programs' machinery in runtime/, the
+# case-file evaluators in cases/ and the task programs' shared commands in
+# programs/ go into one library, build/libtransformer.a; each
+# programs/NN_name.c becomes build/NN_name (the chapter program) and each
+# tests/test_NN_name.c becomes build/test_NN_name.
 
 CC      := cc
 # A flag this compiler accepts, or nothing: $(call probe,-fflag).
@@ -45,7 +46,7 @@ OMP_FLAGS := $(or $(OMP_FLAGS),$(call probe,-fopenmp-simd) -Wno-unknown-pragmas)
 CFLAGS  := -std=c11 -O3 -g $(ARCH) -ffp-contract=fast -fno-trapping-math \
            $(call probe,-fno-tree-loop-distribute-patterns) -Wall -Wextra -Wno-unused-parameter \
            $(OMP_FLAGS) -D_DEFAULT_SOURCE $(if $(BREW),-I$(BREW)/include) \
-           $(addprefix -I,$(wildcard chapters/*)) -Iruntime -Icases -Itests
+           $(addprefix -I,$(wildcard chapters/*)) -Iruntime -Icases -Iprograms -Itests
 LDLIBS  := $(if $(BREW),-L$(BREW)/lib) -lcjson -lm $(OMP_LIBS)
 # Where the CPU has AVX-512, chapter 00's matrix product keeps a 12 x 32 tile
 # in 24 registers of 16 floats; gcc's default there is 8-float vectors,
@@ -68,9 +69,11 @@ PYTHON  := .venv/bin/python
 # A stamp file: the reference's pinned requirements are installed in .venv.
 VENV_OK := .venv/installed
 
-LIB_SRC  := $(filter-out %/main.c,$(wildcard chapters/*/*.c)) $(wildcard runtime/*.c) $(wildcard cases/*.c)
+MAINS    := $(wildcard programs/[0-9][0-9]_*.c)
+LIB_SRC  := $(wildcard chapters/*/*.c) $(wildcard runtime/*.c) $(wildcard cases/*.c) \
+            $(filter-out $(MAINS),$(wildcard programs/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=build/obj/%.o)
-PROGRAMS := $(patsubst chapters/%/main.c,build/%,$(wildcard chapters/[0-9][0-9]_*/main.c))
+PROGRAMS := $(patsubst programs/%.c,build/%,$(MAINS))
 TESTS    := $(patsubst tests/%.c,build/%,$(wildcard tests/test_[0-9][0-9]_*.c))
 
 .PHONY: all help deps demo test test-arm64 grade golden golden-check verify plots bench student clean \
@@ -135,7 +138,7 @@ build/libtransformer.a: $(LIB_OBJ)
 build/test_%: build/obj/tests/test_%.o build/obj/tests/helpers.o build/libtransformer.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS) -lcmocka
 
-build/%: build/obj/chapters/%/main.o build/libtransformer.a
+build/%: build/obj/programs/%.o build/libtransformer.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 # The main job: chapter 08 trains the reverse task and writes the training
@@ -187,7 +190,7 @@ FUZZ_TARGETS := safetensors model_load checkpoint_load digits 00_foundations 01_
                 12_generation
 FUZZ_CFLAGS  := -std=c11 -O1 -g -fopenmp -D_DEFAULT_SOURCE -Wall -Wextra -Wno-unused-parameter \
                 -Wno-pass-failed \
-                $(SANITIZERS) $(addprefix -I,$(wildcard chapters/*)) -Iruntime -Icases
+                $(SANITIZERS) $(addprefix -I,$(wildcard chapters/*)) -Iruntime -Icases -Iprograms
 
 fuzz-deps: deps
 	@tools/install-deps.sh fuzz

@@ -24,7 +24,7 @@ NVCC_ARCH  ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=
 # Warnings are errors, from nvcc and from the host compiler it drives.
 NVCC_FLAGS := -std=c++17 -O2 -g $(NVCC_ARCH) --Werror all-warnings \
               -Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror \
-              $(addprefix -I,$(wildcard chapters/*)) -Iruntime -Icases -Icuda
+              $(addprefix -I,$(wildcard chapters/*)) -Iruntime -Icases -Iprograms -Icuda
 CUDA_LIBS  := -lcublas -lcjson -lm -lgomp
 
 CUDA_KERNEL_SRC := $(filter-out cuda/run_cases.cu,$(wildcard cuda/*.cu))
@@ -50,7 +50,7 @@ $(CUDA_LIB): $(CUDA_KERNEL_OBJ)
 build/cuda/run_cases: build/cuda/run_cases.o $(CUDA_LIB) build/libtransformer.a
 	$(NVCC) $(NVCC_ARCH) $^ -o $@ $(CUDA_LIBS)
 
-# The task programs with --device cuda: each main.c as it is, and
+# The task programs with --device cuda: each programs/NN_name.c as it is, and
 # runtime/device.c compiled again with WITH_CUDA (which opens the GPU
 # through gpu.h). The linker takes device.o from here, so the library's
 # CPU-only copy is never pulled in.
@@ -61,7 +61,7 @@ build/cuda/device.o: runtime/device.c cuda/gpu.h
 CUDA_PROGRAMS := build/cuda/08_training build/cuda/09_translation build/cuda/10_classification \
                  build/cuda/12_generation
 
-$(CUDA_PROGRAMS): build/cuda/%: build/obj/chapters/%/main.o build/cuda/device.o \
+$(CUDA_PROGRAMS): build/cuda/%: build/obj/programs/%.o build/cuda/device.o \
                                 $(CUDA_LIB) build/libtransformer.a
 	$(NVCC) $(NVCC_ARCH) $^ -o $@ $(CUDA_LIBS)
 

@@ -27,7 +27,7 @@ MPI_PROGRAMS := build/mpi/08_training build/mpi/09_translation build/mpi/10_clas
 mpi-deps: deps
 	@tools/install-deps.sh mpi
 
-# The task programs: each main.c as it is, runtime/device.c compiled again
+# The task programs: each programs/NN_name.c as it is, runtime/device.c compiled again
 # with WITH_MPI (which opens the ranks through dist.h), and mpi/dist.c. The
 # linker takes device.o from here, so the library's MPI-free copy is never
 # pulled in.
@@ -39,7 +39,7 @@ build/mpi/dist.o: mpi/dist.c build/flags | mpi-deps
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CFLAGS) -Impi -MMD -MP -c $< -o $@
 
-$(MPI_PROGRAMS): build/mpi/%: build/obj/chapters/%/main.o build/mpi/device.o build/mpi/dist.o \
+$(MPI_PROGRAMS): build/mpi/%: build/obj/programs/%.o build/mpi/device.o build/mpi/dist.o \
                               build/libtransformer.a
 	$(MPICC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
@@ -74,7 +74,7 @@ build/mpi-cuda/nccl.o: mpi/nccl.c build/flags | mpi-deps
 	NCCL_HOME=$(NCCL_HOME)/include; name the folder that holds NCCL's include/ and lib/" >&2; exit 1; }
 	$(MPICC) $(CFLAGS) -Icuda -Impi $(NCCL_NEEDS) -MMD -MP -c $< -o $@
 
-$(MPI_CUDA_PROGRAMS): build/mpi-cuda/%: build/obj/chapters/%/main.o build/mpi-cuda/device.o \
+$(MPI_CUDA_PROGRAMS): build/mpi-cuda/%: build/obj/programs/%.o build/mpi-cuda/device.o \
                                     build/mpi-cuda/nccl.o build/mpi/dist.o $(CUDA_LIB) \
                                     build/libtransformer.a
 	$(MPICC) $(CFLAGS) $^ -o $@ $(MPI_CUDA_LIBS) $(LDLIBS)

@@ -163,7 +163,7 @@ def exact_match(model, src, tgt, beam=1, batch=250):
 # ---------------------------------------------------------------------------
 
 def taylor_config(dropout=0.1):
-    """chapters/09_translation/main.c's model_config for the Taylor vocabularies."""
+    """programs/09_translation.c's model_config for the Taylor vocabularies."""
     return dict(kind="seq2seq", src_vocab=37, tgt_vocab=30, d_model=64, nhead=8,
                 dim_feedforward=128, num_encoder_layers=2, num_decoder_layers=2,
                 max_len=max(MAX_SRC + 2, MAX_TGT + 1), learned_pos=True,

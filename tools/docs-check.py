@@ -263,8 +263,8 @@ def check_figures(shown, problems):
 C_TOKEN = (r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|[A-Za-z_]\w*|\d[\w.]*|->|\+\+|--|<<=|>>=|'
            r'<=|>=|==|!=|&&|\|\||[-+*/%&|^]=|<<|>>|\.\.\.|\S')
 ELIDED = "\x01"
-C_SOURCES = ["chapters/*/*.[ch]", "runtime/*.[ch]", "cases/*.[ch]", "mpi/*.[ch]", "cuda/*.cu",
-             "cuda/*.cuh", "cuda/*.h", "tests/*.[ch]"]
+C_SOURCES = ["chapters/*/*.[ch]", "programs/*.[ch]", "runtime/*.[ch]", "cases/*.[ch]",
+             "mpi/*.[ch]", "cuda/*.cu", "cuda/*.cuh", "cuda/*.h", "tests/*.[ch]"]
 
 
 def c_statements(text, quoted=False):

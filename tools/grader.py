@@ -97,7 +97,7 @@ MAX_OUTPUT_BYTES = 256 << 20        # an output file larger than this fails its 
 # What a chapter program needs to build; goldens, models, the reference and
 # the texts stay out of the copies the student's code runs in.
 # (cuda/ would carry the plain C twins of the kernels: only its make rules go.)
-TREE_PARTS = ["Makefile", "chapters", "runtime", "cases", "tools", "cuda/cuda.mk"]
+TREE_PARTS = ["Makefile", "chapters", "runtime", "cases", "programs", "tools", "cuda/cuda.mk"]
 # The folders any user may write on a Debian or Ubuntu machine: private and
 # empty in every run of the sandbox (/tmp first).
 SHARED_WRITABLE = ["/tmp", "/var/tmp", "/dev/shm", "/run/lock"]

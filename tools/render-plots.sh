@@ -21,8 +21,8 @@ if ! command -v gnuplot >/dev/null; then
 fi
 mkdir -p "$out"
 
-for main in chapters/[0-9][0-9]_*/main.c; do
-    program=build/$(basename "$(dirname "$main")")
+for main in programs/[0-9][0-9]_*.c; do
+    program=build/$(basename "$main" .c)
     [ -x "$program" ] || { echo "make plots: $program is not built (run make)" >&2; exit 1; }
     "$program" --help | grep -q -- '--plot-data DIR' || continue
     "$program" --plot-data "$out"

@@ -9,7 +9,7 @@
  *
  * Letters: N sequences in a batch, T ids per row, n tokens in one sequence.
  *
- * Read next: tokenizer.h, then main.c (the chapter program).
+ * Read next: tokenizer.h, then programs/01_tokenization.c (the chapter program).
  */
 #ifndef SEQUENCE_H
 #define SEQUENCE_H

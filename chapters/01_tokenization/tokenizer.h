@@ -9,7 +9,7 @@
  *     taylor-source  the closed vocabularies of seed 002 (taylor.h);
  *     taylor-target  they need no corpus
  *
- * Read next: main.c (the chapter program), then chapter 02.
+ * Read next: programs/01_tokenization.c (the chapter program), then chapter 02.
  */
 #ifndef TOKENIZER_H
 #define TOKENIZER_H

@@ -17,7 +17,7 @@
  * Output rows, out (N, M): the tokens written, <eos> included, then pad_id
  * to the end (eos_id when the model has no padding, pad_id -1).
  *
- * Read next: decode.c; main.c (the demo decodes with an untrained model),
+ * Read next: decode.c; programs/07_model.c (the demo decodes with an untrained model),
  * then chapter 08, which trains one worth decoding.
  * The int functions return 0, or -1 on failure.
  */

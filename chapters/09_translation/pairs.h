@@ -12,7 +12,7 @@
  * tgt_in is the row without its last id, target without its first, T ids
  * each. Why, and the Taylor task's numbers: chapters/09_translation/README.md.
  *
- * Read next: translate.h (the task's split and exact match), then main.c.
+ * Read next: translate.h (the task's split and exact match), then programs/09_translation.c.
  */
 #ifndef PAIRS_H
 #define PAIRS_H

@@ -4,7 +4,7 @@
  * beam decoding, and what the wrong answers get wrong. A translation is
  * exact when it is the target row's tokens and then <eos>, nothing else.
  *
- * Read next: main.c, the chapter program.
+ * Read next: programs/09_translation.c, the chapter program.
  */
 #ifndef TRANSLATE_H
 #define TRANSLATE_H

@@ -7,7 +7,7 @@
  * review.max_len), so a model file is all --eval and --classify need
  * besides the reviews.
  *
- * Read next: imdb_commands.h, then main.c, the chapter program.
+ * Read next: programs/imdb_commands.h, then programs/10_classification.c, the chapter program.
  */
 #ifndef IMDB_H
 #define IMDB_H
@@ -52,13 +52,6 @@ int imdb_read_tokenizer(const TensorFile *f, Bpe *bpe, int *max_len, Error *err)
 
 /* d->meta: the tokenizer and S as metadata pairs. */
 int imdb_tokenizer_meta(Imdb *d, int S, Error *err);
-
-/* A two-class classifier and its tokenizer from a model or checkpoint file. */
-int imdb_load_classifier(Model *m, Bpe *bpe, int *max_len, const char *path, Error *err);
-
-/* The test sets of dir and the classifier at path, with the reviews encoded
- * by its tokenizer. */
-int imdb_open_eval(Imdb *d, Model *m, const char *path, const char *dir, Error *err);
 
 /* Accuracy of m on rows, printed with its name; *acc receives it. */
 int imdb_report(Model *m, const ReviewRows *rows, const char *name, double *acc, Error *err);

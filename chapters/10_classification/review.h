@@ -13,7 +13,7 @@
  * the clean-up and why they are so: chapters/10_classification/README.md;
  * reference/ch10_classification.py is the PyTorch twin of all of this.
  *
- * Read next: imdb.h (the task's data), then main.c, the chapter program.
+ * Read next: imdb.h (the task's data), then programs/10_classification.c, the chapter program.
  */
 #ifndef REVIEW_H
 #define REVIEW_H

@@ -15,7 +15,7 @@
  * reference/ch11_set_anomaly.py follows too. Training sets come from
  * (SETS_SEED, SETS_TRAIN_STREAM), test sets from (SETS_SEED, SETS_TEST_STREAM).
  *
- * Read next: set_commands.h, then main.c, the chapter program.
+ * Read next: programs/set_commands.h, then programs/11_set_anomaly.c, the chapter program.
  */
 #ifndef DIGITS_H
 #define DIGITS_H

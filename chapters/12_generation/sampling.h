@@ -26,7 +26,7 @@
  * caller draws u (the project's RNG, rng.h), so a step is deterministic
  * given u and the cases can state the token it must give.
  *
- * Read next: README.md, then the generation program (main.c).
+ * Read next: README.md, then the generation program (programs/12_generation.c).
  */
 #ifndef SAMPLING_H
 #define SAMPLING_H

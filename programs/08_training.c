@@ -1,5 +1,5 @@
 /*
- * main.c - the chapter 08 program: the reverse task of seeds 000 and 004
+ * 08_training.c - the chapter 08 program: the reverse task of seeds 000 and 004
  * (a sequence of digits in, the same digits reversed out), trained from
  * scratch in C, as an encoder-only labeller or as an encoder-decoder.
  *

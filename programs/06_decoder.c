@@ -1,5 +1,5 @@
 /*
- * main.c - the chapter 06 program.
+ * 06_decoder.c - the chapter 06 program.
  *
  *     build/06_decoder --demo
  *     build/06_decoder --case in.safetensors --out out.safetensors

@@ -10,6 +10,47 @@
 
 #include "imdb.h"
 #include "model.h"
+#include "model_file.h"
+
+/* A classifier and its tokenizer from a model or checkpoint file. */
+int imdb_load_classifier(Model *m, Bpe *bpe, int *max_len, const char *path, Error *err)
+{
+    TensorFile f = {0};
+    if (safetensors_read(path, &f, err) != 0) return -1;
+    int rc = imdb_read_tokenizer(&f, bpe, max_len, err);
+    if (rc == 0 && model_load_file(m, &f, 1, err) != 0) {
+        bpe_free(bpe);
+        rc = -1;
+    }
+    tensorfile_free(&f);
+    if (rc == 0 && (m->cfg.kind != MODEL_CLASSIFIER || m->cfg.tgt_vocab != 2 ||
+                    m->cfg.src_vocab != bpe->vocab.size || m->cfg.max_len < *max_len)) {
+        error_set(err, "%s: not a two-class classifier over its %d BPE ids with max_len >= %d",
+                  path, bpe->vocab.size, *max_len);
+        model_free(m);
+        bpe_free(bpe);
+        rc = -1;
+    }
+    return rc;
+}
+
+/* Reads the test sets and the model at path, and encodes the reviews. */
+int imdb_open_eval(Imdb *d, Model *m, const char *path, const char *dir, Error *err)
+{
+    int S;
+    if (imdb_read(d, dir, 0, err) != 0) return -1;
+    if (imdb_load_classifier(m, &d->bpe, &S, path, err) != 0) {
+        imdb_free(d);
+        return -1;
+    }
+    d->have_bpe = 1;
+    if (imdb_encode(d, S, err) != 0) {
+        model_free(m);
+        imdb_free(d);
+        return -1;
+    }
+    return 0;
+}
 
 /* The rows of r for which pick(r, i) holds, copied into part. */
 static int rows_where(ReviewRows *part, const ReviewRows *r,

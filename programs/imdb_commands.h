@@ -10,10 +10,18 @@
 #define IMDB_COMMANDS_H
 
 #include "error.h"
+#include "imdb.h"
 #include "model.h"
 #include "review.h"
 
 #define SHIPPED_MODEL "models/imdb.safetensors"
+
+/* A two-class classifier and its tokenizer from a model or checkpoint file. */
+int imdb_load_classifier(Model *m, Bpe *bpe, int *max_len, const char *path, Error *err);
+
+/* The test sets of dir and the classifier at path, with the reviews encoded
+ * by its tokenizer. */
+int imdb_open_eval(Imdb *d, Model *m, const char *path, const char *dir, Error *err);
 
 /* The test accuracy by class and by length: where the errors are. */
 int imdb_report_parts(Model *m, const ReviewRows *r, Error *err);

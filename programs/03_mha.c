@@ -1,5 +1,5 @@
 /*
- * main.c - the chapter 03 program.
+ * 03_mha.c - the chapter 03 program.
  *
  *     build/03_mha --demo
  *     build/03_mha --case in.safetensors --out out.safetensors

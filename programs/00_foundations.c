@@ -1,5 +1,5 @@
 /*
- * main.c - the chapter 00 program.
+ * 00_foundations.c - the chapter 00 program.
  *
  *     build/00_foundations --demo
  *     build/00_foundations --case in.safetensors --out out.safetensors

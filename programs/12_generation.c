@@ -1,5 +1,5 @@
 /*
- * main.c - the chapter 12 program: the decoder-only Transformer that seed
+ * 12_generation.c - the chapter 12 program: the decoder-only Transformer that seed
  * 003 announces, a byte-level language model trained in C on the IMDb
  * training reviews and measured in bits per byte on the test reviews.
  *

@@ -1,5 +1,5 @@
 /*
- * main.c - the chapter 10 program: seed 003's sentiment classifier trained
+ * 10_classification.c - the chapter 10 program: seed 003's sentiment classifier trained
  * in C on the IMDb reviews, tested on held-out IMDb reviews and on Rotten
  * Tomatoes sentences.
  *

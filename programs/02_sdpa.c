@@ -1,5 +1,5 @@
 /*
- * main.c - the chapter 02 program.
+ * 02_sdpa.c - the chapter 02 program.
  *
  *     build/02_sdpa --demo
  *     build/02_sdpa --case in.safetensors --out out.safetensors

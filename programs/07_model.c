@@ -1,5 +1,5 @@
 /*
- * main.c - the chapter 07 program.
+ * 07_model.c - the chapter 07 program.
  *
  *     build/07_model --demo
  *     build/07_model --case in.safetensors --out out.safetensors

@@ -1,5 +1,5 @@
 /*
- * main.c - the chapter 11 program: seed 004's set anomaly detection. A set
+ * 11_set_anomaly.c - the chapter 11 program: seed 004's set anomaly detection. A set
  * of ten handwritten digits holds nine of one digit and one of another; an
  * encoder without positional encoding scores every element, and a softmax
  * over the set says which one does not belong.

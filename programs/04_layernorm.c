@@ -1,5 +1,5 @@
 /*
- * main.c - the chapter 04 program.
+ * 04_layernorm.c - the chapter 04 program.
  *
  *     build/04_layernorm --demo
  *     build/04_layernorm --case in.safetensors --out out.safetensors

@@ -1,5 +1,5 @@
 /*
- * main.c - the chapter 01 program.
+ * 01_tokenization.c - the chapter 01 program.
  *
  *     build/01_tokenization --demo
  *     build/01_tokenization [--tokenizer KIND] [--corpus FILE] [--vocab-size N]

@@ -1,5 +1,5 @@
 /*
- * main.c - the chapter 09 program: seed 002's Taylor-series translation,
+ * 09_translation.c - the chapter 09 program: seed 002's Taylor-series translation,
  * or any file of source|target pairs.
  *
  *     build/09_translation --train [options]        train (--train --help lists the options)

@@ -1,5 +1,5 @@
 /*
- * main.c - the chapter 05 program.
+ * 05_encoder.c - the chapter 05 program.
  *
  *     build/05_encoder --demo
  *     build/05_encoder --case in.safetensors --out out.safetensors
