@@ -140,16 +140,21 @@ def graded_files(tree):
     return files
 
 
+def linked(submission, path):
+    """Whether path, a file of the submission, is or lies under a link, or
+    resolves outside the submission. The grader reads as root: a link (to
+    the teacher's solutions, say) is refused wherever it is on the way."""
+    return any(p.is_symlink() for p in [path, *path.parents] if submission in [p, *p.parents]) \
+        or submission.resolve() not in path.resolve().parents
+
+
 def read_bodies(submission, rel, expected_count):
     """The solution bodies of submission/rel (a list of byte strings, one per
-    block), or (None, why) when they cannot be used. The grader reads as
-    root: a link anywhere on the way (to the teacher's solutions, say) is
-    refused, the file must lie inside the submission."""
+    block), or (None, why) when they cannot be used (a link among them)."""
     path = submission / rel
     if not path.is_file():
         return None, f"{rel}: missing from the submission"
-    if any(p.is_symlink() for p in [path, *path.parents] if submission in [p, *p.parents]) \
-            or submission.resolve() not in path.resolve().parents:
+    if linked(submission, path):
         return None, f"{rel}: a link; submit the file itself"
     if path.stat().st_size > MAX_SOURCE_BYTES:
         return None, f"{rel}: larger than {MAX_SOURCE_BYTES >> 20} MB"
@@ -1053,18 +1058,25 @@ def cmd_grade(args):
     return 0
 
 
-def cmd_grade_all(args):
-    folder = Path(args.submissions)
+def submission_folders(folder, out, inputs=()):
+    """The students' folders of SUBMISSIONS `folder` (one per student), after
+    checking that --out `out` is new and outside folder and the other inputs."""
+    folder = Path(folder)
     if not folder.is_dir():
         raise GradeError(f"SUBMISSIONS {folder}: not a folder")
-    out = Path(args.out)
     check_new_folder(out, "--out")
-    for p in (folder, Path(args.hidden)):
+    for p in (folder, *map(Path, inputs)):
         if p.resolve() == out.resolve().parent or p.resolve() in out.resolve().parents:
             raise GradeError(f"--out {out}: inside the input {p}")
     students = sorted(d for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
     if not students:
         raise GradeError(f"SUBMISSIONS {folder}: no submission folders in it")
+    return students
+
+
+def cmd_grade_all(args):
+    folder, out = Path(args.submissions), Path(args.out)
+    students = submission_folders(folder, out, [args.hidden])
     hidden = HiddenSet.open(args.hidden)
     chapters = parse_chapters(args.chapters, hidden)
     grader = Grader(hidden, args, hide_extra=[folder])
@@ -1114,16 +1126,8 @@ def cmd_export(args):
     same in every folder, and the checker's base-code option discounts it;
     nothing but a body can differ. A file the grader could not use (missing,
     a link, markers moved) is left out of that student's folder."""
-    folder = Path(args.submissions)
-    if not folder.is_dir():
-        raise GradeError(f"SUBMISSIONS {folder}: not a folder")
     out = Path(args.out)
-    check_new_folder(out, "--out")
-    if folder.resolve() == out.resolve().parent or folder.resolve() in out.resolve().parents:
-        raise GradeError(f"--out {out}: inside the input {folder}")
-    students = sorted(d for d in folder.iterdir() if d.is_dir() and not d.name.startswith("."))
-    if not students:
-        raise GradeError(f"SUBMISSIONS {folder}: no submission folders in it")
+    students = submission_folders(args.submissions, out)
     files = [rel for chapter in graded_files(ROOT).values() for rel in chapter]
     pristine = {rel: (ROOT / rel).read_bytes() for rel in files}
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
@@ -1164,8 +1168,7 @@ def lm_measure(args, submission):
     if not found:
         return None, f"no {' or '.join(LM_MODEL_NAMES)} in the submission"
     model = found[0]
-    if any(p.is_symlink() for p in [model, *model.parents] if submission in [p, *p.parents]) \
-            or not model.is_file():
+    if linked(submission, model) or not model.is_file():
         return None, f"{model.relative_to(submission)}: a link or not a file; submit the file itself"
     if model.stat().st_size > MAX_MODEL_BYTES:
         return None, f"{model.relative_to(submission)}: larger than {MAX_MODEL_BYTES >> 20} MB"
