@@ -52,9 +52,9 @@ static void set_task_defaults(void)
 
 static void defaults(RunOptions *o)
 {
-    o->epochs = 10;
-    o->batch_size = 128;
-    o->warmup = 50;                 /* seed 004's CosineWarmupScheduler */
+    o->train.epochs = 10;
+    o->train.batch_size = 128;
+    o->train.warmup = 50;                 /* seed 004's CosineWarmupScheduler */
     o->d_model = 32;
     o->heads = 1;
     o->layers = 1;
@@ -117,9 +117,9 @@ static void config(const TaskRun *r, ModelConfig *c, ConfigOptions *names)
     c->num_decoder_layers = seq2seq ? r->o.layers : 0;
     c->max_len = rt.seq_len + (seq2seq ? 1 : 0);
     c->pad_id = seq2seq ? SEQ2SEQ_PAD : -1;
-    names->kind = "--model";
-    names->vocab = "--categories";
-    names->max_len = "--seq-len";
+    *names = (ConfigOptions){"--model", {{"src_vocab", "--categories"},
+                                         {"tgt_vocab", "--categories"},
+                                         {"max_len", "--seq-len"}}};
 }
 
 static int check_model(const TaskRun *r, const Model *m, const char *path, Error *err)
@@ -136,7 +136,7 @@ static int check_model(const TaskRun *r, const Model *m, const char *path, Error
 
 static int report(TaskRun *r, Model *m, double *accuracy, Error *err)
 {
-    return reverse_report(m, &rt.test, r->o.batch_size, rt.plot_data, accuracy, err);
+    return reverse_report(m, &rt.test, r->o.train.batch_size, rt.plot_data, accuracy, err);
 }
 
 static int demo(int argc, char **argv, Error *err);
@@ -189,7 +189,7 @@ static int demo(int argc, char **argv, Error *err)
     rt.plot_data = NULL;
     rt.model = "seq2seq";
     r.o.heads = 2;
-    r.o.epochs = 3;
+    r.o.train.epochs = 3;
     r.o.checkpoint = "build/demo_seq2seq.safetensors";
     r.o.min_accuracy = 0.995;
     printf("\n\nThe same task with the encoder-decoder of chapter 07: <sos> + the reversed\n"

@@ -37,11 +37,11 @@ static Translation pairs;
 
 static void defaults(RunOptions *o)
 {
-    o->epochs = 320;
-    o->lr = 4e-3;
-    o->warmup = 1000;
+    o->train.epochs = 320;
+    o->train.adam.lr = 4e-3f;
+    o->train.warmup = 1000;
     o->eval_every = 5;
-    o->bucket = 50;
+    o->train.bucket = 50;
     o->heads = 8;
     o->dropout = 0.0;
 }
@@ -80,8 +80,9 @@ static void config(const TaskRun *r, ModelConfig *c, ConfigOptions *names)
     c->learned_pos = 1;         /* seed 002: nn.Embedding(max_len, emb_dim) */
     c->scale_embedding = 2;     /* and a learned scale that starts at sqrt(d_model) */
     c->pad_id = TOKEN_PAD;
-    names->vocab = "--tokenizer, --vocab-size";
-    names->max_len = "--max-src, --max-tgt";
+    *names = (ConfigOptions){NULL, {{"src_vocab", "--tokenizer, --vocab-size"},
+                                    {"tgt_vocab", "--tokenizer, --vocab-size"},
+                                    {"max_len", "--max-src, --max-tgt"}}};
 }
 
 static int check_model(const TaskRun *r, const Model *m, const char *path, Error *err)

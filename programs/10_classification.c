@@ -29,12 +29,12 @@ static char paths[2][4096];
 
 static void defaults(RunOptions *o)
 {
-    o->epochs = 5;
+    o->train.epochs = 5;
     o->optimizer = "adamw";
-    o->warmup = 300;
-    o->clip = 1.0;
-    o->weight_decay = 0.01;
-    o->bucket = 50;
+    o->train.warmup = 300;
+    o->train.max_norm = 1.0f;
+    o->train.adam.weight_decay = 0.01f;
+    o->train.bucket = 50;
     o->dropout = 0.1;
 }
 
@@ -46,8 +46,7 @@ static void config(const TaskRun *r, ModelConfig *c, ConfigOptions *names)
     c->max_len = max_len;
     c->learned_pos = 1;         /* seed 003: token and learned position embeddings */
     c->pad_id = TOKEN_PAD;
-    names->vocab = "--vocab-size";
-    names->max_len = "--max-len";
+    *names = (ConfigOptions){NULL, {{"src_vocab", "--vocab-size"}, {"max_len", "--max-len"}}};
 }
 
 /* The sizes before the data: training the tokenizer alone takes a minute. */

@@ -26,12 +26,12 @@ static SetData sets;
 
 static void defaults(RunOptions *o)
 {
-    o->epochs = 20;
+    o->train.epochs = 20;
     o->optimizer = "adamw";
-    o->weight_decay = 0.01;
-    o->lr = 5e-4;
-    o->warmup = 100;
-    o->clip = 1.0;
+    o->train.adam.weight_decay = 0.01f;
+    o->train.adam.lr = 5e-4f;
+    o->train.warmup = 100;
+    o->train.max_norm = 1.0f;
     o->dropout = 0.1;
 }
 

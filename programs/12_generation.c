@@ -51,14 +51,14 @@ static char data_path[4096];
  * 57 minutes on two cores (the chapter's README has the run). */
 static void defaults(RunOptions *o)
 {
-    o->epochs = 2;
-    o->batch_size = 16;             /* 16 windows of 256 bytes: 4,096 predictions a step */
-    o->validate_every = 1500;       /* the held-out curve: 8 points, the epochs' ends too */
+    o->train.epochs = 2;
+    o->train.batch_size = 16;             /* 16 windows of 256 bytes: 4,096 predictions a step */
+    o->train.validate_every = 1500;       /* the held-out curve: 8 points, the epochs' ends too */
     o->optimizer = "adamw";
-    o->weight_decay = 0.01;
-    o->lr = 2e-3;
-    o->warmup = 200;
-    o->clip = 1.0;
+    o->train.adam.weight_decay = 0.01f;
+    o->train.adam.lr = 2e-3f;
+    o->train.warmup = 200;
+    o->train.max_norm = 1.0f;
     o->dropout = 0.0;
     o->d_model = 128;
     o->heads = 4;
@@ -75,7 +75,7 @@ static void config(const TaskRun *r, ModelConfig *c, ConfigOptions *names)
     c->learned_pos = 1;         /* Bloem's and GPT's learned positions */
     c->final_norm = 1;
     c->pad_id = -1;             /* windows of text: nothing is padding */
-    names->max_len = "--context";
+    *names = (ConfigOptions){NULL, {{"max_len", "--context"}}};
 }
 
 /* The stride of the measure: --stride, or half the context. */

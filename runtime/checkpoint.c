@@ -107,25 +107,30 @@ fail_file:
     return -1;
 }
 
+const char *config_option(const ConfigOptions *options, const ModelField *f)
+{
+    for (size_t i = 0; i < sizeof options->own / sizeof options->own[0]; i++) {
+        if (!options->own[i].field) break;
+        if (strcmp(options->own[i].field, f->name) == 0) return options->own[i].option;
+    }
+    return f->option;
+}
+
 int options_check_config(const ModelConfig *wanted, const ConfigOptions *options, Error *err)
 {
     if (model_config_check(wanted, err) == 0) return 0;
-    const struct {
-        const char *option;
-        int value;
-    } sizes[] = {
-        {options->d_model, wanted->d_model},
-        {options->nhead, wanted->nhead},
-        {options->ffn, wanted->dim_feedforward},
-        {options->layers, wanted->num_encoder_layers},
-    };
     char msg[ERROR_MSG_MAX], set[160] = "";
     snprintf(msg, sizeof msg, "%s", err->msg);
     size_t n = 0;
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        if (!sizes[i].option || n >= sizeof set) continue;
-        int k = snprintf(set + n, sizeof set - n, "%s%s %d", n ? ", " : "", sizes[i].option,
-                         sizes[i].value);
+    for (int i = 0; i < model_field_count; i++) {
+        const ModelField *f = &model_fields[i];
+        const char *option = config_option(options, f);
+        /* the sizes: the int options every program shares, once each */
+        if (f->is_float || !f->option || option != f->option || f->most <= 1 ||
+            strstr(set, option) || n >= sizeof set)
+            continue;
+        int k = snprintf(set + n, sizeof set - n, "%s%s %.0f", n ? ", " : "", option,
+                         model_field_get(wanted, f));
         if (k > 0) n += (size_t)k;
     }
     return error_set(err, "%s (the options: %s)", msg, set);
@@ -140,36 +145,14 @@ int checkpoint_check_config(const char *path, const ModelConfig *saved,
                          "(%s; resume with the options of the run that wrote it)", path,
                          model_kind_name(saved->kind), model_kind_name(wanted->kind),
                          options->kind ? options->kind : "model.kind");
-    const ConfigOptions *o = options;
-    const struct {
-        const char *field, *option;
-        double saved, wanted;
-    } fields[] = {
-        {"src_vocab", o->vocab, saved->src_vocab, wanted->src_vocab},
-        {"input_dim", NULL, saved->input_dim, wanted->input_dim},
-        {"tgt_vocab", o->vocab, saved->tgt_vocab, wanted->tgt_vocab},
-        {"d_model", o->d_model, saved->d_model, wanted->d_model},
-        {"nhead", o->nhead, saved->nhead, wanted->nhead},
-        {"dim_feedforward", o->ffn, saved->dim_feedforward, wanted->dim_feedforward},
-        {"num_encoder_layers", o->layers, saved->num_encoder_layers, wanted->num_encoder_layers},
-        {"num_decoder_layers", o->layers, saved->num_decoder_layers, wanted->num_decoder_layers},
-        {"max_len", o->max_len, saved->max_len, wanted->max_len},
-        {"learned_pos", NULL, saved->learned_pos, wanted->learned_pos},
-        {"scale_embedding", NULL, saved->scale_embedding, wanted->scale_embedding},
-        {"share_embeddings", NULL, saved->share_embeddings, wanted->share_embeddings},
-        {"final_norm", NULL, saved->final_norm, wanted->final_norm},
-        {"norm_first", o->norm_first, saved->norm_first, wanted->norm_first},
-        {"pad_id", NULL, saved->pad_id, wanted->pad_id},
-        {"eps", NULL, saved->eps, wanted->eps},
-        {"dropout", o->dropout, saved->dropout, wanted->dropout},
-    };
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        if (fields[i].saved == fields[i].wanted) continue;
+    for (int i = 0; i < model_field_count; i++) {
+        const ModelField *f = &model_fields[i];
+        double s = model_field_get(saved, f), w = model_field_get(wanted, f);
+        if (s == w) continue;
+        const char *option = config_option(options, f);
         return error_set(err, "--resume: %s holds a model with %s %g, the options ask for %g "
                          "(%s; resume with the options of the run that wrote it)", path,
-                         fields[i].field, fields[i].saved, fields[i].wanted,
-                         fields[i].option ? fields[i].option : "no option sets it");
+                         f->name, s, w, option ? option : "no option sets it");
     }
     return 0;
 }
-

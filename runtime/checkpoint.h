@@ -10,6 +10,7 @@
 
 #include "error.h"
 #include "model.h"
+#include "model_config.h"
 #include "optim.h"
 #include "trainer.h"
 
@@ -23,16 +24,25 @@ int checkpoint_save(const char *path, const Model *m, const AdamState *opt,
 int checkpoint_load(const char *path, Model *m, AdamState *opt, TrainState *state,
                     Error *err);
 
-/* The options that set the fields of a model config, named in the messages
- * of checkpoint_check_config ("--d-model"); NULL: no option sets the field. */
+/* The options of one program that set the fields its task owns, for the
+ * messages: model_fields' option column names the options every training
+ * program shares (--d-model), these the task's own ({"max_len",
+ * "--context"}; a field named twice takes the first). */
 typedef struct {
-    const char *kind, *vocab, *d_model, *nhead, *ffn, *layers, *max_len, *norm_first,
-        *dropout;
+    const char *field, *option;
+} FieldOption;
+
+typedef struct {
+    const char *kind;           /* the option that chooses the kind, or NULL */
+    FieldOption own[4];         /* a NULL field ends the list */
 } ConfigOptions;
+
+/* The option that sets field f in the program of options, or NULL. */
+const char *config_option(const ConfigOptions *options, const ModelField *f);
 
 /* model_config_check on the model that options describe; its error adds the
  * options that set the sizes and their values ("--d-model 4, --heads 1,
- * --ffn 2000000000, --layers 1"). A training command calls it before any
+ * --ffn 2000000000, --layers 1": every int field an option sets). A training command calls it before any
  * data is read or made. */
 int options_check_config(const ModelConfig *wanted, const ConfigOptions *options, Error *err);
 

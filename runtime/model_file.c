@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model_config.h"
@@ -18,109 +19,81 @@ static const char *file_label(const TensorFile *f)
     return f->path ? f->path : "(case)";
 }
 
-/* The config fields as metadata keys "model.<field>". */
-typedef struct {
-    const char *key;
-    int *value;
-} IntField;
-
-static int int_fields(ModelConfig *c, IntField *f)
+/* The metadata key of a config field: "model.<name>". */
+static void field_key(const ModelField *f, char *key, size_t size)
 {
-    IntField all[] = {
-        {"model.src_vocab", &c->src_vocab}, {"model.tgt_vocab", &c->tgt_vocab},
-        {"model.d_model", &c->d_model}, {"model.nhead", &c->nhead},
-        {"model.dim_feedforward", &c->dim_feedforward},
-        {"model.num_encoder_layers", &c->num_encoder_layers},
-        {"model.num_decoder_layers", &c->num_decoder_layers},
-        {"model.max_len", &c->max_len}, {"model.learned_pos", &c->learned_pos},
-        {"model.scale_embedding", &c->scale_embedding},
-        {"model.share_embeddings", &c->share_embeddings},
-        {"model.final_norm", &c->final_norm}, {"model.norm_first", &c->norm_first},
-        {"model.pad_id", &c->pad_id},
-    };
-    int n = (int)(sizeof all / sizeof all[0]);
-    memcpy(f, all, sizeof all);
-    return n;
+    snprintf(key, size, "model.%s", f->name);
+}
+
+/* The fields a model of this kind keeps in its file (only a set model has
+ * input_dim: the other kinds' files stay as they were). */
+static int field_kept(const ModelField *f, ModelKind kind)
+{
+    return (f->kinds >> kind) & 1u;
 }
 
 int model_to_file(const Model *m, TensorFile *f, Error *err)
 {
-    ModelConfig c = m->cfg;
-    IntField fields[32];
-    char text[64];
-    int n = int_fields(&c, fields);
+    const ModelConfig *c = &m->cfg;
+    char key[64], text[64];
     for (int i = 0; i < m->n_tensors; i++) {
         const ModelTensor *t = &m->tensors[i];
         if (tensorfile_add_f32(f, t->name, m->params + t->offset, t->ndim, t->shape, err) != 0)
             return -1;
     }
-    if (tensorfile_set_meta(f, "model.kind", model_kind_name(c.kind), err) != 0) return -1;
-    /* Only a set model has input_dim: the other kinds' files stay as they were. */
-    if (c.kind == MODEL_SET) {
-        snprintf(text, sizeof text, "%d", c.input_dim);
-        if (tensorfile_set_meta(f, "model.input_dim", text, err) != 0) return -1;
+    if (tensorfile_set_meta(f, "model.kind", model_kind_name(c->kind), err) != 0) return -1;
+    for (int i = 0; i < model_field_count; i++) {
+        const ModelField *field = &model_fields[i];
+        if (!field_kept(field, c->kind)) continue;
+        field_key(field, key, sizeof key);
+        snprintf(text, sizeof text, field->is_float ? "%.9g" : "%.0f",
+                 model_field_get(c, field));
+        if (tensorfile_set_meta(f, key, text, err) != 0) return -1;
     }
-    for (int i = 0; i < n; i++) {
-        snprintf(text, sizeof text, "%d", *fields[i].value);
-        if (tensorfile_set_meta(f, fields[i].key, text, err) != 0) return -1;
-    }
-    snprintf(text, sizeof text, "%.9g", c.eps);
-    if (tensorfile_set_meta(f, "model.eps", text, err) != 0) return -1;
-    snprintf(text, sizeof text, "%.9g", c.dropout);
-    return tensorfile_set_meta(f, "model.dropout", text, err);
+    return 0;
 }
 
-/* Reads the config from f's metadata; every key is required. */
+/* Reads the config from f's metadata: every key its kind keeps is
+ * required, and a key of a field its kind does not keep is refused. */
 static int config_from_file(const TensorFile *f, ModelConfig *c, Error *err)
 {
-    IntField fields[32];
+    char key[64];
     const char *kind = tensorfile_meta(f, "model.kind");
     memset(c, 0, sizeof *c);
     if (!kind)
         return error_set(err, "%s: not a model checkpoint: no metadata 'model.kind'",
                          file_label(f));
-    if (strcmp(kind, "seq2seq") == 0) c->kind = MODEL_SEQ2SEQ;
-    else if (strcmp(kind, "labeller") == 0) c->kind = MODEL_LABELLER;
-    else if (strcmp(kind, "classifier") == 0) c->kind = MODEL_CLASSIFIER;
-    else if (strcmp(kind, "set") == 0) c->kind = MODEL_SET;
-    else if (strcmp(kind, "lm") == 0) c->kind = MODEL_LM;
-    else return error_set(err, "%s: model.kind '%s' is not seq2seq, labeller, classifier, "
-                          "set or lm", file_label(f), kind);
-    int n = int_fields(c, fields);
-    for (int i = 0; i < n; i++) {
-        long long v;
-        if (!tensorfile_meta(f, fields[i].key))
+    if (model_kind_parse(kind, &c->kind) != 0)
+        return error_set(err, "%s: model.kind '%s' is not seq2seq, labeller, classifier, "
+                         "set or lm", file_label(f), kind);
+    for (int i = 0; i < model_field_count; i++) {
+        const ModelField *field = &model_fields[i];
+        field_key(field, key, sizeof key);
+        if (!field_kept(field, c->kind)) {
+            if (tensorfile_meta(f, key))
+                return error_set(err, "%s: metadata '%s': a %s model has no %s", file_label(f),
+                                 key, kind, field->name);
+            continue;
+        }
+        const char *text = tensorfile_meta(f, key);
+        if (!text && !field->absent)
             return error_set(err, "%s: not a model checkpoint: no metadata '%s'", file_label(f),
-                             fields[i].key);
-        if (tensorfile_meta_int(f, fields[i].key, 0, &v, err) != 0) return -1;
-        if (v < INT_MIN || v > INT_MAX)
-            return error_set(err, "%s: metadata '%s' = %lld is out of range", file_label(f),
-                             fields[i].key, v);
-        *fields[i].value = (int)v;
+                             key);
+        if (!text) {                /* a file from before the field */
+            model_field_set(c, field, atof(field->absent));
+        } else if (field->is_float) {
+            double v;
+            if (tensorfile_meta_double(f, key, 0, &v, err) != 0) return -1;
+            model_field_set(c, field, v);
+        } else {
+            long long v;
+            if (tensorfile_meta_int(f, key, 0, &v, err) != 0) return -1;
+            if (v < INT_MIN || v > INT_MAX)
+                return error_set(err, "%s: metadata '%s' = %lld is out of range", file_label(f),
+                                 key, v);
+            model_field_set(c, field, (double)v);
+        }
     }
-    if (c->kind == MODEL_SET) {   /* only a set model has it (and must) */
-        long long v;
-        if (!tensorfile_meta(f, "model.input_dim"))
-            return error_set(err, "%s: a set model needs metadata 'model.input_dim'",
-                             file_label(f));
-        if (tensorfile_meta_int(f, "model.input_dim", 0, &v, err) != 0) return -1;
-        if (v < 1 || v > INT_MAX)
-            return error_set(err, "%s: metadata 'model.input_dim' = %lld is out of range",
-                             file_label(f), v);
-        c->input_dim = (int)v;
-    } else if (tensorfile_meta(f, "model.input_dim")) {
-        return error_set(err, "%s: metadata 'model.input_dim': only a set model reads "
-                         "features", file_label(f));
-    }
-    double eps, dropout;
-    if (!tensorfile_meta(f, "model.eps") || !tensorfile_meta(f, "model.dropout"))
-        return error_set(err, "%s: not a model checkpoint: no metadata 'model.eps' or "
-                         "'model.dropout'", file_label(f));
-    if (tensorfile_meta_double(f, "model.eps", 0, &eps, err) != 0 ||
-        tensorfile_meta_double(f, "model.dropout", 0, &dropout, err) != 0)
-        return -1;
-    c->eps = (float)eps;
-    c->dropout = (float)dropout;
     return 0;
 }
 

@@ -30,6 +30,16 @@ static int parse_double(const char *name, const char *text, double *out, Error *
     return 0;
 }
 
+/* A number that is finite in float32 too (the recipe's rates). */
+static int parse_float(const char *name, const char *text, float *out, Error *err)
+{
+    double v = 0;
+    if (parse_double(name, text, &v, err) != 0) return -1;
+    if (!isfinite((float)v)) return error_set(err, "%s: '%s' is beyond float32's range", name, text);
+    *out = (float)v;
+    return 0;
+}
+
 int parse_options(const Option *opts, int n, int argc, char **argv, int first, Error *err)
 {
     for (int i = first; i < argc; i++) {
@@ -46,6 +56,7 @@ int parse_options(const Option *opts, int n, int argc, char **argv, int first, E
         switch (o->type) {
         case OPT_INT:    if (parse_int(o->name, text, o->value, err) != 0) return -1; break;
         case OPT_DOUBLE: if (parse_double(o->name, text, o->value, err) != 0) return -1; break;
+        case OPT_FLOAT:  if (parse_float(o->name, text, o->value, err) != 0) return -1; break;
         case OPT_STRING: *(const char **)o->value = text; break;
         case OPT_FLAG:   break;
         }
@@ -64,6 +75,8 @@ void print_options(FILE *out, const Option *opts, int n)
             snprintf(def, sizeof def, " (default %d)", *(const int *)o->value);
         else if (o->type == OPT_DOUBLE)
             snprintf(def, sizeof def, " (default %g)", *(const double *)o->value);
+        else if (o->type == OPT_FLOAT)
+            snprintf(def, sizeof def, " (default %g)", (double)*(const float *)o->value);
         else if (o->type == OPT_STRING && *(const char *const *)o->value)
             snprintf(def, sizeof def, " (default %.48s)", *(const char *const *)o->value);
         fprintf(out, "  %-22s %s%s\n", left, o->help, def);

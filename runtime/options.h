@@ -21,12 +21,12 @@
 
 #include "error.h"
 
-typedef enum { OPT_INT, OPT_DOUBLE, OPT_STRING, OPT_FLAG } OptType;
+typedef enum { OPT_INT, OPT_DOUBLE, OPT_FLOAT, OPT_STRING, OPT_FLAG } OptType;
 
 typedef struct {
     const char *name;       /* "--epochs" */
     OptType type;
-    void *value;            /* int *, double *, const char **, int * (a flag: set to 1) */
+    void *value;            /* int *, double *, float *, const char **, int * (a flag: 1) */
     const char *help;       /* without the default: print_options adds it */
 } Option;
 

@@ -39,21 +39,22 @@ static int train_options(Option *opts, TaskRun *r, int *help)
     for (int i = 0; i < t->n_data_options; i++) opts[n++] = t->data_options[i];
     for (int i = 0; i < t->n_train_options; i++) opts[n++] = t->train_options[i];
     const Option common[] = {
-        {"--epochs", OPT_INT, &o->epochs, "epochs"},
-        {"--stop-after", OPT_INT, &o->stop_after, "stop after this epoch (its checkpoint "
+        {"--epochs", OPT_INT, &o->train.epochs, "epochs"},
+        {"--stop-after", OPT_INT, &o->train.stop_after, "stop after this epoch (its checkpoint "
          "written), as an interrupted run would; the schedule still spans --epochs (0: off)"},
-        {"--batch-size", OPT_INT, &o->batch_size, "examples per step"},
-        {"--bucket", OPT_INT, &o->bucket, "sort runs of this many batches by length "
+        {"--batch-size", OPT_INT, &o->train.batch_size, "examples per step"},
+        {"--bucket", OPT_INT, &o->train.bucket, "sort runs of this many batches by length "
          "(0: plain shuffling; tasks whose examples have lengths)"},
         {"--optimizer", OPT_STRING, &o->optimizer, "adam, or adamw (decoupled weight decay)"},
-        {"--lr", OPT_DOUBLE, &o->lr, "peak learning rate"},
-        {"--weight-decay", OPT_DOUBLE, &o->weight_decay, "weight decay"},
+        {"--lr", OPT_FLOAT, &o->train.adam.lr, "peak learning rate"},
+        {"--weight-decay", OPT_FLOAT, &o->train.adam.weight_decay, "weight decay"},
         {"--schedule", OPT_STRING, &o->schedule, "cosine, noam or constant"},
-        {"--warmup", OPT_INT, &o->warmup, "warm-up steps"},
-        {"--per-epoch-schedule", OPT_FLAG, &o->per_epoch_schedule,
+        {"--warmup", OPT_INT, &o->train.warmup, "warm-up steps"},
+        {"--per-epoch-schedule", OPT_FLAG, &o->train.per_epoch,
          "step the schedule once per epoch (warm-up in epochs), as seed 000's loop did"},
-        {"--clip", OPT_DOUBLE, &o->clip, "clip the gradient norm to this (0: off)"},
-        {"--label-smoothing", OPT_DOUBLE, &o->label_smoothing, "label smoothing of the loss"},
+        {"--clip", OPT_FLOAT, &o->train.max_norm, "clip the gradient norm to this (0: off)"},
+        {"--label-smoothing", OPT_FLOAT, &o->train.label_smoothing,
+         "label smoothing of the loss"},
         {"--d-model", OPT_INT, &o->d_model, "the model's width"},
         {"--heads", OPT_INT, &o->heads, "attention heads"},
         {"--layers", OPT_INT, &o->layers, "layers of each stack"},
@@ -63,7 +64,7 @@ static int train_options(Option *opts, TaskRun *r, int *help)
         {"--seed", OPT_INT, &o->seed, "seed of weights, shuffling and dropout"},
         {"--eval-every", OPT_INT, &o->eval_every,
          "the task's validation round every this many epochs (0: none)"},
-        {"--validate-every", OPT_INT, &o->validate_every,
+        {"--validate-every", OPT_INT, &o->train.validate_every,
          "the validation loss every this many steps too, besides each epoch's end (0: "
          "only there)"},
         {"--checkpoint", OPT_STRING, &o->checkpoint, "write a checkpoint here after every epoch"},
@@ -109,10 +110,11 @@ TaskRun task_run_defaults(const Task *task)
     memset(&r, 0, sizeof r);
     r.task = task;
     RunOptions *o = &r.o;
-    o->epochs = 10;
-    o->batch_size = 32;
+    o->train.epochs = 10;
+    o->train.batch_size = 32;
+    o->train.adam = adam_default_config(0);     /* lr 1e-3 */
+    o->train.schedule = SCHEDULE_COSINE;
     o->optimizer = "adam";
-    o->lr = 1e-3;
     o->schedule = "cosine";
     o->d_model = 64;
     o->heads = 4;
@@ -124,47 +126,37 @@ TaskRun task_run_defaults(const Task *task)
     return r;
 }
 
-/* The recipe of the options as chapter 08's TrainOptions; fails on the
- * first option out of its range. */
+/* The recipe of the options, o->train with the optimizer and the schedule
+ * read from their names; fails on the first option out of its range. */
 static int recipe(const RunOptions *o, TrainOptions *t, Error *err)
 {
-    memset(t, 0, sizeof *t);
+    *t = o->train;
     int adamw = strcmp(o->optimizer, "adamw") == 0;
     if (!adamw && strcmp(o->optimizer, "adam") != 0)
         return error_set(err, "--optimizer: '%s' is not adam or adamw", o->optimizer);
+    t->adam.decoupled = adamw;
     if (schedule_parse(o->schedule, &t->schedule, err) != 0) return -1;
     const struct {
         const char *name;
         int value, least;
     } ints[] = {
-        {"--epochs", o->epochs, 1}, {"--batch-size", o->batch_size, 1},
-        {"--stop-after", o->stop_after, 0}, {"--bucket", o->bucket, 0},
-        {"--warmup", o->warmup, 0}, {"--seed", o->seed, 0}, {"--eval-every", o->eval_every, 0},
-        {"--validate-every", o->validate_every, 0},
+        {"--epochs", t->epochs, 1}, {"--batch-size", t->batch_size, 1},
+        {"--stop-after", t->stop_after, 0}, {"--bucket", t->bucket, 0},
+        {"--warmup", t->warmup, 0}, {"--seed", o->seed, 0}, {"--eval-every", o->eval_every, 0},
+        {"--validate-every", t->validate_every, 0},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         if (ints[i].value < ints[i].least)
             return error_set(err, "%s: %d, need at least %d", ints[i].name, ints[i].value,
                              ints[i].least);
-    if (!(o->clip >= 0)) return error_set(err, "--clip: %g is negative", o->clip);
+    if (!(t->max_norm >= 0)) return error_set(err, "--clip: %g is negative", t->max_norm);
     if (!(o->mpi_timeout > 0 && o->mpi_timeout <= 1e6))
         return error_set(err, "--mpi-timeout: %g is not a number of seconds in (0, 1e6]",
                          o->mpi_timeout);
-    if (!(o->weight_decay >= 0))
-        return error_set(err, "--weight-decay: %g is negative", o->weight_decay);
-    if (!(o->label_smoothing >= 0 && o->label_smoothing <= 1))
-        return error_set(err, "--label-smoothing: %g is not in [0, 1]", o->label_smoothing);
-    t->epochs = o->epochs;
-    t->batch_size = o->batch_size;
-    t->adam = adam_default_config(adamw);
-    t->adam.lr = (float)o->lr;
-    t->adam.weight_decay = (float)o->weight_decay;
-    t->warmup = o->warmup;
-    t->per_epoch = o->per_epoch_schedule;
-    t->max_norm = (float)o->clip;
-    t->label_smoothing = (float)o->label_smoothing;
-    t->bucket = o->bucket;
-    t->validate_every = o->validate_every;
+    if (!(t->adam.weight_decay >= 0))
+        return error_set(err, "--weight-decay: %g is negative", t->adam.weight_decay);
+    if (!(t->label_smoothing >= 0 && t->label_smoothing <= 1))
+        return error_set(err, "--label-smoothing: %g is not in [0, 1]", t->label_smoothing);
     if (adam_config_check(&t->adam, err) != 0) return -1;
     return device_check(o->device, err);
 }
@@ -183,12 +175,6 @@ void task_config(const TaskRun *r, ModelConfig *c, ConfigOptions *names)
     c->eps = 1e-5f;
     c->dropout = (float)r->o.dropout;
     c->pad_id = -1;
-    names->d_model = "--d-model";
-    names->nhead = "--heads";
-    names->ffn = "--ffn";
-    names->layers = "--layers";
-    names->norm_first = "--norm-first";
-    names->dropout = "--dropout";
     r->task->config(r, c, names);
 }
 
@@ -237,11 +223,11 @@ static int start(TaskRun *r, const ModelConfig *cfg, const ConfigOptions *names,
     if (o->resume) {
         if (checkpoint_load(o->resume, m, opt, state, err) != 0) return -1;
         if (checkpoint_check_config(o->resume, &m->cfg, cfg, names, err) != 0) return -1;
-        *finished = state->epoch >= o->epochs;
+        *finished = state->epoch >= o->train.epochs;
         if (*finished && !o->out)
             return error_set(err, "--resume: %s is at epoch %" PRId64 "; --epochs %d leaves "
                              "nothing to train (a longer run needs more epochs; --out writes "
-                             "its model)", o->resume, state->epoch, o->epochs);
+                             "its model)", o->resume, state->epoch, o->train.epochs);
         printf("resuming %s after epoch %" PRId64 " (step %" PRId64 ")\n", o->resume,
                state->epoch, opt->step);
         return 0;
@@ -279,9 +265,9 @@ static void print_run(const TaskRun *r, const Model *m, const TrainOptions *t)
     printf(" layer(s), FFN %d, dropout %g, %zu parameters\n", c->dim_feedforward,
            (double)c->dropout, m->num_params);
     printf("batch %d, %d epochs of %" PRId64 " steps, %s lr %g (%s schedule, warm-up %d %s)\n",
-           o->batch_size, o->epochs, r->train.n / o->batch_size,
-           t->adam.decoupled ? "AdamW" : "Adam", o->lr, o->schedule, o->warmup,
-           o->per_epoch_schedule ? "epochs, stepped per epoch" : "steps");
+           t->batch_size, t->epochs, r->train.n / t->batch_size,
+           t->adam.decoupled ? "AdamW" : "Adam", (double)t->adam.lr, o->schedule, t->warmup,
+           t->per_epoch ? "epochs, stepped per epoch" : "steps");
 }
 
 /* Trains to --epochs (or --stop-after): in rounds of --eval-every epochs
@@ -292,7 +278,7 @@ static int train_rounds(TaskRun *r, Model *m, AdamState *opt, TrainState *state,
                         TrainOptions *t, FILE *round_log, Error *err)
 {
     const RunOptions *o = &r->o;
-    int64_t stop = o->stop_after > 0 && o->stop_after < o->epochs ? o->stop_after : o->epochs;
+    int64_t stop = t->stop_after > 0 && t->stop_after < t->epochs ? t->stop_after : t->epochs;
     int rounds = r->task->round && o->eval_every > 0;
     while (state->epoch < stop) {
         int64_t next = rounds ? (state->epoch / o->eval_every + 1) * o->eval_every : stop;
@@ -369,16 +355,13 @@ static uint64_t hash_reals(uint64_t h, const double *v, size_t n)
  * is not part of it). */
 static uint64_t hash_config(uint64_t h, const ModelConfig *c)
 {
-    /* A field added to ModelConfig must be added here too. */
-    _Static_assert(sizeof(ModelConfig) == 16 * sizeof(int) + 2 * sizeof(float),
-                   "ModelConfig changed: hash its new field in hash_config");
-    const int64_t ints[] = {c->kind, c->src_vocab, c->tgt_vocab, c->input_dim, c->d_model,
-                            c->nhead, c->dim_feedforward, c->num_encoder_layers,
-                            c->num_decoder_layers, c->max_len, c->learned_pos,
-                            c->scale_embedding, c->share_embeddings, c->final_norm,
-                            c->norm_first, c->pad_id};
-    const double reals[] = {c->eps, c->dropout};
-    return hash_reals(hash_ints(h, ints, COUNT(ints)), reals, COUNT(reals));
+    const int64_t kind = c->kind;
+    h = hash_ints(h, &kind, 1);
+    for (int i = 0; i < model_field_count; i++) {
+        double v = model_field_get(c, &model_fields[i]);
+        h = hash_reals(h, &v, 1);
+    }
+    return h;
 }
 
 /* The recipe as train_run reads it, and the options of the run around it
@@ -386,12 +369,11 @@ static uint64_t hash_config(uint64_t h, const ModelConfig *c)
 static uint64_t hash_recipe(uint64_t h, const TrainOptions *t, const RunOptions *o)
 {
     const int64_t ints[] = {t->epochs, t->batch_size, t->adam.decoupled, t->schedule, t->warmup,
-                            t->per_epoch, t->validate_every, t->bucket, o->stop_after, o->seed,
+                            t->per_epoch, t->validate_every, t->bucket, t->stop_after, o->seed,
                             o->eval_every, o->d_model, o->heads, o->layers, o->ffn,
                             o->norm_first};
     const double reals[] = {t->adam.lr, t->adam.beta1, t->adam.beta2, t->adam.eps,
-                            t->adam.weight_decay, t->max_norm, t->label_smoothing, o->lr,
-                            o->weight_decay, o->clip, o->label_smoothing, o->dropout,
+                            t->adam.weight_decay, t->max_norm, t->label_smoothing, o->dropout,
                             o->target_loss, o->min_accuracy, o->mpi_timeout};
     const char *strings[] = {o->optimizer, o->schedule, o->resume, o->device};
     h = hash_reals(hash_ints(h, ints, COUNT(ints)), reals, COUNT(reals));
@@ -472,7 +454,7 @@ int task_train(TaskRun *r, Error *err)
     report.log_path = o->log;   /* the check may name it: chapter 08's --plot-data DIR */
     report.checkpoint = o->checkpoint;
     report.quiet = r->rank > 0;
-    report.epochs = o->epochs;
+    report.epochs = o->train.epochs;
     t.hooks = train_report_hooks(&report);
     if (o->log && task->round && task->round_log_suffix)
         snprintf(round_path, sizeof round_path, "%s%s", o->log, task->round_log_suffix);
@@ -501,14 +483,14 @@ int task_train(TaskRun *r, Error *err)
     report.checkpoint_meta = r->meta;
     report.one_target = r->train.one_target;
     if (finished) {
-        printf("%s finished its %d epochs: --out is written from it\n", o->resume, o->epochs);
+        printf("%s finished its %d epochs: --out is written from it\n", o->resume, o->train.epochs);
     } else {
         /* What train_run would refuse, asked before any file is opened: a
          * refused run leaves an earlier run's logs as they were. */
         if (train_check(&m, &t, &r->train, &r->val, err) != 0) goto done;
         print_run(r, &m, &t);
         if (r->ranks > 1 && ranks_agree(r, &m, &opt, &state, err) != 0) goto done;
-        if (device_open(o->device, &device, &m, &opt, o->batch_size, r->train.S, r->train.T,
+        if (device_open(o->device, &device, &m, &opt, o->train.batch_size, r->train.S, r->train.T,
                         o->mpi_timeout, err) != 0)
             goto done;
         t.device = device.ctx ? &device : NULL;
@@ -534,7 +516,7 @@ int task_train(TaskRun *r, Error *err)
         double started = time_now();
         if (train_rounds(r, &m, &opt, &state, &t, round_log, err) != 0) goto done;
         printf("at epoch %" PRId64 " of %d (step %" PRId64 "), %.1f s in this run\n",
-               state.epoch, o->epochs, opt.step, time_now() - started);
+               state.epoch, o->train.epochs, opt.step, time_now() - started);
     }
     if (o->out && save_model(r, &m, o->out, err) != 0) goto done;
     double accuracy = 1.0;                      /* rank 0 reports */

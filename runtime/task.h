@@ -41,12 +41,13 @@
 /* The options every task shares: the recipe, the model's sizes, the files
  * of a run. A task's defaults() sets them before the command line does. */
 typedef struct {
-    int epochs, stop_after, batch_size, bucket, warmup, per_epoch_schedule, seed, eval_every;
-    int validate_every;
+    TrainOptions train;         /* the recipe, in chapter 08's own struct: --epochs,
+                                   --lr, --clip, ... write into it (train.adam.lr) */
+    const char *optimizer, *schedule;   /* read into train.adam.decoupled, train.schedule */
+    int seed, eval_every;
     int d_model, heads, layers, ffn, norm_first;
-    double lr, weight_decay, clip, label_smoothing, dropout, target_loss, min_accuracy;
+    double dropout, target_loss, min_accuracy;
     double mpi_timeout;         /* seconds a rank waits for the others (--device mpi) */
-    const char *optimizer, *schedule;
     const char *checkpoint, *resume, *out, *log, *device;
 } RunOptions;
 

@@ -312,7 +312,7 @@ static void test_config_check(void **state)
     c.num_encoder_layers = 42;
     expect_config_refused(c, "this project allows at most");
     c = LABELLER, c.max_len = 16777215;
-    expect_config_refused(c, "max_len 16777215 is above 65536");
+    expect_config_refused(c, "max_len 16777215 is not in [1, 65536]");
     /* two vocabularies whose int sum overflows (--vocab-size 2147483647,
      * which UBSan caught): counted without wrapping, refused by size */
     c = CLASSIFIER, c.src_vocab = INT_MAX, c.tgt_vocab = 2;

@@ -1427,8 +1427,8 @@ static void test_rank_hash_covers_the_run(void **state)
     fresh_start(&tiny, &m, &opt, &st);
     const Task task = {.program = "test", .defaults = no_defaults};
     TaskRun r = task_run_defaults(&task);
-    r.o.epochs = 3, r.o.batch_size = 16, r.o.lr = 3e-3, r.o.d_model = 8, r.o.heads = 2;
-    r.o.layers = 1, r.o.ffn = 16;
+    r.o.train.epochs = 3, r.o.train.batch_size = 16, r.o.train.adam.lr = 3e-3f;
+    r.o.d_model = 8, r.o.heads = 2, r.o.layers = 1, r.o.ffn = 16;
     r.train = examples_of_task(&tiny.train, MODEL_LABELLER);
     r.val = examples_of_task(&tiny.val, MODEL_LABELLER);
     Error err;
@@ -1454,7 +1454,7 @@ static void test_rank_hash_covers_the_run(void **state)
         if (change == 0) r.o.heads = 1;
         if (change == 1) r.o.dropout = 0.1;
         if (change == 2) r.o.norm_first = 1;
-        if (change == 3) r.o.bucket = 2;
+        if (change == 3) r.o.train.bucket = 2;
         if (change == 4) r.o.optimizer = "adamw";
         if (change == 5) r.o.eval_every = 2;
         assert_ok(task_run_hash(&r, &m, &opt, &st, &h, &err));
@@ -1560,8 +1560,7 @@ static void test_config_errors_name_the_options(void **state)
     TinyRun r;
     Error err;
     tiny_run(&r, 0.0f);
-    static const ConfigOptions names = {NULL, NULL, "--d-model", "--heads", "--ffn",
-                                        "--layers", NULL, NULL, NULL};
+    static const ConfigOptions names = {NULL, {{NULL, NULL}}};   /* the table's options */
     assert_ok(options_check_config(&r.cfg, &names, &err));
     r.cfg.dim_feedforward = 2000000000;
     assert_int_equal(options_check_config(&r.cfg, &names, &err), -1);
@@ -1588,8 +1587,9 @@ static void test_checkpoint_config_must_match(void **state)
     saved.pad_id = -1;
     saved.eps = 1e-5f;
     saved.dropout = 0.1f;
-    const ConfigOptions names = {"--model", "--categories", "--d-model", "--heads", "--ffn",
-                                 "--layers", "--seq-len", "--norm-first", "--dropout"};
+    const ConfigOptions names = {"--model", {{"src_vocab", "--categories"},
+                                             {"tgt_vocab", "--categories"},
+                                             {"max_len", "--seq-len"}}};
     Error err;
     ModelConfig wanted = saved;
     assert_ok(checkpoint_check_config("ck.safetensors", &saved, &wanted, &names, &err));

@@ -1,9 +1,98 @@
 /*
- * model_config.c - see model_config.h: the names of the model kinds and the
- * checks of a config, every size computed without wrapping before chapter
- * 07 lays out a single tensor.
+ * model_config.c - see model_config.h: the table of ModelConfig's fields,
+ * the names of the model kinds and the checks of a config, every size
+ * computed without wrapping before chapter 07 lays out a single tensor.
  */
 #include "model_config.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Every field that existed when the first model files were written is
+ * required in a file (absent NULL); a field added since gives the value
+ * that those files mean, as the text of INT_FIELD's last argument ("0"). */
+#define INT_FIELD(field, least, most, kinds, option, absent) \
+    {#field, offsetof(ModelConfig, field), 0, least, most, 0, 0, kinds, option, absent}
+#define FLOAT_FIELD(field, least, most, least_open, most_open, option) \
+    {#field, offsetof(ModelConfig, field), 1, least, most, least_open, most_open, \
+     MODEL_ALL_KINDS, option, NULL}
+
+/* In the order of a model file's metadata (after model.kind). The layer
+ * options: --layers sets both stacks (a seq2seq model's decoder too). */
+const ModelField model_fields[] = {
+    INT_FIELD(input_dim, 0, INT_MAX, 1u << MODEL_SET, NULL, NULL),
+    INT_FIELD(src_vocab, 0, INT_MAX, MODEL_ALL_KINDS, NULL, NULL),
+    INT_FIELD(tgt_vocab, 1, INT_MAX, MODEL_ALL_KINDS, NULL, NULL),
+    INT_FIELD(d_model, 1, INT_MAX, MODEL_ALL_KINDS, "--d-model", NULL),
+    INT_FIELD(nhead, 1, INT_MAX, MODEL_ALL_KINDS, "--heads", NULL),
+    INT_FIELD(dim_feedforward, 1, INT_MAX, MODEL_ALL_KINDS, "--ffn", NULL),
+    INT_FIELD(num_encoder_layers, 1, 64, MODEL_ALL_KINDS, "--layers", NULL),
+    INT_FIELD(num_decoder_layers, 0, 64, MODEL_ALL_KINDS, "--layers", NULL),
+    INT_FIELD(max_len, 1, MODEL_MAX_LEN, MODEL_ALL_KINDS, NULL, NULL),
+    INT_FIELD(learned_pos, 0, 1, MODEL_ALL_KINDS, NULL, NULL),
+    INT_FIELD(scale_embedding, 0, 2, MODEL_ALL_KINDS, NULL, NULL),
+    INT_FIELD(share_embeddings, 0, 1, MODEL_ALL_KINDS, NULL, NULL),
+    INT_FIELD(final_norm, 0, 1, MODEL_ALL_KINDS, NULL, NULL),
+    INT_FIELD(norm_first, 0, 1, MODEL_ALL_KINDS, "--norm-first", NULL),
+    INT_FIELD(pad_id, -1, INT_MAX, MODEL_ALL_KINDS, NULL, NULL),
+    FLOAT_FIELD(eps, 0, HUGE_VAL, 1, 0, NULL),
+    FLOAT_FIELD(dropout, 0, 1, 0, 1, "--dropout"),
+};
+const int model_field_count = (int)(sizeof model_fields / sizeof model_fields[0]);
+
+/* Every field but kind has a row (each an int or a float, 4 bytes): a field
+ * added to ModelConfig without one fails to compile here. */
+_Static_assert(sizeof(int) == sizeof(float) &&
+               sizeof(ModelConfig) == sizeof(ModelKind) +
+                                          sizeof model_fields / sizeof model_fields[0] * sizeof(int),
+               "ModelConfig changed: give its new field a row of model_fields");
+
+double model_field_get(const ModelConfig *c, const ModelField *f)
+{
+    const char *p = (const char *)c + f->offset;
+    if (f->is_float) {
+        float v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+    int v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+void model_field_set(ModelConfig *c, const ModelField *f, double value)
+{
+    char *p = (char *)c + f->offset;
+    if (f->is_float) {
+        float v = (float)value;
+        memcpy(p, &v, sizeof v);
+    } else {
+        int v = (int)value;
+        memcpy(p, &v, sizeof v);
+    }
+}
+
+/* 0 if the field is in its row's range; else the error, naming the field,
+ * its value and the range ("model: nhead 0 must be at least 1"). */
+static int field_check(const ModelConfig *c, const ModelField *f, Error *err)
+{
+    double v = model_field_get(c, f);
+    int low = f->least_open ? !(v > f->least) : !(v >= f->least);
+    int high = f->most_open ? !(v < f->most) : !(v <= f->most);
+    if (!low && !high) return 0;
+    char value[32], least[32], most[32];
+    const char *format = f->is_float ? "%g" : "%.0f";
+    snprintf(value, sizeof value, format, v);
+    snprintf(least, sizeof least, format, f->least);
+    snprintf(most, sizeof most, format, f->most);
+    if (f->most == HUGE_VAL || (!f->is_float && f->most == INT_MAX))
+        return error_set(err, "model: %s %s must be %s %s", f->name, value,
+                         f->least_open ? "above" : "at least", least);
+    return error_set(err, "model: %s %s is not in %c%s, %s%c", f->name, value,
+                     f->least_open ? '(' : '[', least, most, f->most_open ? ')' : ']');
+}
 
 const char *model_kind_name(ModelKind kind)
 {
@@ -17,6 +106,19 @@ const char *model_kind_name(ModelKind kind)
     return "?";
 }
 
+int model_kind_parse(const char *name, ModelKind *kind)
+{
+    const ModelKind all[] = {MODEL_SEQ2SEQ, MODEL_LABELLER, MODEL_CLASSIFIER, MODEL_SET,
+                             MODEL_LM};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (strcmp(name, model_kind_name(all[i])) == 0) {
+            *kind = all[i];
+            return 0;
+        }
+    }
+    return -1;
+}
+
 int model_config_check(const ModelConfig *c, Error *err)
 {
     int seq2seq = c->kind == MODEL_SEQ2SEQ;
@@ -24,6 +126,8 @@ int model_config_check(const ModelConfig *c, Error *err)
         c->kind != MODEL_SET && c->kind != MODEL_LM)
         return error_set(err, "model: kind %d is not seq2seq, labeller, classifier, set or lm",
                          c->kind);
+    for (int i = 0; i < model_field_count; i++)
+        if (field_check(c, &model_fields[i], err) != 0) return -1;
     if (c->kind == MODEL_SET) {
         /* features in, one score per element out, and nothing that needs ids
          * or an order */
@@ -43,24 +147,13 @@ int model_config_check(const ModelConfig *c, Error *err)
         return error_set(err, "model: src_vocab %d and tgt_vocab %d must be at least 1",
                          c->src_vocab, c->tgt_vocab);
     }
-    if (c->d_model < 1 || c->nhead < 1 || c->dim_feedforward < 1 || c->max_len < 1)
-        return error_set(err, "model: d_model %d, nhead %d, dim_feedforward %d and max_len %d "
-                         "must be at least 1", c->d_model, c->nhead, c->dim_feedforward,
-                         c->max_len);
     if (c->d_model % c->nhead != 0)
         return error_set(err, "model: d_model %d is not divisible by nhead %d", c->d_model,
                          c->nhead);
-    if (c->num_encoder_layers < 1 || c->num_encoder_layers > 64)
-        return error_set(err, "model: num_encoder_layers %d is not in [1, 64]",
-                         c->num_encoder_layers);
-    if (seq2seq ? (c->num_decoder_layers < 1 || c->num_decoder_layers > 64)
-                : c->num_decoder_layers != 0)
+    if (seq2seq ? c->num_decoder_layers < 1 : c->num_decoder_layers != 0)
         return error_set(err, "model: num_decoder_layers %d: a %s model needs %s",
                          c->num_decoder_layers, model_kind_name(c->kind),
                          seq2seq ? "1 to 64" : "0");
-    if (c->scale_embedding < 0 || c->scale_embedding > 2)
-        return error_set(err, "model: scale_embedding %d is not 0 (none), 1 (sqrt(d_model)) "
-                         "or 2 (learned)", c->scale_embedding);
     if (c->kind == MODEL_LM && c->src_vocab != c->tgt_vocab)
         return error_set(err, "model: a language model predicts its own ids: src_vocab %d and "
                          "tgt_vocab %d must be equal", c->src_vocab, c->tgt_vocab);
@@ -71,12 +164,6 @@ int model_config_check(const ModelConfig *c, Error *err)
                            (c->pad_id >= c->src_vocab || (seq2seq && c->pad_id >= c->tgt_vocab))))
         return error_set(err, "model: pad_id %d is outside the vocabularies (or -1 for none)",
                          c->pad_id);
-    if (!(c->eps > 0.0f)) return error_set(err, "model: eps %g must be positive", c->eps);
-    if (!(c->dropout >= 0.0f && c->dropout < 1.0f))
-        return error_set(err, "model: dropout %g is not in [0, 1)", c->dropout);
-    if (c->max_len > MODEL_MAX_LEN)
-        return error_set(err, "model: max_len %d is above %d positions", c->max_len,
-                         MODEL_MAX_LEN);
     /* The parameter count, every term in double so that no size wraps (two
      * vocabularies near INT_MAX would overflow an int sum): it is checked
      * before anything is allocated or any table built. */

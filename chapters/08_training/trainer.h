@@ -157,7 +157,7 @@ typedef struct {
     int epochs, batch_size;
     AdamConfig adam;            /* adam.lr is the base learning rate */
     Schedule schedule;
-    int64_t warmup;             /* warm-up steps (or epochs, with per_epoch) */
+    int warmup;                 /* warm-up steps (or epochs, with per_epoch) */
     int per_epoch;              /* 1: the schedule counts epochs, not steps (seed 000 did) */
     float max_norm;             /* > 0: clip the gradient norm to it */
     float label_smoothing;
