@@ -89,11 +89,31 @@ void assert_ok_at(int rc, const char *call, const char *file, int line)
     _fail(file, line);
 }
 
-void assert_close(const char *label, const float *actual, const float *expected, int64_t n,
-                  double atol, double rtol)
+/* "[n, i, d]": the flat index k of a tensor of that shape, as the tensor's
+ * own indices (a 1-D tensor: "[k]"). */
+static void format_index(char *buf, size_t size, int64_t k, const int64_t *shape, int ndim)
+{
+    int64_t index[8];
+    for (int d = ndim - 1; d >= 0; d--) {
+        index[d] = shape[d] ? k % shape[d] : 0;
+        k = shape[d] ? k / shape[d] : 0;
+    }
+    size_t used = (size_t)snprintf(buf, size, "[");
+    for (int d = 0; d < ndim && used < size; d++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%lld", d ? ", " : "",
+                                 (long long)index[d]);
+    if (used < size) snprintf(buf + used, size - used, "]");
+}
+
+/* assert_close for a tensor of the given shape (ndim <= 8), its mismatches
+ * named by their indices; what names the function under test, or NULL. */
+static void close_check(const char *what, const char *label, const float *actual,
+                        const float *expected, int64_t n, const int64_t *shape, int ndim,
+                        double atol, double rtol)
 {
     double max_abs = 0, max_rel = 0;
-    int64_t bad = 0;
+    int64_t bad = 0, first = -1;
+    char at[96];
     for (int64_t i = 0; i < n; i++) {
         double a = actual[i], e = expected[i];
         int ok;
@@ -109,9 +129,12 @@ void assert_close(const char *label, const float *actual, const float *expected,
         if (diff > max_abs) max_abs = diff;
         if (e != 0 && diff / fabs(e) > max_rel) max_rel = diff / fabs(e);
         if (!ok) {
-            if (bad < 5)
-                print_message("    %s[%lld]: got %.9g, expected %.9g (diff %.3g)\n", label,
-                              (long long)i, a, e, diff);
+            if (bad < 5) {
+                format_index(at, sizeof at, i, shape, ndim);
+                print_message("    %s%s: got %.9g, expected %.9g (diff %.3g)\n", label, at, a,
+                              e, diff);
+            }
+            if (first < 0) first = i;
             bad++;
         }
     }
@@ -119,10 +142,28 @@ void assert_close(const char *label, const float *actual, const float *expected,
                   "rtol %.0e)%s\n", label, (long long)n, max_abs, max_rel, atol, rtol,
                   bad ? "  FAILED" : "");
     if (bad) {
-        print_error("%s: %lld of %lld values outside tolerance; max abs err %.3g\n", label,
-                    (long long)bad, (long long)n, max_abs);
+        format_index(at, sizeof at, first, shape, ndim);
+        print_error("%s%s%s: %lld of %lld values outside tolerance, the first at %s (got %.9g, "
+                    "expected %.9g); max abs err %.3g\n", what ? what : "", what ? ": " : "",
+                    label, (long long)bad, (long long)n, at, actual[first], expected[first],
+                    max_abs);
         fail();
     }
+}
+
+void assert_same_at(double actual, double expected, const char *actual_text,
+                    const char *expected_text, const char *file, int line)
+{
+    if (actual == expected) return;
+    print_error("%s:%d: %s is %.9g, %s is %.9g: they should be equal\n", file, line,
+                actual_text, actual, expected_text, expected);
+    fail();
+}
+
+void assert_close(const char *label, const float *actual, const float *expected, int64_t n,
+                  double atol, double rtol)
+{
+    close_check(NULL, label, actual, expected, n, &n, 1, atol, rtol);
 }
 
 void assert_close_to_golden(const TensorFile *file, const char *name, const float *actual,
@@ -134,9 +175,14 @@ void assert_close_to_golden(const TensorFile *file, const char *name, const floa
                     (long long)tensor_numel(t), (long long)n);
         fail();
     }
-    char stem[128], label[192];
+    char stem[128], label[192], what[96];
     snprintf(label, sizeof label, "%s/%s", golden_case_name(file, stem, sizeof stem), name);
-    assert_close(label, actual, t->data, n, atol, rtol);
+    const char *op = tensorfile_meta(file, "op");
+    snprintf(what, sizeof what, "%s", op ? op : "");
+    if (t->ndim <= 8)
+        close_check(op ? what : NULL, label, actual, t->data, n, t->shape, t->ndim, atol, rtol);
+    else
+        close_check(op ? what : NULL, label, actual, t->data, n, &n, 1, atol, rtol);
 }
 
 void assert_case_refused(CaseEval eval, const TensorFile *in, const char *expect)

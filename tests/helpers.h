@@ -82,6 +82,14 @@ const char *golden_case_name(const TensorFile *file, char *buf, size_t size);
     } while (0)
 void assert_ok_at(int rc, const char *call, const char *file, int line);
 
+/* Fails unless actual == expected (numbers: floats exactly, -inf equal to
+ * -inf, NaN never), printing both values beside the two expressions, where
+ * assert_true would print only "actual == expected". */
+#define assert_same(actual, expected) \
+    assert_same_at((actual), (expected), #actual, #expected, __FILE__, __LINE__)
+void assert_same_at(double actual, double expected, const char *actual_text,
+                    const char *expected_text, const char *file, int line);
+
 /* Compares `actual` with the F32 tensor `name` of the case, sizes included. */
 void assert_close_to_golden(const TensorFile *file, const char *name, const float *actual,
                             int64_t n, double atol, double rtol);

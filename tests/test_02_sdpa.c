@@ -141,7 +141,7 @@ static void check_fully_masked(const char *name, const int *rows, int n_rows)
         for (int k = 0; k < n_rows; k++) {
             int i = rows[k];
             for (int j = 0; j < c->S; j++)
-                assert_true(r.att[((size_t)b * c->L + i) * c->S + j] == 0.0f);
+                assert_same(r.att[((size_t)b * c->L + i) * c->S + j], 0.0f);
             for (int e = 0; e < c->Ev; e++) {
                 size_t at = ((size_t)b * c->L + i) * c->Ev + e;
                 assert_true(r.out[at] == 0.0f && want_out[at] == 0.0f);
@@ -254,7 +254,7 @@ static void test_causal_alignment(void **state)
                 const float *row = r.att + ((size_t)b * c->L + i) * c->S;
                 double sum = 0;
                 for (int j = 0; j < c->S; j++) {
-                    if (j > i) assert_true(row[j] == 0.0f);
+                    if (j > i) assert_same(row[j], 0.0f);
                     else assert_true(row[j] > 0.0f);
                     sum += row[j];
                 }
@@ -326,7 +326,7 @@ static void test_mask_broadcast(void **state)
     assert_ok(sdpa_mask_bias(bias_small, col, 0, (int64_t[]){L, 1}, 2, att_shape, 4));
     for (int b = 0; b < N * H; b++)
         for (int i = 0; i < L; i++)
-            for (int j = 0; j < S; j++) assert_true(bias_small[(b * L + i) * S + j] == col[i]);
+            for (int j = 0; j < S; j++) assert_same(bias_small[(b * L + i) * S + j], col[i]);
     print_message("  (2, 1, 1, 5) and (4, 1) masks broadcast over (2, 3, 4, 5) as expected\n");
 }
 
@@ -365,8 +365,8 @@ static void test_seed_example_printed_values(void **state)
 /* scale absent from the case means 1/sqrt(E), as in torch. */
 static void test_default_scale(void **state)
 {
-    assert_true(sdpa_default_scale(4) == 0.5f);
-    assert_true(sdpa_default_scale(1) == 1.0f);
+    assert_same(sdpa_default_scale(4), 0.5f);
+    assert_same(sdpa_default_scale(1), 1.0f);
     assert_true(fabsf(sdpa_default_scale(8) - 0.35355339f) < 1e-7f);
     TensorFile f;
     load_golden(&f, CHAPTER, "square_unmasked");
@@ -374,11 +374,11 @@ static void test_default_scale(void **state)
     Error err;
     assert_ok(sdpa_case_read(&f, &c, &err));
     assert_null(tensorfile_meta(&f, "scale"));
-    assert_true(c.scale == sdpa_default_scale(c.E));
+    assert_same(c.scale, sdpa_default_scale(c.E));
     tensorfile_free(&f);
     load_golden(&f, CHAPTER, "custom_scale");
     assert_ok(sdpa_case_read(&f, &c, &err));
-    assert_true(c.scale == 0.37f);
+    assert_same(c.scale, 0.37f);
     tensorfile_free(&f);
 }
 

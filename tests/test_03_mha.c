@@ -221,7 +221,7 @@ static void test_mask_bias_conventions(void **state)
     assert_ok(mha_mask_bias(bias, NULL, 0, am, 1, 0, N, H, L, S));
     for (int b = 0; b < N * H; b++)
         for (int i = 0; i < L * S; i++)
-            assert_true(bias[b * L * S + i] == (am[i] ? -INFINITY : 0.0f));
+            assert_same(bias[b * L * S + i], (am[i] ? -INFINITY : 0.0f));
 
     /* Floats add, both masks together add, and 3-D masks index (n, h). */
     float kf[N * S] = {0.5f, -1, 2, 0, 0.25f, -INFINITY};
@@ -233,7 +233,7 @@ static void test_mask_bias_conventions(void **state)
             for (int i = 0; i < L; i++)
                 for (int j = 0; j < S; j++) {
                     int at = ((n * H + h) * L + i) * S + j;
-                    assert_true(bias[at] == af[at] + kf[n * S + j]);
+                    assert_same(bias[at], af[at] + kf[n * S + j]);
                 }
     /* A bool key_padding_mask with a float attn_mask (PyTorch warns but
      * allows it): -inf where the key is padding, the float elsewhere. */
@@ -347,9 +347,9 @@ static void check_fully_masked_rows(const char *name)
             dead++;
             for (int e = 0; e < c->D; e++) {
                 size_t at = ((size_t)n * c->L + i) * c->D + e;
-                assert_true(r.out[at] == bo[e]);
-                assert_true(want[at] == bo[e]);
-                if (r.dq) assert_true(r.dq[at] == 0.0f);
+                assert_same(r.out[at], bo[e]);
+                assert_same(want[at], bo[e]);
+                if (r.dq) assert_same(r.dq[at], 0.0f);
             }
         }
     print_message("  %s: %d fully-masked query rows: weights 0, output = out_proj.bias, "
@@ -375,9 +375,9 @@ static void test_fully_masked_kpm(void **state)
     run_case(&r, &f);
     const MhaCase *c = &r.c;
     for (int64_t i = 0; i < (int64_t)c->S * c->Ek; i++)
-        assert_true(r.dk[(int64_t)1 * c->S * c->Ek + i] == 0.0f);
+        assert_same(r.dk[(int64_t)1 * c->S * c->Ek + i], 0.0f);
     for (int64_t i = 0; i < (int64_t)c->S * c->Ev; i++)
-        assert_true(r.dv[(int64_t)1 * c->S * c->Ev + i] == 0.0f);
+        assert_same(r.dv[(int64_t)1 * c->S * c->Ev + i], 0.0f);
     print_message("  sequence 1: grad_key and grad_value exactly 0\n");
     run_free(&r);
     tensorfile_free(&f);

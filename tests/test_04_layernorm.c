@@ -232,7 +232,7 @@ static void test_layernorm_worked_example(void **state)
     double s = 1.0 / sqrt(1.25 + 1e-5);
     float want[4];
     for (int c = 0; c < 4; c++) want[c] = (float)((x[c] - 2.5) * s * 2 + 1);
-    assert_true(mean == 2.5f);
+    assert_same(mean, 2.5f);
     assert_close("rstd", &rstd, (float[]){(float)s}, 1, 0, 1e-6);
     assert_close("y = 2 n + 1", y, want, 4, 1e-6, 1e-6);
 }
@@ -253,7 +253,7 @@ static void test_layernorm_constant_rows(void **state)
         for (int c = 0; c < D; c++) x[r * D + c] = values[r], dy[r * D + c] = (float)(c - r);
     assert_ok(layernorm_forward(y, mean, rstd, x, w, b, 1, rows, D, eps));
     for (int r = 0; r < rows; r++) {
-        assert_true(mean[r] == values[r]);
+        assert_same(mean[r], values[r]);
         assert_close("output = bias", y + r * D, b, D, 0, 0);
     }
     assert_ok(layernorm_backward(dx, dw, db, dy, x, w, mean, rstd, 1, rows, D));

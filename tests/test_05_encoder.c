@@ -149,7 +149,7 @@ static void test_dropout_mask_is_the_serial_stream(void **state)
         rng_seed(&b, 11, 4);
         assert_ok(dropout_mask(mask, n, 0.3f, &b));
         assert_memory_equal(mask, serial, n);
-        assert_true(a.state == b.state);
+        assert_same(a.state, b.state);
     }
     omp_set_num_threads(saved);
     free(serial), free(mask);
@@ -248,7 +248,7 @@ static void test_pe_position_zero(void **state)
     for (int D = 1; D <= 9; D++) {
         float pe[3 * 9];
         assert_ok(positional_sinusoidal_table(pe, 3, D));
-        for (int d = 0; d < D; d++) assert_true(pe[d] == (d % 2 ? 1.0f : 0.0f));
+        for (int d = 0; d < D; d++) assert_same(pe[d], (d % 2 ? 1.0f : 0.0f));
     }
 }
 
@@ -319,12 +319,12 @@ static void test_positional_backward_accumulates(void **state)
     for (int i = 0; i < N * T * D; i++) dout[i] = (float)(i + 1), dx[i] = 100.0f;
     for (int i = 0; i < max_len * D; i++) dtable[i] = -1.0f;
     assert_ok(positional_backward(dx, NULL, dout, N, T, D));
-    for (int i = 0; i < N * T * D; i++) assert_true(dx[i] == 100.0f + dout[i]);
+    for (int i = 0; i < N * T * D; i++) assert_same(dx[i], 100.0f + dout[i]);
     assert_ok(positional_backward(NULL, dtable, dout, N, T, D));
     for (int t = 0; t < T; t++)
         for (int d = 0; d < D; d++)
-            assert_true(dtable[t * D + d] == -1.0f + dout[t * D + d] + dout[(T + t) * D + d]);
-    for (int i = T * D; i < max_len * D; i++) assert_true(dtable[i] == -1.0f);
+            assert_same(dtable[t * D + d], -1.0f + dout[t * D + d] + dout[(T + t) * D + d]);
+    for (int i = T * D; i < max_len * D; i++) assert_same(dtable[i], -1.0f);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -409,7 +409,7 @@ static void test_dropout_statistics(void **state)
         assert_true(fabs(frac - p) < 5 * se_frac);
         assert_true(fabs(mean - 1.0) < 5 * se_mean);
         for (int i = 0; i < n; i++)   /* each value is 0 or 1 / (1 - p) */
-            assert_true(out[i] == (mask[i] ? 1.0f / (1.0f - p) : 0.0f));
+            assert_same(out[i], (mask[i] ? 1.0f / (1.0f - p) : 0.0f));
     }
     free(ones), free(out), free(mask);
 }

@@ -195,7 +195,7 @@ static void test_causal_gradient_stack(void **state)
         for (int t = 0; t < T; t++)
             for (int d = 0; d < D; d++) {
                 float v = dtgt[(n * T + t) * D + d];
-                if (t >= j) assert_true(v == 0.0f);
+                if (t >= j) assert_same(v, 0.0f);
                 else nonzero_before += v != 0.0f;
             }
     assert_true(nonzero_before > 0);
@@ -233,7 +233,7 @@ static void test_memory_padding(void **state)
     for (int i = 0; i < N * S; i++)
         for (int d = 0; d < D; d++) {
             if (kpm[i]) {
-                assert_true(dmem[i * D + d] == 0.0f);
+                assert_same(dmem[i * D + d], 0.0f);
                 mem[i * D + d] += 3.0f;
             }
         }

@@ -153,4 +153,10 @@ for t in "$@"; do
     [ "$passed" -eq "$total" ] && [ "$total" -gt 0 ] || all=0
 done
 printf '%-22s %16s %8d.%d / %d\n' total "" $((sum_got / 10)) $((sum_got % 10)) $((sum_max / 10))
+if [ -f "$graded_file" ]; then
+    echo
+    echo "A chapter's total counts its graded tests: those that fail while its exercises are"
+    echo "stubs (tests/graded.txt). build/test_NN_name runs them all, the given code's too, and"
+    echo "prints the larger count."
+fi
 [ "${GRADE_FULL:-0}" != 1 ] || [ $all -eq 1 ]
