@@ -22,12 +22,15 @@
 /* Reading and checking inputs                                               */
 /* ------------------------------------------------------------------------ */
 
-/* An id tensor `name` (N, len): I64, rank 2, every size at least 1, len at
- * most max_len, N equal to *N when *N > 0 (else it sets *N), each id in
- * [0, vocab). */
-static int get_ids(const TensorFile *in, const char *name, const Model *m, int vocab,
-                   const char *vocab_name, int *N, int *len, const Tensor **t, Error *err)
+/* The id tensor `name`, "src" or "tgt", (N, len): I64, rank 2, every size
+ * at least 1, len at most max_len, N equal to *N when *N > 0 (else it sets
+ * *N), each id in [0, vocab) of its side's vocabulary. */
+static int get_ids(const TensorFile *in, const char *name, const Model *m, int *N, int *len,
+                   const Tensor **t, Error *err)
 {
+    int source = strcmp(name, "src") == 0;
+    int vocab = source ? m->cfg.src_vocab : m->cfg.tgt_vocab;
+    const char *vocab_name = source ? "the source vocabulary" : "the target vocabulary";
     if (tensorfile_get(in, name, DTYPE_I64, 2, t, err) != 0) return -1;
     int64_t n = (*t)->shape[0], l = (*t)->shape[1];
     if (n < 1 || l < 1)
@@ -78,11 +81,8 @@ static int get_inputs(const TensorFile *in, const Model *m, int *N, int *S, int 
 {
     *N = 0, *T = 0, *tgt = NULL;
     if (m->cfg.kind == MODEL_SET) return get_features(in, m, N, S, src, err);
-    if (get_ids(in, "src", m, m->cfg.src_vocab, "the source vocabulary", N, S, src, err) != 0)
-        return -1;
-    if (m->cfg.kind == MODEL_SEQ2SEQ)
-        return get_ids(in, "tgt", m, m->cfg.tgt_vocab, "the target vocabulary", N, T, tgt,
-                       err);
+    if (get_ids(in, "src", m, N, S, src, err) != 0) return -1;
+    if (m->cfg.kind == MODEL_SEQ2SEQ) return get_ids(in, "tgt", m, N, T, tgt, err);
     if (tensorfile_find(in, "tgt"))
         return error_set(err, "%s: the case holds 'tgt', but a %s model has no target input",
                          case_name(in), model_kind_name(m->cfg.kind));
@@ -189,8 +189,7 @@ static int eval_decode(const TensorFile *in, const CaseArgs *args, TensorFile *o
                          case_name(in), beam ? "beam" : "greedy", model_kind_name(m->cfg.kind));
     int N = 0, S;
     const Tensor *src;
-    if (get_ids(in, "src", m, m->cfg.src_vocab, "the source vocabulary", &N, &S, &src, err))
-        return -1;
+    if (get_ids(in, "src", m, &N, &S, &src, err)) return -1;
     long long sos, eos, max_new, width = beam ? case_int(args, "beam_width") : 1;
     double penalty = beam ? case_float(args, "length_penalty") : 0.0;
     int V = m->cfg.tgt_vocab;

@@ -18,6 +18,15 @@
  *
  * Files: matmul.cu, softmax.cu, sdpa.cu, layernorm.cu, embedding.cu,
  * ffn.cu, loss.cu, adam.cu; the math they share with the CPU is in hostdev.h.
+ *
+ * Long argument lists, on purpose: several functions here (and their
+ * kernels in sdpa.cu, ffn.cu, layernorm.cu, loss.cu) take more than eight
+ * arguments, where the CPU side packs them into a struct. Each keeps the
+ * argument list of the chapter function it mirrors (layernorm_backward's
+ * eleven, PyTorch's order), plus the device buffers it works in, so that a
+ * GPU call reads side by side with its CPU twin; and a kernel receives its
+ * arguments by value at launch, where a struct of device pointers would be
+ * one more thing built on the host and copied with every launch.
  */
 #ifndef CUDA_KERNELS_H
 #define CUDA_KERNELS_H

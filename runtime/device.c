@@ -44,11 +44,12 @@ int device_check(const char *name, Error *err)
     return error_set(err, "--device: '%s' is not cpu, cuda, mpi or nccl", name);
 }
 
-int device_open(const char *name, StepDevice *d, const Model *m, const AdamState *opt, int N,
-                int S, int T, double timeout, Error *err)
+int device_open(const char *name, StepDevice *d, const Model *m, const AdamState *opt,
+                BatchSize size, double timeout, Error *err)
 {
     memset(d, 0, sizeof *d);
     if (device_check(name, err) != 0) return -1;
+    int N = size.N, S = size.S, T = size.T;
     (void)m, (void)opt, (void)N, (void)S, (void)T, (void)timeout;
 #ifdef WITH_CUDA
     if (strcmp(name, "cuda") == 0) return gpu_step_device_open(d, m, opt, N, S, T, err);

@@ -22,14 +22,19 @@
  * before any work: "cuda" in a build without CUDA fails here). */
 int device_check(const char *name, Error *err);
 
+/* The largest training batch a device is opened for: N sequences of S
+ * source (and T target) tokens. */
+typedef struct {
+    int N, S, T;
+} BatchSize;
+
 /* Opens the device for model m and optimizer state opt, for training
- * batches of N sequences of S source (and T target) tokens: "cpu" leaves d
- * zeroed (train_run then uses the CPU); "cuda" copies both to the GPU;
- * "mpi" shares every batch among the ranks, and a rank that waits longer
- * than timeout seconds for the others ends the job (mpi/dist.h); "nccl"
- * shares it among the ranks' GPUs. */
-int device_open(const char *name, StepDevice *d, const Model *m, const AdamState *opt, int N,
-                int S, int T, double timeout, Error *err);
+ * batches of at most `size`: "cpu" leaves d zeroed (train_run then uses the
+ * CPU); "cuda" copies both to the GPU; "mpi" shares every batch among the
+ * ranks, and a rank that waits longer than timeout seconds for the others
+ * ends the job (mpi/dist.h); "nccl" shares it among the ranks' GPUs. */
+int device_open(const char *name, StepDevice *d, const Model *m, const AdamState *opt,
+                BatchSize size, double timeout, Error *err);
 
 /* The processes of this run: how many, and in *rank which one this is (0 to
  * ranks - 1). 1 and 0 outside mpirun. The MPI build starts MPI here on the

@@ -490,9 +490,8 @@ int task_train(TaskRun *r, Error *err)
         if (train_check(&m, &t, &r->train, &r->val, err) != 0) goto done;
         print_run(r, &m, &t);
         if (r->ranks > 1 && ranks_agree(r, &m, &opt, &state, err) != 0) goto done;
-        if (device_open(o->device, &device, &m, &opt, o->train.batch_size, r->train.S, r->train.T,
-                        o->mpi_timeout, err) != 0)
-            goto done;
+        BatchSize size = {o->train.batch_size, r->train.S, r->train.T};
+        if (device_open(o->device, &device, &m, &opt, size, o->mpi_timeout, err) != 0) goto done;
         t.device = device.ctx ? &device : NULL;
         if (t.device && strcmp(device.name, "mpi") == 0 && r->rank > 0) {
             /* ZeRO-1: the device keeps this rank's slice of the moments;
@@ -655,7 +654,8 @@ static int run_bench(const char *path, const BenchOptions *b, Error *err)
     }
     if (bench_batch(&m, b, src, tgt_in, target, out_len, path, err) != 0) goto done;
     if (adam_state_alloc(&opt, m.num_params, err) != 0) goto done;
-    if (device_open(b->device, &device, &m, &opt, b->N, b->S, b->T, 300, err) != 0) goto done;
+    if (device_open(b->device, &device, &m, &opt, (BatchSize){b->N, b->S, b->T}, 300, err) != 0)
+        goto done;
     if (!device.ctx && step_work_alloc(&s, &m, b->N, b->S, b->T, 1, err) != 0) goto done;
     StepConfig step = {adam_default_config(0), 1e-3f, 0.0f, 0.0f, NULL};
     step.lr = step.adam.lr;

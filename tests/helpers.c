@@ -105,12 +105,21 @@ static void format_index(char *buf, size_t size, int64_t k, const int64_t *shape
     if (used < size) snprintf(buf + used, size - used, "]");
 }
 
-/* assert_close for a tensor of the given shape (ndim <= 8), its mismatches
- * named by their indices; what names the function under test, or NULL. */
+/* The values compared: n of them, laid out as a tensor of this shape. */
+typedef struct {
+    int64_t n;
+    const int64_t *shape;
+    int ndim;                   /* at most 8 */
+} Extent;
+
+/* assert_close for values of extent x, its mismatches named by their
+ * indices; what names the function under test, or NULL. */
 static void close_check(const char *what, const char *label, const float *actual,
-                        const float *expected, int64_t n, const int64_t *shape, int ndim,
-                        double atol, double rtol)
+                        const float *expected, Extent x, double atol, double rtol)
 {
+    int64_t n = x.n;
+    const int64_t *shape = x.shape;
+    int ndim = x.ndim;
     double max_abs = 0, max_rel = 0;
     int64_t bad = 0, first = -1;
     char at[96];
@@ -163,7 +172,7 @@ void assert_same_at(double actual, double expected, const char *actual_text,
 void assert_close(const char *label, const float *actual, const float *expected, int64_t n,
                   double atol, double rtol)
 {
-    close_check(NULL, label, actual, expected, n, &n, 1, atol, rtol);
+    close_check(NULL, label, actual, expected, (Extent){n, &n, 1}, atol, rtol);
 }
 
 void assert_close_to_golden(const TensorFile *file, const char *name, const float *actual,
@@ -179,10 +188,8 @@ void assert_close_to_golden(const TensorFile *file, const char *name, const floa
     snprintf(label, sizeof label, "%s/%s", golden_case_name(file, stem, sizeof stem), name);
     const char *op = tensorfile_meta(file, "op");
     snprintf(what, sizeof what, "%s", op ? op : "");
-    if (t->ndim <= 8)
-        close_check(op ? what : NULL, label, actual, t->data, n, t->shape, t->ndim, atol, rtol);
-    else
-        close_check(op ? what : NULL, label, actual, t->data, n, &n, 1, atol, rtol);
+    Extent x = t->ndim <= 8 ? (Extent){n, t->shape, t->ndim} : (Extent){n, &n, 1};
+    close_check(op ? what : NULL, label, actual, t->data, x, atol, rtol);
 }
 
 void assert_case_refused(CaseEval eval, const TensorFile *in, const char *expect)

@@ -174,31 +174,6 @@ static void pack_a_sliver(float *dst, const float *a, size_t a_row, size_t a_k, 
     }
 }
 
-/* The slivers of row tiles t0 .. t1 - 1 over k0 .. k0 + kc - 1, one after
- * another (sliver t - t0 at (t - t0) * TILE_ROWS * kc), zero rows past M.
- * PACK_RUN (16) values of k at a time: 16 rows of A^T (K, M), read once and
- * kept in the first-level cache, give each sliver 16 x TILE_ROWS
- * consecutive floats. Packing one sliver after another would read TILE_ROWS floats
- * from each of kc rows (kc pages apart for a wide A) and start again; one
- * k at a time would write TILE_ROWS floats to each sliver, a sliver apart. */
-static void pack_a_block(float *dst, const float *A, size_t a_row, size_t a_k, int M, int t0,
-                         int t1, int k0, int kc)
-{
-    for (int kb = 0; kb < kc; kb += PACK_RUN)
-        for (int t = t0; t < t1; t++)
-            for (int k = kb; k < kb + PACK_RUN && k < kc; k++) {
-                int i = t * TILE_ROWS, rows = M - i < TILE_ROWS ? M - i : TILE_ROWS;
-                float *d = dst + (size_t)(t - t0) * TILE_ROWS * kc + (size_t)k * TILE_ROWS;
-                const float *a = A + (size_t)i * a_row + (size_t)(k0 + k) * a_k;
-                if (rows == TILE_ROWS && a_row == 1) {      /* A^T's row: fixed bounds */
-                    memcpy(d, a, TILE_ROWS * sizeof *d);
-                    continue;
-                }
-                for (int r = 0; r < rows; r++) d[r] = a[r * a_row];
-                for (int r = rows; r < TILE_ROWS; r++) d[r] = 0.0f;
-            }
-}
-
 /* cols (<= TILE_COLS) columns of B over kc values of k -> dst (kc,
  * TILE_COLS): dst[k * TILE_COLS + c] = B[k, c], zero for c >= cols. Walks B
  * in the order it is stored, but for a whole panel of B^T (matmul_nt),
@@ -241,6 +216,33 @@ typedef struct {
                                block of a round but the first */
     size_t b_floats, a_floats;
 } Product;
+
+/* The slivers of row tiles t0 .. t1 - 1 over k0 .. k0 + kc - 1, one after
+ * another (sliver t - t0 at (t - t0) * TILE_ROWS * kc), zero rows past M.
+ * PACK_RUN (16) values of k at a time: 16 rows of A^T (K, M), read once and
+ * kept in the first-level cache, give each sliver 16 x TILE_ROWS
+ * consecutive floats. Packing one sliver after another would read TILE_ROWS floats
+ * from each of kc rows (kc pages apart for a wide A) and start again; one
+ * k at a time would write TILE_ROWS floats to each sliver, a sliver apart. */
+static void pack_a_block(float *dst, const Product *p, int t0, int t1, int k0, int kc)
+{
+    const float *A = p->A;
+    size_t a_row = p->a_row, a_k = p->a_k;
+    int M = p->M;
+    for (int kb = 0; kb < kc; kb += PACK_RUN)
+        for (int t = t0; t < t1; t++)
+            for (int k = kb; k < kb + PACK_RUN && k < kc; k++) {
+                int i = t * TILE_ROWS, rows = M - i < TILE_ROWS ? M - i : TILE_ROWS;
+                float *d = dst + (size_t)(t - t0) * TILE_ROWS * kc + (size_t)k * TILE_ROWS;
+                const float *a = A + (size_t)i * a_row + (size_t)(k0 + k) * a_k;
+                if (rows == TILE_ROWS && a_row == 1) {      /* A^T's row: fixed bounds */
+                    memcpy(d, a, TILE_ROWS * sizeof *d);
+                    continue;
+                }
+                for (int r = 0; r < rows; r++) d[r] = a[r * a_row];
+                for (int r = rows; r < TILE_ROWS; r++) d[r] = 0.0f;
+            }
+}
 
 /* Whether the columns j0 .. j0 + nc - 1 of B are packed into panels. The
  * last panel always needs its zero columns when nc is not a multiple of
@@ -365,7 +367,7 @@ static int share_tiles(const Product *p, int me, int threads)
          * later ones add to it. */
         int add = p->accumulate || k0 > 0;
         if (p->pack_a && t_hi > t_lo)
-            pack_a_block(sliver, p->A, p->a_row, p->a_k, p->M, t_lo, t_hi, k0, kc);
+            pack_a_block(sliver, p, t_lo, t_hi, k0, kc);
         for (int j0 = 0; j0 < p->N && !failed; j0 += N_BLOCK) {
             int nc = p->N - j0 < N_BLOCK ? p->N - j0 : N_BLOCK;
             int panels = (nc + TILE_COLS - 1) / TILE_COLS;
@@ -405,8 +407,7 @@ static int share_k(const Product *p, int me, int threads)
             int k0 = first + b * K_BLOCK, kc = p->K - k0 < K_BLOCK ? p->K - k0 : K_BLOCK;
             if (pack_b) pack_b_block(p, packed, 0, p->N, k0, kc);
             if (p->pack_a)
-                pack_a_block(sliver, p->A, p->a_row, p->a_k, p->M, 0,
-                             (p->M + TILE_ROWS - 1) / TILE_ROWS, k0, kc);
+                pack_a_block(sliver, p, 0, (p->M + TILE_ROWS - 1) / TILE_ROWS, k0, kc);
             /* The round's first block goes into C, the others into their buffers. */
             BlockPass w = {b == 0 ? p->C : blocks + (b - 1) * mn, 0, p->N, k0, kc,
                            b == 0 && (p->accumulate || k0 > 0), packed, pack_b, sliver, 0, -1};

@@ -28,9 +28,9 @@ static FfnParams ffn_params(const EncoderLayerParams *p);
 static FfnCache ffn_cache(const EncoderLayerCache *c);
 static int norm_forward(const EncoderLayerCache *c, float *out, float *mean, float *rstd,
                         const float *x, const float *weight, const float *bias);
-static int norm_backward(const EncoderLayerCache *c, float *dx, float *dweight, float *dbias,
-                         const float *dout, const float *x, const float *weight,
-                         const float *mean, const float *rstd);
+static int norm_backward(const EncoderLayerCache *c, int which, float *dx, const float *dout,
+                         const float *x, const EncoderLayerParams *g,
+                         const EncoderLayerParams *p);
 
 /* ------------------------------------------------------------------------ */
 /* The layer                                                                 */
@@ -131,8 +131,7 @@ static int post_norm_backward(float *dsrc, const EncoderLayerParams *g, const fl
     /* out = norm2(res2) */
     float *d_res2 = c->d_a;
     floats_zero(d_res2, n);
-    if (norm_backward(c, d_res2, g->norm2_weight, g->norm2_bias, dout, c->res2,
-                      p->norm2_weight, c->mean2, c->rstd2) != 0)
+    if (norm_backward(c, 2, d_res2, dout, c->res2, g, p) != 0)
         return -1;
     /* res2 = ln1 + dropout2(ffn(ln1)): ln1 gets d_res2 by the skip path and
      * the FFN's input gradient on top. */
@@ -145,8 +144,7 @@ static int post_norm_backward(float *dsrc, const EncoderLayerParams *g, const fl
     /* ln1 = norm1(res1) */
     float *d_res1 = c->d_a;
     floats_zero(d_res1, n);
-    if (norm_backward(c, d_res1, g->norm1_weight, g->norm1_bias, d_ln1, c->res1,
-                      p->norm1_weight, c->mean1, c->rstd1) != 0)
+    if (norm_backward(c, 1, d_res1, d_ln1, c->res1, g, p) != 0)
         return -1;
     /* res1 = src + dropout1(attn(src)): src gets d_res1 by the skip path,
      * and three times more through query, key and value. */
@@ -179,8 +177,7 @@ static int pre_norm_backward(float *dsrc, const EncoderLayerParams *g, const flo
     /* ln2 = norm2(res1) adds its input gradient into d_res1. */
     floats_zero(d_ln2, n);
     if (ffn_backward(d_ln2, &ffn_g, c->d_hidden, d_ffn_out, c->ln2, &ffn, &ffn_c, rows) != 0 ||
-        norm_backward(c, d_res1, g->norm2_weight, g->norm2_bias, d_ln2, c->res1,
-                      p->norm2_weight, c->mean2, c->rstd2) != 0)
+        norm_backward(c, 2, d_res1, d_ln2, c->res1, g, p) != 0)
         return -1;
     /* res1 = src + dropout1(attn(ln1)): src gets d_res1 by the skip path ... */
     float *d_dropped = c->d_c, *d_attn_out = c->d_b, *d_ln1 = c->d_a;
@@ -194,8 +191,7 @@ static int pre_norm_backward(float *dsrc, const EncoderLayerParams *g, const flo
     if (mha_backward(d_ln1, d_ln1, d_ln1, &g->self_attn, d_attn_out, c->ln1, c->ln1, c->ln1,
                      &p->self_attn, &c->attn) != 0)
         return -1;
-    return norm_backward(c, dsrc, g->norm1_weight, g->norm1_bias, d_ln1, src, p->norm1_weight,
-                         c->mean1, c->rstd1);
+    return norm_backward(c, 1, dsrc, d_ln1, src, g, p);
     /* END SOLUTION */
 }
 
@@ -370,12 +366,18 @@ static int norm_forward(const EncoderLayerCache *c, float *out, float *mean, flo
     return layernorm_forward(out, mean, rstd, x, weight, bias, 1, c->N * c->S, c->D, c->eps);
 }
 
-static int norm_backward(const EncoderLayerCache *c, float *dx, float *dweight, float *dbias,
-                         const float *dout, const float *x, const float *weight,
-                         const float *mean, const float *rstd)
+/* The backward of the layer's norm1 or norm2 (which 1 or 2): dx from dout,
+ * the norm's weight and bias gradients added into g. */
+static int norm_backward(const EncoderLayerCache *c, int which, float *dx, const float *dout,
+                         const float *x, const EncoderLayerParams *g,
+                         const EncoderLayerParams *p)
 {
-    return layernorm_backward(dx, dweight, dbias, dout, x, weight, mean, rstd, 1, c->N * c->S,
-                              c->D);
+    int first = which == 1;
+    return layernorm_backward(dx, first ? g->norm1_weight : g->norm2_weight,
+                              first ? g->norm1_bias : g->norm2_bias, dout, x,
+                              first ? p->norm1_weight : p->norm2_weight,
+                              first ? c->mean1 : c->mean2, first ? c->rstd1 : c->rstd2, 1,
+                              c->N * c->S, c->D);
 }
 
 int encoder_cache_alloc(EncoderCache *c, int num_layers, const LayerDims *dims, int backward,
