@@ -84,14 +84,18 @@ TESTS    := $(patsubst tests/%.c,build/%,$(wildcard tests/test_[0-9][0-9]_*.c))
 all: deps $(PROGRAMS) $(TESTS)
 
 help:
+	@echo "make, make all           build every chapter program and test program (installs what is missing first)"
+	@echo "make deps                only install what is missing (tools/install-deps.sh build)"
 	@echo "make demo                train the reverse task in C, print accuracy and examples, write the plots"
 	@echo "make test [CHAPTER=04]   build and run the cmocka tests against golden/ (one chapter's with CHAPTER)"
 	@echo "make grade [FULL=1]      the same tests as a per-chapter score table (FULL=1: exit 1 below full marks)"
 	@echo "make golden [CHAPTER=NN_name]  regenerate golden/ with the PyTorch reference"
+	@echo "make golden-check        regenerate the goldens into a temporary folder and compare, bit for bit (CI)"
+	@echo "make imdb                fetch the IMDb and Rotten Tomatoes reviews into .data/imdb/ (once)"
 	@echo "make verify [SEED=n] [CASES=n] [CHAPTER=NN_name]  fresh random cases: PyTorch against C"
 	@echo "make plots               render plots/*.gp into build/plots/*.png"
 	@echo "make figures             make demo, then copy every figure into docs/figures/ (the texts show them)"
-	@echo "make docs-check          the texts' test counts, goldens, links, figures, measured blocks, quoted C, options and recipes against the tree; fails on a stale one"
+	@echo "make docs-check          the texts' test counts, goldens, links, figures, measured blocks, quoted C, options, recipes and lengths against the tree; fails on a stale one"
 	@echo "make docs-check-evals    the same, and the shipped models' figures in the texts against their evaluation now (minutes)"
 	@echo "make bench               training-step time and memory: C against PyTorch"
 	@echo "make cuda                build the CUDA kernels and the GPU case runner (needs nvcc)"
@@ -111,6 +115,8 @@ help:
 	@echo "make test-arm64          every chapter's tests built for 64-bit ARM, run under qemu (Debian; installs the cross tools)"
 	@echo "make sanitize            the tests of make test, built with ASan and UBSan; fails on any report"
 	@echo "make fuzz [FUZZ_SECONDS=60]  libFuzzer on the readers and every case evaluator (clang)"
+	@echo "make fuzz-build          only build the fuzz programs into build/fuzz/ (fuzz/run.sh runs one)"
+	@echo "make help, make clean    this list; remove build/"
 
 # Installs what is missing (compiler, cmocka, cJSON, gnuplot) or says how.
 deps:

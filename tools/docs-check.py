@@ -2,16 +2,18 @@
 """make docs-check: the numbers the texts take from a command, checked
 against that command, and every link of the texts checked to lead somewhere.
 
-The texts are README.md, TOLERANCES.md, cuda/README.md, docs/*.md and every
-chapters/NN_name/README.md. What is checked:
+The texts are README.md, CONTRIBUTING.md, TOLERANCES.md, cuda/README.md,
+docs/*.md and every chapters/NN_name/README.md. What is checked:
 
   test counts   "N tests" on a line that names build/test_NN_name (a chapter's
                 "How to test" block) must be the number of tests that program
                 declares: the lines of `TEST_LIST=1 build/test_NN_name`, the
                 same list make grade counts (nothing is run)
-  grade table   a row "NN_name   P / T   points" of the top README's sample
-                table (the solution tree's: every test passes) must have P and
-                T equal to that same count
+  grade table   a row "NN_name   P / T   points" of the sample table in
+                docs/EXERCISES.md (GRADE_TABLE; the solution tree's: every test
+                passes) must have P and T equal to that same count; that text
+                must hold such rows (a table moved elsewhere is reported, so
+                GRADE_TABLE follows it)
   goldens       "N goldens" or "N golden cases" in chapter NN's text must be
                 the number of case files in golden/NN_name/
   links         every relative link and image of the texts, [text](path) or
@@ -51,6 +53,11 @@ chapters/NN_name/README.md. What is checked:
                 "weight decay 0.01", "200 warm-up steps", "clipped at 1",
                 "batches of 16"): each must be the command's own option or the
                 default its --help prints
+  lengths       README.md has at most 2,500 words, and each chapter's lesson,
+                chapters/NN_name/README.md from its top to its first line
+                starting with "## Appendix" (the whole file if it has none),
+                at most 3,000 (words: len(text.split()), as wc -w counts);
+                reported as "FILE: N words, the limit is M" (LENGTH_LIMITS)
 
 With --evals (make docs-check-evals) it also runs the evaluation of each
 shipped model (models/*.safetensors), the commands of EVALS below, and
@@ -102,7 +109,8 @@ accuracy in a new sentence, a half-updated one, one in a section of the top
 README that names the model, a stale PyTorch row, a marked block with a
 line its record lacks, a record without its header, a recipe's learning
 rate that is not the command's, a renamed field in a quoted struct, a
-renamed option, a misspelt make variable. It fails unless each
+renamed option, a misspelt make variable, a lesson over its length (and
+not one whose words past the limit are in its appendix). It fails unless each
 is reported and nothing else is (not the right figures, nor other models'
 under their mark, nor a section that does not name the model). It needs
 nothing built and takes a fraction of a second.
@@ -124,10 +132,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GRADE_TABLE = os.path.join("docs", "EXERCISES.md")   # the text with the sample grade table
 
 
 def texts(root=ROOT):
-    found = ["README.md", "TOLERANCES.md", os.path.join("cuda", "README.md")]
+    found = ["README.md", "CONTRIBUTING.md", "TOLERANCES.md", os.path.join("cuda", "README.md")]
     docs = os.path.join(root, "docs")
     found += sorted(os.path.join("docs", f) for f in os.listdir(docs) if f.endswith(".md")) \
         if os.path.isdir(docs) else []
@@ -198,7 +207,7 @@ def check_numbers(path, lines, problems):
                     problems.append(f"{where}: says {said.group(1)} tests, build/test_"
                                     f"{program.group(1)} declares {want} (TEST_LIST=1)")
         row = re.fullmatch(r"(\d\d_\w+)\s+(\d+) / (\d+)\s+\S+ / \d+\s*", line)
-        if path == "README.md" and row:
+        if path == GRADE_TABLE and row:
             want = declared_tests(row.group(1), problems, where)
             if want is not None:
                 checked += 1
@@ -214,6 +223,35 @@ def check_numbers(path, lines, problems):
                     problems.append(f"{where}: says {said.group(1)} goldens, golden/{own_chapter}/ "
                                     f"holds {want} case files")
     return checked
+
+
+def check_grade_table(docs, problems):
+    """GRADE_TABLE must hold the sample grade table check_numbers reads."""
+    row = re.compile(r"(\d\d_\w+)\s+(\d+) / (\d+)\s+\S+ / \d+\s*")
+    if not any(row.fullmatch(line) for line in docs.get(GRADE_TABLE, [])):
+        problems.append(f"{GRADE_TABLE} holds no row of the sample grade table (moved? then "
+                        "GRADE_TABLE in tools/docs-check.py follows it)")
+
+
+# The longest a text may be, in words: the top README, and a chapter's lesson
+# (its README before the first "## Appendix" line).
+LENGTH_LIMITS = {"README.md": 2500, "lesson": 3000}
+
+
+def check_length(path, lines, problems):
+    """README.md and each chapter's lesson within LENGTH_LIMITS."""
+    if path == "README.md":
+        limit = LENGTH_LIMITS["README.md"]
+    elif re.fullmatch(r"chapters/\d\d_\w+/README\.md", path):
+        limit = LENGTH_LIMITS["lesson"]
+        lines = next((lines[:i] for i, line in enumerate(lines) if line.startswith("## Appendix")),
+                     lines)
+    else:
+        return 0
+    words = len("\n".join(lines).split())
+    if words > limit:
+        problems.append(f"{path}: {words:,} words, the limit is {limit:,}")
+    return 1
 
 
 def check_links(path, lines, problems, shown):
@@ -914,6 +952,15 @@ int front(const float *x, int n);
 
 Sample with `--top-q 0.9` or `--top-p 0.9`; `make verify CASE=100` or `make verify CASES=100`.
 """}
+# A lesson one word over its limit, and one whose words past the limit are
+# all in its appendix (not reported).
+SELF_TEST_LENGTHS = {
+    "chapters/05_encoder/README.md": "# Chapter 05\n\n" + "word " * 2998 + "\n\n## Appendix: reference\n",
+    "chapters/06_decoder/README.md": "# Chapter 06\n\n" + "word " * 2996 + "\n\n## Appendix: reference\n\n"
+                                     + "word " * 5000 + "\n",
+}
+SELF_TEST_LENGTHS_EXPECTED = ("chapters/05_encoder/README.md: 3,001 words, the limit is 3,000",)
+
 SELF_TEST_CODE_EXPECTED = (
     "chapters/12_generation/README.md:7: says 'AdamW at 1e-3'",
     "chapters/12_generation/README.md:9: the quoted C 'float beta3 ;'",
@@ -948,7 +995,9 @@ def self_test():
         check_records(root, quoted, problems)
     evals = [e for name in ("taylor", "set_anomaly") for e in EVALS if e.name == name]
     check_eval_figures(docs, list(zip(evals, SELF_TEST_OUTPUTS)), problems)
-    expected = SELF_TEST_EXPECTED + SELF_TEST_CODE_EXPECTED
+    for path, text in SELF_TEST_LENGTHS.items():
+        check_length(path, text.split("\n"), problems)
+    expected = SELF_TEST_EXPECTED + SELF_TEST_CODE_EXPECTED + SELF_TEST_LENGTHS_EXPECTED
     missed = [want for want in expected if not any(p.startswith(want) for p in problems)]
     extra = [p for p in problems if not any(p.startswith(want) for want in expected)]
     for want in missed:
@@ -956,7 +1005,7 @@ def self_test():
     for p in extra:
         print(f"docs-check --self-test: reported, but right: {p}")
     print(f"docs-check --self-test: {len(expected) - len(missed)} of "
-          f"{len(expected)} stale figures, quotes, code, options and settings reported, "
+          f"{len(expected)} stale figures, quotes, code, options, settings and lengths reported, "
           f"{len(extra)} false alarms")
     return 1 if missed or extra else 0
 
@@ -973,7 +1022,7 @@ def main():
     if args.self_test:
         return self_test()
     problems = []
-    numbers = links = blocks = code = 0
+    numbers = links = blocks = code = lengths = 0
     shown, quoted = set(), set()
     docs = read_texts()
     known, options = source_statements(), program_options()
@@ -993,10 +1042,13 @@ def main():
                  check_options(path, lines, problems, options) +
                  check_make(path, lines, problems, targets, variables) +
                  check_recipes(path, lines, problems, defaults_of))
+        lengths += check_length(path, lines, problems)
+    check_grade_table(docs, problems)
     figures = check_figures(shown, problems)
     records = check_records(ROOT, quoted, problems)
     summary = (f"{numbers} numbers, {links} links, {figures} figures, {blocks} measured "
-               f"blocks ({records} records) and {code} statements, options and settings")
+               f"blocks ({records} records), {code} statements, options and settings and "
+               f"{lengths} lengths")
     if args.evals:
         results = run_evals(EVALS, problems)
         places = check_eval_figures(docs, results, problems)
