@@ -277,7 +277,7 @@ student:
 	@test -n "$(DEST)" || { echo "make student: give the destination, e.g. make student DEST=../exercise" >&2; exit 2; }
 	@tools/export-student.sh "$(DEST)"
 
-# The teacher's grade (tools/grader.py; README "Grading a course"): hidden
+# The teacher's grade (tools/grader.py; docs/TEACHING.md): hidden
 # cases drawn with the reference, each submission's solution bodies built and
 # run in a sandbox, their outputs judged outside it.
 hidden: deps $(VENV_OK)

@@ -23,8 +23,8 @@
  * allocated, so the harness frees only after a success: LeakSanitizer finds
  * the rest.
  *
- * fuzz/run.sh drives the targets (seed corpora, limits, crash files); README
- * "Fuzzing and sanitizers" says how to replay a crash.
+ * fuzz/run.sh drives the targets (seed corpora, limits, crash files);
+ * CONTRIBUTING.md, "Fuzzing and sanitizers", says how to replay a crash.
  */
 #define _GNU_SOURCE   /* memfd_create */
 #include "threads.h"  /* OpenMP, or its one-thread stand-ins */

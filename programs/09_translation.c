@@ -77,7 +77,7 @@ static void config(const TaskRun *r, ModelConfig *c, ConfigOptions *names)
     c->tgt_vocab = tokenizer_vocab(&pairs.tgt_tok)->size;
     c->num_decoder_layers = r->o.layers;
     c->max_len = pairs.train.S > pairs.train.T ? pairs.train.S : pairs.train.T;
-    c->learned_pos = 1;         /* seed 002: nn.Embedding(max_len, emb_dim) */
+    c->learned_pos = 1;         /* the notebook: nn.Embedding(max_len, emb_dim) */
     c->scale_embedding = 2;     /* and a learned scale that starts at sqrt(d_model) */
     c->pad_id = TOKEN_PAD;
     *names = (ConfigOptions){NULL, {{"src_vocab", "--tokenizer, --vocab-size"},

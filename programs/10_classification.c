@@ -44,7 +44,7 @@ static void config(const TaskRun *r, ModelConfig *c, ConfigOptions *names)
     c->src_vocab = vocab_size;
     c->tgt_vocab = 2;
     c->max_len = max_len;
-    c->learned_pos = 1;         /* seed 003: token and learned position embeddings */
+    c->learned_pos = 1;         /* the notebook: token and learned position embeddings */
     c->pad_id = TOKEN_PAD;
     *names = (ConfigOptions){NULL, {{"src_vocab", "--vocab-size"}, {"max_len", "--max-len"}}};
 }

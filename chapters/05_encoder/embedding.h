@@ -1,8 +1,8 @@
 /*
  * embedding.h - the token embedding, nn.Embedding(V, D), with the paper's
  * optional scale and nn.Embedding's padding_idx: a gather forward and a
- * scatter-add backward. Why, and a worked example: the chapter's README,
- * "Token embeddings".
+ * scatter-add backward. Why: the chapter's README, "Token embeddings"; a
+ * worked example in its appendix, "Worked examples".
  *
  * Letters: N batch, T sequence length, D d_model, V vocabulary size.
  *

@@ -2,8 +2,8 @@
  * ffn.h - the position-wise feed-forward block of nn.TransformerEncoderLayer,
  * linear2(dropout(relu(linear1(x)))), applied to every position on its own:
  * the functions see rows = N * T independent rows of width D. The formulas,
- * forward and backward, and a worked example: the chapter's README, "The
- * feed-forward block".
+ * forward and backward: the chapter's README, "The feed-forward block"; a
+ * worked example in its appendix, "Worked examples".
  *
  * Letters: D d_model, F dim_feedforward (the hidden width); rows the
  * positions, N * T in the book's letters.

@@ -1,6 +1,7 @@
 /*
  * decode.c - see decode.h for the contracts and the chapter's README,
- * "Decoding", for the algorithms (beam search's pseudocode among them).
+ * "Decoding", for the algorithms (beam search's pseudocode in its appendix,
+ * "Decoding in detail").
  * Both decoders take one position per step through the key/value cache
  * (decode_cache_step). With no_cache they run the whole model instead, on
  * a target of M = max_new positions, and read the position of the step;

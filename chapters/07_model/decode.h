@@ -4,7 +4,8 @@
  * key/value cache they run on, and the top-k probabilities of any model's
  * logits.
  *
- * The algorithms are taught in the chapter's README, "Decoding": why a
+ * The algorithms are taught in the chapter's README, "Decoding" (and its
+ * appendix, "Decoding in detail", for the pseudocode): why a
  * decoder writes one token at a time, the key/value cache, greedy decoding,
  * beam search (its pseudocode, that of reference/ch07_model.py's
  * beam_decode_one) and its length penalty, top-k. This file states each
