@@ -132,7 +132,7 @@ static int eval_adam(const TensorFile *in, const CaseArgs *args, TensorFile *out
     float *m = case_output_f32(out, "exp_avg", 1, &n, err);
     float *v = case_output_f32(out, "exp_avg_sq", 1, &n, err);
     if (!p || !m || !v) return -1;
-    AdamState s;
+    OptimState s;
     Error inner = {{0}};
     if (adam_state_alloc(&s, (size_t)n, &inner) != 0)
         return case_call_failed(in, "adam_state_alloc", &inner, err);
@@ -144,10 +144,10 @@ static int eval_adam(const TensorFile *in, const CaseArgs *args, TensorFile *out
             rc = case_call_failed(in, "adam_step", &inner, err);
     }
     if (rc == 0) {
-        memcpy(m, s.m, (size_t)n * sizeof *m);
-        memcpy(v, s.v, (size_t)n * sizeof *v);
+        memcpy(m, s.slots[ADAM_M], (size_t)n * sizeof *m);
+        memcpy(v, s.slots[ADAM_V], (size_t)n * sizeof *v);
     }
-    adam_state_free(&s);
+    optim_state_free(&s);
     return rc;
 }
 
@@ -389,7 +389,7 @@ static void get_train_options(const CaseArgs *args, TrainOptions *o)
 int training_case_parity(const TensorFile *in, TensorFile *out, StepDeviceOpen open, Error *err)
 {
     Model m = {0};
-    AdamState opt = {0};
+    OptimState opt = {0};
     StepWork s = {0};
     StepDevice device = {0};
     TrainOptions o;
@@ -436,7 +436,7 @@ int training_case_parity(const TensorFile *in, TensorFile *out, StepDeviceOpen o
 done:
     if (device.close) device.close(device.ctx);
     step_work_free(&s);
-    adam_state_free(&opt);
+    optim_state_free(&opt);
     model_free(&m);
     return rc;
 }

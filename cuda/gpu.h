@@ -79,7 +79,7 @@ int gpu_model_backward(GpuModel *g, GpuWork *w, const float *dlogits, Error *err
  * StepDevice: uploads m's parameters and opt's moments and step, and keeps
  * them on the device until sync copies them back. N, S, T: the training
  * batch's shape. */
-int gpu_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, int N, int S,
+int gpu_step_device_open(StepDevice *d, const Model *m, const OptimState *opt, int N, int S,
                          int T, Error *err);
 
 /* The other GPUs of a data-parallel run (mpi/nccl.c, --device nccl): each
@@ -100,7 +100,7 @@ typedef struct {
 /* gpu_step_device_open for rank peers->rank of a data-parallel run, which
  * trains on its share of batches of N: the device is named "nccl" and
  * closes the peers when it closes (on a failure here too). */
-int gpu_step_device_open_peers(StepDevice *d, const Model *m, const AdamState *opt, int N,
+int gpu_step_device_open_peers(StepDevice *d, const Model *m, const OptimState *opt, int N,
                                int S, int T, const GpuPeers *peers, Error *err);
 
 #ifdef __cplusplus

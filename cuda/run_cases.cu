@@ -1293,7 +1293,7 @@ static void check_training_vs_cpu(Report *rep, Rng *rng)
         const int N = 8, S = 9, T = seq2seq ? 10 : 0, steps = 20;
         int out_len = seq2seq ? T : S;
         Model cpu = {}, gpu = {};
-        AdamState opt_cpu = {}, opt_gpu = {};
+        OptimState opt_cpu = {}, opt_gpu = {};
         StepWork work = {};
         StepDevice dev = {};
         Error err;
@@ -1353,7 +1353,7 @@ static void check_training_vs_cpu(Report *rep, Rng *rng)
         }
         if (dev.close) dev.close(dev.ctx);
         step_work_free(&work);
-        adam_state_free(&opt_cpu), adam_state_free(&opt_gpu);
+        optim_state_free(&opt_cpu), optim_state_free(&opt_gpu);
         model_free(&cpu), model_free(&gpu);
         free(src), free(tgt), free(target);
         cuda_matmul_set_engine(NULL);

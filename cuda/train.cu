@@ -275,13 +275,15 @@ static int gpu_eval(void *ctx, const Batch *b, StepResult *res, Error *err)
     return 0;
 }
 
-static int gpu_sync(void *ctx, Model *m, AdamState *opt, Error *err)
+static int gpu_sync(void *ctx, Model *m, OptimState *opt, Error *err)
 {
     GpuTrainer *t = (GpuTrainer *)ctx;
     size_t bytes = m->num_params * sizeof(float);
     if (gpu_model_download(&t->g, m, 0, err) != 0) return -1;
-    if (cuda_ok(cudaMemcpy(opt->m, t->m, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy") != 0 ||
-        cuda_ok(cudaMemcpy(opt->v, t->v, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy") != 0)
+    if (cuda_ok(cudaMemcpy(opt->slots[ADAM_M], t->m, bytes, cudaMemcpyDeviceToHost),
+                "cudaMemcpy") != 0 ||
+        cuda_ok(cudaMemcpy(opt->slots[ADAM_V], t->v, bytes, cudaMemcpyDeviceToHost),
+                "cudaMemcpy") != 0)
         return error_set(err, "GPU: copying the optimizer state back failed");
     opt->step = t->step;
     return 0;
@@ -300,14 +302,14 @@ static void gpu_close(void *ctx)
     free(t);
 }
 
-extern "C" int gpu_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, int N,
+extern "C" int gpu_step_device_open(StepDevice *d, const Model *m, const OptimState *opt, int N,
                                     int S, int T, Error *err)
 {
     GpuPeers alone = {0, 1, NULL, NULL, NULL, NULL};
     return gpu_step_device_open_peers(d, m, opt, N, S, T, &alone, err);
 }
 
-extern "C" int gpu_step_device_open_peers(StepDevice *d, const Model *m, const AdamState *opt,
+extern "C" int gpu_step_device_open_peers(StepDevice *d, const Model *m, const OptimState *opt,
                                           int N, int S, int T, const GpuPeers *peers, Error *err)
 {
     GpuTrainer *t = (GpuTrainer *)calloc(1, sizeof *t);
@@ -356,8 +358,10 @@ extern "C" int gpu_step_device_open_peers(StepDevice *d, const Model *m, const A
              cuda_ok(cudaMalloc(&t->scalars, 4 * sizeof(float)), "cudaMalloc") == 0 &&
              cuda_ok(cudaMalloc(&t->norm, (NORM_BLOCKS + 1) * sizeof(double)),
                      "cudaMalloc") == 0 &&
-             cuda_ok(cudaMemcpy(t->m, opt->m, bytes, cudaMemcpyHostToDevice), "cudaMemcpy") == 0 &&
-             cuda_ok(cudaMemcpy(t->v, opt->v, bytes, cudaMemcpyHostToDevice), "cudaMemcpy") == 0;
+             cuda_ok(cudaMemcpy(t->m, opt->slots[ADAM_M], bytes, cudaMemcpyHostToDevice),
+                     "cudaMemcpy") == 0 &&
+             cuda_ok(cudaMemcpy(t->v, opt->slots[ADAM_V], bytes, cudaMemcpyHostToDevice),
+                     "cudaMemcpy") == 0;
     if (!ok) {
         gpu_close(t);
         return error_set(err, "GPU: cannot hold the optimizer state of %zu parameters",

@@ -90,13 +90,13 @@ static void load_model(const char *path)
 static void load_checkpoint(const char *path)
 {
     Model m = {0};
-    AdamState opt;
+    OptimState opt;
     TrainState state;
     Error err = {{0}};
     int rc = checkpoint_load(path, &m, &opt, &state, &err);
     check_error("checkpoint_load", rc, &err);
     if (rc == 0) {
-        adam_state_free(&opt);
+        optim_state_free(&opt);
         model_free(&m);
     }
 }

@@ -31,7 +31,7 @@ typedef struct {
     int *counts, *displs;   /* (R,): every rank's slice of the parameters */
     int *recv_counts, *recv_displs;   /* (R,): L_r from every rank, rank after rank */
     float *recv;            /* (R, L_r): every rank's gradient of this rank's slice */
-    AdamState opt;          /* Adam's moments of this rank's slice (L_r,) */
+    OptimState opt;         /* the optimizer's slots of this rank's slice (L_r,) each */
     double timeout;         /* seconds a rank waits for the others (--mpi-timeout) */
     double longest;         /* the longest step so far, seconds */
 } Dist;
@@ -331,16 +331,15 @@ static int dist_eval(void *ctx, const Batch *b, StepResult *res, Error *err)
 
 /* The parameters are the host model's already; the moments come together
  * in rank 0's opt (the rank that writes checkpoints). */
-static int dist_sync(void *ctx, Model *m, AdamState *opt, Error *err)
+static int dist_sync(void *ctx, Model *m, OptimState *opt, Error *err)
 {
     Dist *d = ctx;
     (void)m, (void)err;
-    MPI_Request req[2];
-    MPI_Igatherv(d->opt.m, d->counts[d->rank], MPI_FLOAT, opt->m, d->counts, d->displs,
-                 MPI_FLOAT, 0, MPI_COMM_WORLD, &req[0]);
-    MPI_Igatherv(d->opt.v, d->counts[d->rank], MPI_FLOAT, opt->v, d->counts, d->displs,
-                 MPI_FLOAT, 0, MPI_COMM_WORLD, &req[1]);
-    wait_in_step(d, req, 2, "a checkpoint");
+    MPI_Request req[OPTIM_MAX_SLOTS];
+    for (int i = 0; i < d->opt.n_slots; i++)
+        MPI_Igatherv(d->opt.slots[i], d->counts[d->rank], MPI_FLOAT, opt->slots[i], d->counts,
+                     d->displs, MPI_FLOAT, 0, MPI_COMM_WORLD, &req[i]);
+    wait_in_step(d, req, d->opt.n_slots, "a checkpoint");
     return 0;
 }
 
@@ -352,11 +351,11 @@ static void dist_close(void *ctx)
     step_work_free(&d->eval);
     free(d->counts), free(d->displs), free(d->recv_counts), free(d->recv_displs);
     free(d->recv);
-    adam_state_free(&d->opt);
+    optim_state_free(&d->opt);
     free(d);
 }
 
-int dist_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, int N, int S,
+int dist_step_device_open(StepDevice *d, const Model *m, const OptimState *opt, int N, int S,
                           int T, double timeout, Error *err)
 {
     int rank, R = dist_ranks(&rank);
@@ -391,15 +390,17 @@ int dist_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, i
     }
     t->recv = malloc((size_t)(R * len > 0 ? R * len : 1) * sizeof *t->recv);
     int rows = share_first(N, rank + 1, R) - share_first(N, rank, R);
-    if (!t->recv || adam_state_alloc(&t->opt, (size_t)(len ? len : 1), err) != 0 ||
+    if (!t->recv ||
+        optim_state_alloc(&t->opt, (size_t)(len ? len : 1), opt->n_slots, opt->slot_names,
+                          err) != 0 ||
         step_work_alloc(&t->train, m, rows, S, T, 1, err) != 0) {
         if (!t->recv) error_set(err, "out of memory for %d gradient slices", R);
         dist_close(t);
         return -1;
     }
     t->opt.n = (size_t)len;
-    memcpy(t->opt.m, opt->m + t->displs[rank], (size_t)len * sizeof *opt->m);
-    memcpy(t->opt.v, opt->v + t->displs[rank], (size_t)len * sizeof *opt->v);
+    for (int i = 0; i < opt->n_slots; i++)
+        memcpy(t->opt.slots[i], opt->slots[i] + t->displs[rank], (size_t)len * sizeof(float));
     t->opt.step = opt->step;
     d->name = "mpi";
     d->bytes = (size_t)(2 + R) * len * sizeof(float);

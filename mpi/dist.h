@@ -53,14 +53,14 @@ void dist_sum_counts(const double mine[3], double total[3], int R);
  * than timeout seconds (and 50 steps' time) for the others at a step, an
  * evaluation batch or a checkpoint ends the job, naming the ranks that did
  * not come. */
-int dist_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, int N, int S,
+int dist_step_device_open(StepDevice *d, const Model *m, const OptimState *opt, int N, int S,
                           int T, double timeout, Error *err);
 
 /* The "nccl" device of the MPI and CUDA build (make mpi-cuda, mpi/nccl.c):
  * one GPU per rank (the rank's number on its machine picks it), the ranks'
  * gradients summed with NCCL's all-reduce, every rank keeping the whole of
  * Adam's state (cuda/gpu.h, GpuPeers). */
-int nccl_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, int N, int S,
+int nccl_step_device_open(StepDevice *d, const Model *m, const OptimState *opt, int N, int S,
                           int T, Error *err);
 
 #endif

@@ -50,7 +50,7 @@ static void nccl_close(void *ctx)
     free(c);
 }
 
-int nccl_step_device_open(StepDevice *d, const Model *m, const AdamState *opt, int N, int S,
+int nccl_step_device_open(StepDevice *d, const Model *m, const OptimState *opt, int N, int S,
                           int T, Error *err)
 {
     int rank, R = dist_ranks(&rank), local_rank, local_ranks, gpus = 0;

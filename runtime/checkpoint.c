@@ -12,9 +12,9 @@
 #include "safetensors.h"
 #include "model_file.h"
 
-/* Metadata keys and tensor names a checkpoint adds to the model's own. */
-#define OPT_M "optimizer.exp_avg"
-#define OPT_V "optimizer.exp_avg_sq"
+/* A checkpoint adds to the model's tensors the optimizer's slots, as
+ * "optimizer.<slot name>" (torch's state names: optimizer.exp_avg), and
+ * its metadata. */
 
 static int set_meta_u64(TensorFile *f, const char *key, uint64_t value, Error *err)
 {
@@ -39,7 +39,7 @@ static int get_meta_u64(const TensorFile *f, const char *key, uint64_t max, uint
     return 0;
 }
 
-int checkpoint_save(const char *path, const Model *m, const AdamState *opt,
+int checkpoint_save(const char *path, const Model *m, const OptimState *opt,
                     const TrainState *state, const char *const *meta, Error *err)
 {
     TensorFile f = {0};
@@ -48,8 +48,11 @@ int checkpoint_save(const char *path, const Model *m, const AdamState *opt,
     if (model_to_file(m, &f, err) != 0) goto done;
     for (int i = 0; meta && meta[i]; i += 2)
         if (tensorfile_set_meta(&f, meta[i], meta[i + 1], err) != 0) goto done;
-    if (tensorfile_add_f32(&f, OPT_M, opt->m, 1, &n, err) != 0) goto done;
-    if (tensorfile_add_f32(&f, OPT_V, opt->v, 1, &n, err) != 0) goto done;
+    for (int i = 0; i < opt->n_slots; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "optimizer.%s", opt->slot_names[i]);
+        if (tensorfile_add_f32(&f, name, opt->slots[i], 1, &n, err) != 0) goto done;
+    }
     if (set_meta_u64(&f, "optimizer.step", (uint64_t)opt->step, err) != 0 ||
         set_meta_u64(&f, "train.epoch", (uint64_t)state->epoch, err) != 0 ||
         set_meta_u64(&f, "train.data_rng.state", state->data_rng.state, err) != 0 ||
@@ -75,7 +78,7 @@ static int read_flat(const TensorFile *f, const char *name, float *dst, size_t n
     return 0;
 }
 
-int checkpoint_load(const char *path, Model *m, AdamState *opt, TrainState *state, Error *err)
+int checkpoint_load(const char *path, Model *m, OptimState *opt, TrainState *state, Error *err)
 {
     TensorFile f = {0};
     uint64_t step = 0, epoch = 0;
@@ -83,9 +86,12 @@ int checkpoint_load(const char *path, Model *m, AdamState *opt, TrainState *stat
     if (safetensors_read(path, &f, err) != 0) return -1;
     if (model_load_file(m, &f, 1, err) != 0) goto fail_file;
     if (adam_state_alloc(opt, m->num_params, err) != 0) goto fail_model;
-    if (read_flat(&f, OPT_M, opt->m, m->num_params, err) != 0 ||
-        read_flat(&f, OPT_V, opt->v, m->num_params, err) != 0 ||
-        get_meta_u64(&f, "optimizer.step", INT64_MAX, &step, err) != 0 ||
+    for (int i = 0; i < opt->n_slots; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "optimizer.%s", opt->slot_names[i]);
+        if (read_flat(&f, name, opt->slots[i], m->num_params, err) != 0) goto fail_opt;
+    }
+    if (get_meta_u64(&f, "optimizer.step", INT64_MAX, &step, err) != 0 ||
         get_meta_u64(&f, "train.epoch", INT32_MAX, &epoch, err) != 0 ||
         get_meta_u64(&f, "train.data_rng.state", UINT64_MAX, &state->data_rng.state, err) != 0 ||
         get_meta_u64(&f, "train.data_rng.inc", UINT64_MAX, &state->data_rng.inc, err) != 0 ||
@@ -99,7 +105,7 @@ int checkpoint_load(const char *path, Model *m, AdamState *opt, TrainState *stat
     tensorfile_free(&f);
     return 0;
 fail_opt:
-    adam_state_free(opt);
+    optim_state_free(opt);
 fail_model:
     model_free(m);
 fail_file:

@@ -17,11 +17,11 @@
 /* Writes model + optimizer + state to path, atomically (temp file + rename:
  * an interrupted save leaves the previous checkpoint intact), with the key,
  * value pairs of meta (NULL-terminated, or NULL) added to the metadata. */
-int checkpoint_save(const char *path, const Model *m, const AdamState *opt,
+int checkpoint_save(const char *path, const Model *m, const OptimState *opt,
                     const TrainState *state, const char *const *meta, Error *err);
 /* Reads a checkpoint written by checkpoint_save into a model (allocated
  * here), an optimizer state (allocated here) and the run state. */
-int checkpoint_load(const char *path, Model *m, AdamState *opt, TrainState *state,
+int checkpoint_load(const char *path, Model *m, OptimState *opt, TrainState *state,
                     Error *err);
 
 /* The options of one program that set the fields its task owns, for the

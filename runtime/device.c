@@ -44,7 +44,7 @@ int device_check(const char *name, Error *err)
     return error_set(err, "--device: '%s' is not cpu, cuda, mpi or nccl", name);
 }
 
-int device_open(const char *name, StepDevice *d, const Model *m, const AdamState *opt,
+int device_open(const char *name, StepDevice *d, const Model *m, const OptimState *opt,
                 BatchSize size, double timeout, Error *err)
 {
     memset(d, 0, sizeof *d);

@@ -33,7 +33,7 @@ typedef struct {
  * CPU); "cuda" copies both to the GPU; "mpi" shares every batch among the
  * ranks, and a rank that waits longer than timeout seconds for the others
  * ends the job (mpi/dist.h); "nccl" shares it among the ranks' GPUs. */
-int device_open(const char *name, StepDevice *d, const Model *m, const AdamState *opt,
+int device_open(const char *name, StepDevice *d, const Model *m, const OptimState *opt,
                 BatchSize size, double timeout, Error *err);
 
 /* The processes of this run: how many, and in *rank which one this is (0 to

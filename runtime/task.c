@@ -216,7 +216,7 @@ static FILE *round_log_open(const char *path, const char *column, int64_t keep_t
 /* The model and optimizer of the run: from --resume, or new. *finished:
  * the checkpoint has all of --epochs already. */
 static int start(TaskRun *r, const ModelConfig *cfg, const ConfigOptions *names, Model *m,
-                 AdamState *opt, TrainState *state, int *finished, Error *err)
+                 OptimState *opt, TrainState *state, int *finished, Error *err)
 {
     const RunOptions *o = &r->o;
     *finished = 0;
@@ -274,7 +274,7 @@ static void print_run(const TaskRun *r, const Model *m, const TrainOptions *t)
  * when the task has a round, each ended by it (train_run stops after a
  * round as an interrupted run would, and the next call goes on from
  * there). */
-static int train_rounds(TaskRun *r, Model *m, AdamState *opt, TrainState *state,
+static int train_rounds(TaskRun *r, Model *m, OptimState *opt, TrainState *state,
                         TrainOptions *t, FILE *round_log, Error *err)
 {
     const RunOptions *o = &r->o;
@@ -381,7 +381,7 @@ static uint64_t hash_recipe(uint64_t h, const TrainOptions *t, const RunOptions 
     return h;
 }
 
-int task_run_hash(const TaskRun *r, const Model *m, const AdamState *opt,
+int task_run_hash(const TaskRun *r, const Model *m, const OptimState *opt,
                   const TrainState *state, uint64_t *hash, Error *err)
 {
     TrainOptions t;
@@ -403,7 +403,7 @@ int task_run_hash(const TaskRun *r, const Model *m, const AdamState *opt,
 
 /* The ranks of an MPI run must train the same thing: a rank whose hash
  * (task_run_hash) is not rank 0's is refused. */
-static int ranks_agree(const TaskRun *r, const Model *m, const AdamState *opt,
+static int ranks_agree(const TaskRun *r, const Model *m, const OptimState *opt,
                        const TrainState *state, Error *err)
 {
     uint64_t h;
@@ -439,7 +439,7 @@ int task_train(TaskRun *r, Error *err)
     TrainOptions t;
     TrainReport report = {0};
     Model m = {0};
-    AdamState opt = {0};
+    OptimState opt = {0};
     TrainState state = {0};
     StepDevice device = {0};
     RunLocks locks = {.n = 0};
@@ -497,8 +497,10 @@ int task_train(TaskRun *r, Error *err)
             /* ZeRO-1: the device keeps this rank's slice of the moments;
              * the whole of them is gathered only into rank 0's opt, for its
              * checkpoints. (opt.step goes on counting the steps.) */
-            free(opt.m), free(opt.v);
-            opt.m = opt.v = NULL;
+            for (int i = 0; i < opt.n_slots; i++) {
+                free(opt.slots[i]);
+                opt.slots[i] = NULL;
+            }
         }
         if (t.device && strcmp(device.name, "mpi") == 0)
             printf("training on %d MPI rank(s), each on its share of every batch "
@@ -530,7 +532,7 @@ int task_train(TaskRun *r, Error *err)
 done:
     if (round_log) fclose(round_log);
     if (device.close) device.close(device.ctx);
-    adam_state_free(&opt);
+    optim_state_free(&opt);
     model_free(&m);
     if (opened && task->close) task->close(r);
     run_paths_unlock(&locks);
@@ -625,7 +627,7 @@ static int bench_batch(const Model *m, const BenchOptions *b, int64_t *src, int6
 static int run_bench(const char *path, const BenchOptions *b, Error *err)
 {
     Model m = {0};
-    AdamState opt = {0};
+    OptimState opt = {0};
     StepWork s = {0};
     StepDevice device = {0};
     int64_t *src = NULL, *tgt_in = NULL, *target = NULL;
@@ -679,7 +681,7 @@ static int run_bench(const char *path, const BenchOptions *b, Error *err)
 done:
     if (device.close) device.close(device.ctx);
     step_work_free(&s);
-    adam_state_free(&opt);
+    optim_state_free(&opt);
     model_free(&m);
     free(src), free(tgt_in), free(target);
     return rc;

@@ -132,7 +132,7 @@ void task_config(const TaskRun *run, ModelConfig *c, ConfigOptions *names);
  * files, the starting weights, optimizer step, epoch and random streams,
  * and every training and validation example. Ranks started with any
  * difference in these would train a wrong model together. */
-int task_run_hash(const TaskRun *run, const Model *m, const AdamState *opt,
+int task_run_hash(const TaskRun *run, const Model *m, const OptimState *opt,
                   const TrainState *state, uint64_t *hash, Error *err);
 
 /* A model of the task from a model file or a checkpoint. */

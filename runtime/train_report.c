@@ -30,7 +30,7 @@ static int report_step(void *ctx, const StepReport *s, Error *err)
                        s->val ? s->val->loss : NAN, acc, err);
 }
 
-static int report_epoch(void *ctx, const Model *m, const AdamState *opt, const TrainState *state,
+static int report_epoch(void *ctx, const Model *m, const OptimState *opt, const TrainState *state,
                         double train_loss, const StepResult *val, Error *err)
 {
     TrainReport *r = ctx;

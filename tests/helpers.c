@@ -314,15 +314,18 @@ void assert_close_f64_to_golden(const TensorFile *f, const char *name, const dou
     const double *e = t->data;
     double max_abs = 0, max_rel = 0;
     int64_t bad = 0;
+    char at[96];
     for (int64_t i = 0; i < n; i++) {
         double diff = fabs(actual[i] - e[i]);
         if (isnan(diff)) diff = INFINITY;
         max_abs = fmax(max_abs, diff);
         if (e[i] != 0) max_rel = fmax(max_rel, diff / fabs(e[i]));
         if (!(diff <= atol + rtol * fabs(e[i]))) {
-            if (bad < 5)
-                print_message("    %s[%lld]: got %.17g, expected %.17g\n", name, (long long)i,
-                              actual[i], e[i]);
+            if (bad < 5) {
+                format_index(at, sizeof at, i, t->shape, t->ndim);
+                print_message("    %s%s: got %.17g, expected %.17g\n", name, at, actual[i],
+                              e[i]);
+            }
             bad++;
         }
     }
@@ -345,11 +348,14 @@ void assert_i64_equal_to_golden(const TensorFile *f, const char *name, const int
     assert_int_equal(tensor_numel(t), n);
     const int64_t *e = t->data;
     int64_t bad = 0;
+    char at[96];
     for (int64_t i = 0; i < n; i++) {
         if (actual[i] != e[i]) {
-            if (bad < 5)
-                print_message("    %s[%lld]: got %lld, expected %lld\n", name, (long long)i,
+            if (bad < 5) {
+                format_index(at, sizeof at, i, t->shape, t->ndim);
+                print_message("    %s%s: got %lld, expected %lld\n", name, at,
                               (long long)actual[i], (long long)e[i]);
+            }
             bad++;
         }
     }

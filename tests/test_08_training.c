@@ -119,7 +119,7 @@ static void test_adam_case(void **state)
     Error err;
     assert_ok(adam_config_check(&c, &err));
 
-    AdamState s;
+    OptimState s;
     assert_ok(adam_state_alloc(&s, (size_t)n, &err));
     float *p = test_floats(n);
     memcpy(p, params->data, (size_t)n * sizeof *p);
@@ -127,9 +127,9 @@ static void test_adam_case(void **state)
         assert_ok(adam_step(p, golden_f32(&f, "grads") + k * n, &s, &c, lrs ? lrs[k] : c.lr));
     assert_int_equal(s.step, K);
     assert_close_to_golden(&f, "params_after", p, n, atol, rtol);
-    assert_close_to_golden(&f, "exp_avg", s.m, n, atol, rtol);
-    assert_close_to_golden(&f, "exp_avg_sq", s.v, n, atol, rtol);
-    adam_state_free(&s);
+    assert_close_to_golden(&f, "exp_avg", s.slots[ADAM_M], n, atol, rtol);
+    assert_close_to_golden(&f, "exp_avg_sq", s.slots[ADAM_V], n, atol, rtol);
+    optim_state_free(&s);
     free(p);
     tensorfile_free(&f);
 }
@@ -463,11 +463,11 @@ static void test_adam_first_step(void **state)
     float p[4] = {1, -2, 0.5f, 3}, g[4] = {1e-3f, -50, 2, 1e-6f}, before[4];
     memcpy(before, p, sizeof p);
     AdamConfig c = adam_default_config(0);
-    AdamState s;
+    OptimState s;
     Error err;
     assert_ok(adam_state_alloc(&s, 4, &err));
     assert_int_equal(s.step, 0);
-    for (int i = 0; i < 4; i++) assert_true(s.m[i] == 0 && s.v[i] == 0);
+    for (int i = 0; i < 4; i++) assert_true(s.slots[ADAM_M][i] == 0 && s.slots[ADAM_V][i] == 0);
     assert_ok(adam_step(p, g, &s, &c, 0.01f));
     assert_int_equal(s.step, 1);
     float moved[4], expected[4];
@@ -476,8 +476,8 @@ static void test_adam_first_step(void **state)
         expected[i] = (float)(-0.01 * g[i] / (fabs(g[i]) + 1e-8));
     }
     assert_close("first step = -lr * sign(g)", moved, expected, 4, 2e-7, 1e-4);
-    adam_state_free(&s);
-    adam_state_free(&s);                      /* safe twice */
+    optim_state_free(&s);
+    optim_state_free(&s);                      /* safe twice */
 }
 
 /* AdamW with zero gradients: the moments stay 0, the update is 0 / eps = 0,
@@ -490,7 +490,7 @@ static void test_adamw_decay_only(void **state)
     memcpy(q, p, sizeof p);
     AdamConfig w = adam_default_config(1), a = adam_default_config(0);
     w.weight_decay = a.weight_decay = 0.1f;
-    AdamState sw, sa;
+    OptimState sw, sa;
     Error err;
     assert_ok(adam_state_alloc(&sw, 3, &err));
     assert_ok(adam_state_alloc(&sa, 3, &err));
@@ -501,15 +501,15 @@ static void test_adamw_decay_only(void **state)
     assert_close("AdamW, zero gradient: p (1 - lr wd)", p, expected, 3, 0, 0);
     float adam_moved[3] = {q[0] - 1, q[1] + 2, q[2] - 0.25f}, lr_step[3] = {-0.5f, 0.5f, -0.5f};
     assert_close("Adam, zero gradient: L2 term moves p by lr", adam_moved, lr_step, 3, 1e-6, 1e-5);
-    adam_state_free(&sw);
-    adam_state_free(&sa);
+    optim_state_free(&sw);
+    optim_state_free(&sa);
 }
 
 static void test_adam_thread_count_independent(void **state)
 {
     enum { N = 100003, K = 3 };
     float *p[2] = {test_floats(N), test_floats(N)}, *g = test_floats(N);
-    AdamState s[2];
+    OptimState s[2];
     Error err;
     AdamConfig c = adam_default_config(1);
     int saved = omp_get_max_threads();
@@ -526,9 +526,9 @@ static void test_adam_thread_count_independent(void **state)
     }
     omp_set_num_threads(saved);
     assert_memory_equal(p[0], p[1], N * sizeof(float));
-    assert_memory_equal(s[0].m, s[1].m, N * sizeof(float));
-    assert_memory_equal(s[0].v, s[1].v, N * sizeof(float));
-    for (int run = 0; run < 2; run++) adam_state_free(&s[run]), free(p[run]);
+    assert_memory_equal(s[0].slots[ADAM_M], s[1].slots[ADAM_M], N * sizeof(float));
+    assert_memory_equal(s[0].slots[ADAM_V], s[1].slots[ADAM_V], N * sizeof(float));
+    for (int run = 0; run < 2; run++) optim_state_free(&s[run]), free(p[run]);
     free(g);
 }
 
@@ -1165,7 +1165,7 @@ static void tiny_free(TinyRun *r)
     seq_dataset_free(&r->all), seq_dataset_free(&r->train), seq_dataset_free(&r->val);
 }
 
-static void fresh_start(const TinyRun *r, Model *m, AdamState *opt, TrainState *st)
+static void fresh_start(const TinyRun *r, Model *m, OptimState *opt, TrainState *st)
 {
     Rng init;
     Error err;
@@ -1183,7 +1183,7 @@ static void test_diverged_run_stops(void **state)
 {
     TinyRun r;
     Model m, saved;
-    AdamState opt, saved_opt;
+    OptimState opt, saved_opt;
     TrainState st, saved_st;
     StepResult val;
     Error err;
@@ -1209,7 +1209,7 @@ static void test_diverged_run_stops(void **state)
     assert_int_equal(saved_st.epoch, 1);
     for (size_t i = 0; i < saved.num_params; i++) assert_true(isfinite(saved.params[i]));
     model_free(&m), model_free(&saved);
-    adam_state_free(&opt), adam_state_free(&saved_opt);
+    optim_state_free(&opt), optim_state_free(&saved_opt);
     tiny_free(&r);
     unlink(ckpt);
     rmdir(dir);
@@ -1221,7 +1221,7 @@ static void test_diverged_validation_stops(void **state)
 {
     TinyRun r;
     Model m;
-    AdamState opt;
+    OptimState opt;
     TrainState st;
     StepResult val;
     Error err;
@@ -1244,7 +1244,7 @@ static void test_diverged_validation_stops(void **state)
     assert_int_equal(st.epoch, 0);
     assert_int_equal(access(ckpt, F_OK), -1);
     model_free(&m);
-    adam_state_free(&opt);
+    optim_state_free(&opt);
     tiny_free(&r);
     rmdir(dir);
 }
@@ -1273,7 +1273,7 @@ static void test_checkpoint_counters_checked(void **state)
 {
     TinyRun r;
     Model m, back;
-    AdamState opt, back_opt;
+    OptimState opt, back_opt;
     TrainState st, back_st;
     TensorFile f;
     Error err;
@@ -1298,7 +1298,7 @@ static void test_checkpoint_counters_checked(void **state)
         unlink(broken);
     }
     model_free(&m);
-    adam_state_free(&opt);
+    optim_state_free(&opt);
     tiny_free(&r);
     unlink(ckpt);
     rmdir(dir);
@@ -1422,7 +1422,7 @@ static void test_rank_hash_covers_the_run(void **state)
     TinyRun tiny;
     tiny_run(&tiny, 0.0f);
     Model m;
-    AdamState opt;
+    OptimState opt;
     TrainState st;
     fresh_start(&tiny, &m, &opt, &st);
     const Task task = {.program = "test", .defaults = no_defaults};
@@ -1471,7 +1471,7 @@ static void test_rank_hash_covers_the_run(void **state)
     assert_ok(task_run_hash(&r, &m, &opt, &st, &h, &err));
     assert_true(h == base);
     model_free(&m);
-    adam_state_free(&opt);
+    optim_state_free(&opt);
     tiny_free(&tiny);
 }
 
@@ -1620,7 +1620,7 @@ static void test_resume_bit_identical(void **state)
 {
     TinyRun r;
     Model a, b, c;
-    AdamState oa, ob, oc;
+    OptimState oa, ob, oc;
     TrainState sa, sb, sc;
     StepResult val;
     Error err;
@@ -1654,8 +1654,8 @@ static void test_resume_bit_identical(void **state)
     assert_int_equal(a.num_params, c.num_params);
     assert_int_equal(oa.step, oc.step);
     assert_memory_equal(a.params, c.params, a.num_params * sizeof(float));
-    assert_memory_equal(oa.m, oc.m, a.num_params * sizeof(float));
-    assert_memory_equal(oa.v, oc.v, a.num_params * sizeof(float));
+    assert_memory_equal(oa.slots[ADAM_M], oc.slots[ADAM_M], a.num_params * sizeof(float));
+    assert_memory_equal(oa.slots[ADAM_V], oc.slots[ADAM_V], a.num_params * sizeof(float));
     printf("resumed after epoch 1 of 3: %zu weights and both moments bit-identical, step %lld\n",
            a.num_params, (long long)oa.step);
     /* the resumed log, rows 1..step, is the straight run's (but the last
@@ -1678,7 +1678,7 @@ static void test_resume_bit_identical(void **state)
     assert_int_equal(rows, 1 + oa.step);
     fclose(fa), fclose(fb);
     model_free(&a), model_free(&b), model_free(&c);
-    adam_state_free(&oa), adam_state_free(&ob), adam_state_free(&oc);
+    optim_state_free(&oa), optim_state_free(&ob), optim_state_free(&oc);
     tiny_free(&r);
     unlink(ckpt), unlink(log_a), unlink(log_b), rmdir(dir);
 }
@@ -1689,7 +1689,7 @@ static void test_checkpoint_refused(void **state)
 {
     TinyRun r;
     Model m, back;
-    AdamState opt, opt_back;
+    OptimState opt, opt_back;
     TrainState st, st_back;
     Error err;
     char dir[] = "/tmp/test08XXXXXX", path[256], cut[256];
@@ -1721,7 +1721,7 @@ static void test_checkpoint_refused(void **state)
     assert_non_null(strstr(err.msg, "model.kind"));
 
     model_free(&m);
-    adam_state_free(&opt);
+    optim_state_free(&opt);
     tiny_free(&r);
     unlink(path), unlink(cut), rmdir(dir);
 }
@@ -1731,11 +1731,11 @@ static void test_checkpoint_refused(void **state)
 static int read_checkpoint(const char *path, const char *out_path, Error *err)
 {
     Model m;
-    AdamState opt;
+    OptimState opt;
     TrainState st;
     (void)out_path;
     if (checkpoint_load(path, &m, &opt, &st, err) != 0) return -1;
-    adam_state_free(&opt);
+    optim_state_free(&opt);
     model_free(&m);
     return 0;
 }

@@ -299,7 +299,7 @@ static void test_classifier_trains(void **state)
     c.pad_id = 0;
     c.eps = 1e-5f;
     Model m;
-    AdamState opt;
+    OptimState opt;
     TrainState st = {0};
     assert_ok(model_init(&m, &c, &rng, &err));
     assert_ok(adam_state_alloc(&opt, m.num_params, &err));
@@ -328,7 +328,7 @@ static void test_classifier_trains(void **state)
     assert_int_equal(evaluate(&m, NULL, &wrong, 50, &after, &err), -1);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "a classifier model needs per-sequence labelled examples"));
-    adam_state_free(&opt);
+    optim_state_free(&opt);
     model_free(&m);
     review_rows_free(&rows);
 }

@@ -385,7 +385,7 @@ static void test_set_model_trains(void **state)
     Fixture *fx = *state;
     DigitSets train, test;
     Model m;
-    AdamState opt;
+    OptimState opt;
     TrainState st = {0};
     Rng rng;
     Error err;
@@ -423,7 +423,7 @@ static void test_set_model_trains(void **state)
     assert_int_equal(evaluate(&m, NULL, &wrong, 50, &after, &err), -1);
     print_message("  %s\n", err.msg);
     assert_non_null(strstr(err.msg, "a set model needs set examples"));
-    adam_state_free(&opt);
+    optim_state_free(&opt);
     model_free(&m);
     digit_sets_free(&train);
     digit_sets_free(&test);

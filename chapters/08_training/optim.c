@@ -6,13 +6,14 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "error.h"   /* not_implemented(), used by the exercise stubs */
 
 /* Given helpers, defined at the end of the file. */
 static inline float lerp(float start, float end, float w);
 
-int adam_step(float *params, const float *grads, AdamState *s, const AdamConfig *c, float lr)
+int adam_step(float *params, const float *grads, OptimState *s, const AdamConfig *c, float lr)
 {
     /* BEGIN SOLUTION */
     s->step++;
@@ -27,7 +28,7 @@ int adam_step(float *params, const float *grads, AdamState *s, const AdamConfig 
     const float beta2 = c->beta2, eps = c->eps, wd = c->weight_decay;
     const float decay = (float)(1.0 - (double)lr * (double)wd);   /* AdamW */
     const int decoupled = c->decoupled;
-    float *m = s->m, *v = s->v;
+    float *m = s->slots[ADAM_M], *v = s->slots[ADAM_V];
     const int64_t n = (int64_t)s->n;
 
     #pragma omp parallel for schedule(static)
@@ -111,26 +112,37 @@ int adam_config_check(const AdamConfig *c, Error *err)
     return 0;
 }
 
-int adam_state_alloc(AdamState *s, size_t n, Error *err)
+int optim_state_alloc(OptimState *s, size_t n, int n_slots, const char *const *names,
+                      Error *err)
 {
-    s->m = calloc(n ? n : 1, sizeof *s->m);
-    s->v = calloc(n ? n : 1, sizeof *s->v);
+    memset(s, 0, sizeof *s);
+    if (n_slots < 0 || n_slots > OPTIM_MAX_SLOTS)
+        return error_set(err, "an optimizer with %d slots: at most %d", n_slots,
+                         OPTIM_MAX_SLOTS);
+    s->n_slots = n_slots;
     s->n = n;
-    s->step = 0;
-    if (!s->m || !s->v) {
-        adam_state_free(s);
-        return error_set(err, "out of memory for the optimizer state of %zu parameters", n);
+    for (int i = 0; i < n_slots; i++) {
+        s->slot_names[i] = names[i];
+        s->slots[i] = calloc(n ? n : 1, sizeof *s->slots[i]);
+        if (!s->slots[i]) {
+            optim_state_free(s);
+            return error_set(err, "out of memory for the optimizer state of %zu parameters",
+                             n);
+        }
     }
     return 0;
 }
 
-void adam_state_free(AdamState *s)
+int adam_state_alloc(OptimState *s, size_t n, Error *err)
 {
-    free(s->m);
-    free(s->v);
-    s->m = s->v = NULL;
-    s->n = 0;
-    s->step = 0;
+    static const char *const names[] = {"exp_avg", "exp_avg_sq"};
+    return optim_state_alloc(s, n, 2, names, err);
+}
+
+void optim_state_free(OptimState *s)
+{
+    for (int i = 0; i < OPTIM_MAX_SLOTS; i++) free(s->slots[i]);
+    memset(s, 0, sizeof *s);
 }
 
 /* torch.lerp(start, end, w) = start + w (end - start), computed from the end

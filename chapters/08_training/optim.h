@@ -37,24 +37,38 @@ AdamConfig adam_default_config(int adamw);
  * defaults (a case file sets them in its metadata). */
 int adam_config_check(const AdamConfig *c, Error *err);
 
-/* The optimizer's state: the two moments, (n,) each, and the number of
- * steps taken. */
+/* An optimizer's state: the steps taken, and the arrays it keeps beside
+ * the parameters ("slots", (n,) each, under torch's state names). Adam and
+ * AdamW keep two, the moments exp_avg and exp_avg_sq; another optimizer
+ * fills in its own (SGD with momentum would keep one, momentum_buffer).
+ * The checkpoint, the devices and the ranks move the slots by name and
+ * number, whichever optimizer made them. */
+#define OPTIM_MAX_SLOTS 2
+
 typedef struct {
-    float *m, *v;        /* torch's exp_avg and exp_avg_sq */
+    int n_slots;
+    const char *slot_names[OPTIM_MAX_SLOTS];
+    float *slots[OPTIM_MAX_SLOTS];
     size_t n;
     int64_t step;
-} AdamState;
+} OptimState;
 
-/* Zeroed moments for n parameters, step 0. */
-int adam_state_alloc(AdamState *s, size_t n, Error *err);
-void adam_state_free(AdamState *s);
+/* Adam's slots: the moments m (exp_avg) and v (exp_avg_sq). */
+enum { ADAM_M, ADAM_V };
+
+/* n_slots zeroed slots of n floats under the given names, step 0. */
+int optim_state_alloc(OptimState *s, size_t n, int n_slots, const char *const *names,
+                      Error *err);
+/* Adam's state for n parameters: both moments zero, step 0. */
+int adam_state_alloc(OptimState *s, size_t n, Error *err);
+void optim_state_free(OptimState *s);
 
 /* One Adam step (AdamW's with c->decoupled) over the s->n parameters:
  * increments s->step first (the first step is t = 1), then updates params
  * (n,), m and v in place from grads (n,). lr is
  * this step's learning rate (the schedule's); c->lr is only the base.
  * Returns 0 (the exercise stub returns -1). */
-int adam_step(float *params, const float *grads, AdamState *s, const AdamConfig *c, float lr);
+int adam_step(float *params, const float *grads, OptimState *s, const AdamConfig *c, float lr);
 
 /* Scales grads (n,) in place by max_norm / (total + 1e-6), at most 1, as
  * torch.nn.utils.clip_grad_norm_ does: their global L2 norm ends at most

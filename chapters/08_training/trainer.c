@@ -21,7 +21,7 @@
 static int logit_width(const Model *m, int S);
 static int64_t ignore_index(const Model *m);
 
-int train_step(Model *m, StepWork *s, AdamState *opt, const StepConfig *c, const Batch *b,
+int train_step(Model *m, StepWork *s, OptimState *opt, const StepConfig *c, const Batch *b,
                StepResult *res, Error *err)
 {
     /* BEGIN SOLUTION */
@@ -44,7 +44,7 @@ int train_step(Model *m, StepWork *s, AdamState *opt, const StepConfig *c, const
     /* END SOLUTION */
 }
 
-int step_on(StepDevice *d, Model *m, StepWork *s, AdamState *opt, const StepConfig *c,
+int step_on(StepDevice *d, Model *m, StepWork *s, OptimState *opt, const StepConfig *c,
             const Batch *b, StepResult *res, Error *err)
 {
     if (!d) {
@@ -358,7 +358,7 @@ int train_check(const Model *m, const TrainOptions *o, const Examples *train,
     return 0;
 }
 
-int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o,
+int train_run(Model *m, OptimState *opt, TrainState *state, const TrainOptions *o,
               const Examples *train, const Examples *val, StepResult *res_val, Error *err)
 {
     Batcher batcher = {0};

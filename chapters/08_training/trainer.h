@@ -66,7 +66,7 @@ typedef struct {
  * backward, clip_grad_norm when c->max_norm > 0, adam_step with c->lr. res
  * receives the batch's loss, count, correct and the gradient norm before
  * clipping (NaN without clipping). The exercise stub returns -1. */
-int train_step(Model *m, StepWork *s, AdamState *opt, const StepConfig *c, const Batch *b,
+int train_step(Model *m, StepWork *s, OptimState *opt, const StepConfig *c, const Batch *b,
                StepResult *res, Error *err);
 
 /* Loss and token accuracy of one batch in evaluation mode (no dropout, no
@@ -119,20 +119,20 @@ typedef struct StepDevice {
     void *ctx;
     int (*step)(void *ctx, const StepConfig *c, const Batch *b, StepResult *res, Error *err);
     int (*eval)(void *ctx, const Batch *b, StepResult *res, Error *err);
-    int (*sync)(void *ctx, Model *m, AdamState *opt, Error *err);
+    int (*sync)(void *ctx, Model *m, OptimState *opt, Error *err);
     void (*close)(void *ctx);
 } StepDevice;
 
 /* One optimizer step on device d, or with train_step on this CPU (d NULL,
  * s the CPU work). A device keeps its own step count; opt->step is counted
  * here too, so the schedule and the logs read the same on both. */
-int step_on(StepDevice *d, Model *m, StepWork *s, AdamState *opt, const StepConfig *c,
+int step_on(StepDevice *d, Model *m, StepWork *s, OptimState *opt, const StepConfig *c,
             const Batch *b, StepResult *res, Error *err);
 
 /* What opens a StepDevice for model m and optimizer state opt (copying both
  * to the device), for training batches of N sequences of S source (and T
  * target) tokens: gpu_step_device_open in the CUDA build. */
-typedef int (*StepDeviceOpen)(StepDevice *d, const Model *m, const AdamState *opt, int N,
+typedef int (*StepDeviceOpen)(StepDevice *d, const Model *m, const OptimState *opt, int N,
                               int S, int T, Error *err);
 
 /* Where a run stands: what a checkpoint holds besides the model. */
@@ -200,7 +200,7 @@ typedef struct TrainHooks {
     void *ctx;
     int (*begin)(void *ctx, int64_t done, int64_t total, int64_t per_epoch, Error *err);
     int (*step)(void *ctx, const StepReport *r, Error *err);
-    int (*epoch)(void *ctx, const Model *m, const AdamState *opt, const TrainState *state,
+    int (*epoch)(void *ctx, const Model *m, const OptimState *opt, const TrainState *state,
                  double train_loss, const StepResult *val, Error *err);
     int (*end)(void *ctx, int ok, Error *err);
 } TrainHooks;
@@ -263,7 +263,7 @@ int train_check(const Model *m, const TrainOptions *o, const Examples *train,
  * (the last partial one is dropped); with a pad_id, each batch on the CPU is
  * cut to its longest sequence on either side. A loss or validation loss
  * that is not finite stops the run (-1) before the next checkpoint. */
-int train_run(Model *m, AdamState *opt, TrainState *state, const TrainOptions *o,
+int train_run(Model *m, OptimState *opt, TrainState *state, const TrainOptions *o,
               const Examples *train, const Examples *val, StepResult *res_val, Error *err);
 
 /* Loss and token accuracy of m over a whole dataset (evaluation mode), on
