@@ -164,7 +164,8 @@ static int demo_run(Error *err)
                                            3, 21, 5, 36, 4, 0, 0, 0, 0, 0, 2};
     rc = tokenizer_build(&tk, TOKENIZER_TAYLOR_SOURCE, NULL, 0, 0, err);
     if (rc == 0) {
-        printf("\nTaylor source (seed 002), %d ids, longest match: %s\n", tk.vocab.size, source);
+        printf("\nTaylor source (the notebook's example), %d ids, longest match: %s\n",
+               tk.vocab.size, source);
         rc = demo_encode(&tk, source, err);
     }
     int64_t ids[64], n = 0, row[22];
@@ -173,7 +174,7 @@ static int demo_run(Error *err)
     if (rc == 0) rc = seq_bracket(row, ids, n, 22, err);
     if (rc == 0) {
         print_ids("  bracketed, length 22:", row, 22);
-        print_ids("  seed 002 (<eos> last):", seed_array, 22);
+        print_ids("  the notebook (<eos> last):", seed_array, 22);
     }
 
     /* A batch of three sources. */
@@ -203,7 +204,7 @@ static int demo_run(Error *err)
     const char *target = "1 + b*x - b**3*x**3/3 + O(x**6)";
     if (rc == 0) rc = tokenizer_build(&tk, TOKENIZER_TAYLOR_TARGET, NULL, 0, 0, err);
     if (rc == 0) {
-        printf("\nTaylor target (seed 002), %d ids: %s\n", tk.vocab.size, target);
+        printf("\nTaylor target (the notebook's example), %d ids: %s\n", tk.vocab.size, target);
         rc = demo_encode(&tk, target, err);
     }
     tokenizer_free(&tk);

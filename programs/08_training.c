@@ -157,7 +157,7 @@ static const TaskCommand commands[] = {{"--demo", "", demo}};
 
 static const Task reverse_task = {
     .program = "08_training",
-    .about = "The reverse task of seeds 000 and 004: digits in, the same digits reversed out.",
+    .about = "The reverse task: digits in, the same digits reversed out.",
     .defaults = defaults,
     .data_options = data_options, .n_data_options = 5,
     .train_options = train_options, .n_train_options = 2,
@@ -178,9 +178,10 @@ static int demo(int argc, char **argv, Error *err)
     rt.plot_data = "build/plots";
     r.o.checkpoint = "build/demo_reverse.safetensors";
     r.o.min_accuracy = 0.995;
-    printf("The reverse task (seeds 000 and 004), trained from scratch in C.\n"
-           "The seed's model and settings, with the learning-rate schedule stepped once per\n"
-           "optimizer step (seed 004) instead of once per epoch (seed 000's loop).\n\n");
+    printf("The reverse task, trained from scratch in C.\n"
+           "The notebooks' model and settings, with the learning-rate schedule stepped once\n"
+           "per optimizer step (the UvA tutorial) instead of once per epoch (the course\n"
+           "notebook's loop).\n\n");
     if (task_train(&r, err) != 0) return -1;
 
     /* The same task as translation: the encoder-decoder reads the digits and

@@ -136,7 +136,7 @@ static const TaskCommand commands[] = {
 
 static const Task taylor_task = {
     .program = "09_translation",
-    .about = "Seed 002's task: the Taylor series of a function to O(x**6), token by token.",
+    .about = "The Taylor-series task: the series of a function to O(x**6), token by token.",
     .defaults = defaults,
     .data_options = data_options, .n_data_options = 7,
     .eval_options = eval_options, .n_eval_options = 2,

@@ -149,7 +149,7 @@ static const TaskCommand commands[] = {
 
 static const Task imdb_task = {
     .program = "10_classification",
-    .about = "Seed 003's task: is a movie review positive or negative?",
+    .about = "The IMDb classifier: is a movie review positive or negative?",
     .defaults = defaults,
     .data_options = data_options, .n_data_options = 1,
     .train_options = train_options, .n_train_options = 3,

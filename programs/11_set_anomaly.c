@@ -96,7 +96,7 @@ static const TaskCommand commands[] = {
 
 static const Task set_task = {
     .program = "11_set_anomaly",
-    .about = "Seed 004's task: which digit of a set of ten does not belong?",
+    .about = "The set-anomaly task: which digit of a set of ten does not belong?",
     .defaults = defaults,
     .data_options = data_options, .n_data_options = 2,
     .train_options = train_options, .n_train_options = 1,

@@ -338,7 +338,7 @@ static const TaskCommand commands[] = {
 
 static const Task lm_task = {
     .program = "12_generation",
-    .about = "The decoder-only Transformer of seed 003's last step: a byte-level language "
+    .about = "The language model: a decoder-only Transformer, a byte-level language "
              "model of IMDb reviews, measured in bits per byte.",
     .defaults = defaults,
     .data_options = data_options, .n_data_options = 5,

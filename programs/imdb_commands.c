@@ -149,8 +149,8 @@ static int run_demo(Error *err)
     double acc, p[6];
     static const char *const names[] = {"negative", "positive"};
     if (imdb_open_eval(&d, &m, SHIPPED_MODEL, ".data/imdb", err) != 0) return -1;
-    printf("Seed 003's task: is a movie review positive or negative? %s, a %d-layer encoder\n"
-           "with mean pooling, trained in C on 18,000 IMDb reviews.\n\n", SHIPPED_MODEL,
+    printf("The IMDb classifier: is a movie review positive or negative? %s, a %d-layer\n"
+           "encoder with mean pooling, trained in C on 18,000 IMDb reviews.\n\n", SHIPPED_MODEL,
            m.cfg.num_encoder_layers);
     const ReviewRows *r = &d.test_rows;
     int pick[6] = {0, 1, 2, 2500, 2501, 2502};   /* the test half keeps the file's order */

@@ -186,8 +186,9 @@ static int run_demo(Error *err)
         model_free(&m);
         return -1;
     }
-    printf("Seed 004's task: which digit of the set does not belong? %s, a %d-layer encoder\n"
-           "without positions, trained in C on sets of training images; these are test sets.\n\n",
+    printf("The set-anomaly task: which digit of the set does not belong? %s, a %d-layer\n"
+           "encoder without positions, trained in C on sets of training images; these are test\n"
+           "sets.\n\n",
            SHIPPED_MODEL, m.cfg.num_encoder_layers);
     int rc = score_sets(&m, &d.test, 0, 3, scores, NULL, err);
     for (int k = 0; rc == 0 && k < 3; k++) print_set(&d.test, k, scores + k * SET_SIZE);

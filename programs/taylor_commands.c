@@ -105,7 +105,7 @@ static int run_demo(Error *err)
         task_free(&t);
         return -1;
     }
-    printf("Seed 002's task: the Taylor series of a function to O(x**6), written token by\n"
+    printf("The Taylor-series task: the series of a function to O(x**6), written token by\n"
            "token by %s, a 2 + 2 layer Transformer trained in C.\n\n", SHIPPED_MODEL);
     DecodeOptions dec = task_decoding(&t.test, 1, 1.0f);
     int64_t out[dec.max_new];

@@ -42,8 +42,8 @@ const char *config_option(const ConfigOptions *options, const ModelField *f);
 
 /* model_config_check on the model that options describe; its error adds the
  * options that set the sizes and their values ("--d-model 4, --heads 1,
- * --ffn 2000000000, --layers 1": every int field an option sets). A training command calls it before any
- * data is read or made. */
+ * --ffn 2000000000, --layers 1": every int field an option sets). A
+ * training command calls it before any data is read or made. */
 int options_check_config(const ModelConfig *wanted, const ConfigOptions *options, Error *err);
 
 /* A resumed run goes on with the model of its checkpoint, so the options must

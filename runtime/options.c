@@ -35,7 +35,8 @@ static int parse_float(const char *name, const char *text, float *out, Error *er
 {
     double v = 0;
     if (parse_double(name, text, &v, err) != 0) return -1;
-    if (!isfinite((float)v)) return error_set(err, "%s: '%s' is beyond float32's range", name, text);
+    if (!isfinite((float)v))
+        return error_set(err, "%s: '%s' is beyond float32's range", name, text);
     *out = (float)v;
     return 0;
 }

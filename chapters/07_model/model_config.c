@@ -40,14 +40,14 @@ const ModelField model_fields[] = {
     FLOAT_FIELD(eps, 0, HUGE_VAL, 1, 0, NULL),
     FLOAT_FIELD(dropout, 0, 1, 0, 1, "--dropout"),
 };
-const int model_field_count = (int)(sizeof model_fields / sizeof model_fields[0]);
 
 /* Every field but kind has a row (each an int or a float, 4 bytes): a field
  * added to ModelConfig without one fails to compile here. */
+#define MODEL_FIELD_ROWS (sizeof model_fields / sizeof model_fields[0])
 _Static_assert(sizeof(int) == sizeof(float) &&
-               sizeof(ModelConfig) == sizeof(ModelKind) +
-                                          sizeof model_fields / sizeof model_fields[0] * sizeof(int),
+                   sizeof(ModelConfig) == sizeof(ModelKind) + MODEL_FIELD_ROWS * sizeof(int),
                "ModelConfig changed: give its new field a row of model_fields");
+const int model_field_count = (int)MODEL_FIELD_ROWS;
 
 double model_field_get(const ModelConfig *c, const ModelField *f)
 {
