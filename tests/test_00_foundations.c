@@ -149,8 +149,9 @@ static void test_matmul_thread_count_independent(void **state)
 }
 
 /* Products with few tiles of C and many blocks of k (a weight gradient over
- * thousands of rows), where several threads take whole blocks of k, and one
- * wide product where they share the tiles: with 1, 2 and 3 threads,
+ * thousands of rows), where several threads take whole blocks of k, one
+ * wide product where they share the tiles, and narrow ones that one thread
+ * computes its own way: with 1, 2 and 3 threads,
  * overwriting and accumulating into a C that is not zero, the results are
  * bit-identical, and within float32 rounding of the product in double. */
 static void test_matmul_blocks_of_k_thread_count_independent(void **state)
@@ -165,6 +166,11 @@ static void test_matmul_blocks_of_k_thread_count_independent(void **state)
          * so more than a group for every thread count, a short last panel,
          * a block of k of 4. */
         {"matmul_tn", 400, 300, 260},
+        /* Narrow products (N <= 16): one thread computes them a row of C per
+         * vector (narrow_rows), two and three threads with the tiles; the
+         * last rows short, N below a vector (padded), three blocks of k. */
+        {"matmul_tn", 37, 8, 700}, {"matmul_nn", 37, 13, 600}, {"matmul_nn", 85, 3, 1000},
+        {"matmul_tn", 50, 16, 300},
     };
     uint32_t seed = 12345;
     for (size_t s = 0; s < 2 * sizeof shapes / sizeof *shapes; s++) {

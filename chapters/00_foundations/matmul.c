@@ -82,6 +82,10 @@
  *     share of C's rows. A product
  *     below PARALLEL_MIN multiply-adds, or one called inside a parallel
  *     loop, runs on the calling thread.
+ *   - Narrow products. On one thread, a product of at most 16 columns (a
+ *     head's features in attention) is computed row by row, a vector of
+ *     accumulators per row of C (narrow_rows), where the tile would waste
+ *     most of its columns; the sums are the tile's, to the bit.
  *
  * Every element of C is computed by one tile call per block of k, summed
  * over k in order, and added to C block after block in order, whatever the
@@ -122,6 +126,7 @@
 #define ROW_GROUP 16              /* packed slivers of A that take each panel of B in turn */
 #define PACK_RUN 16               /* rows of A^T or B packed at a time, kept in the L1 cache */
 #define SMALL_PACK 8192           /* floats of packing buffer kept on the stack (32 KB) */
+#define NARROW_ROWS 12            /* rows of C a narrow product keeps in registers at once */
 
 /* One tile of C: C[r, c] (+)= sum over k < kc of A[r, k] * b[k, c], for
  * r < rows (<= TILE_ROWS) and c < cols (<= TILE_COLS); C's rows are ldc
@@ -428,6 +433,70 @@ static int share_k(const Product *p, int me, int threads)
     return failed;
 }
 
+/* A narrow product, C (M, N <= W) with B's rows in place (b_col 1), on the
+ * calling thread: NARROW_ROWS rows of C at a time, each row one vector of W
+ * accumulators, over each block of k. Attention's products with a head's
+ * few features (out = att V, dV, dQ, dK: N = Dh, 8 in the Taylor model)
+ * use N of the tile's TILE_COLS columns; here no column is wasted. Every
+ * element is the same sum as the tile's, k in order within a block and the
+ * blocks added in order, so the result is the same to the bit. W is 8 or
+ * 16 (narrow_product's two calls), so the compiler knows it; when N < W the
+ * block of B is first copied into `padded`, W columns wide, zeros after N,
+ * and the last rows of C, fewer than NARROW_ROWS, read theirs of A from a
+ * copy in `sliver` with zero rows after them, as the tile's do. */
+static inline void narrow_rows(const Product *p, const int W, float *padded, float *sliver)
+{
+    for (int k0 = 0; k0 < p->K; k0 += K_BLOCK) {
+        int kc = p->K - k0 < K_BLOCK ? p->K - k0 : K_BLOCK;
+        const float *block = p->B + (size_t)k0 * p->b_k;
+        size_t b_k = p->b_k;
+        if (p->N < W) {
+            for (int k = 0; k < kc; k++)
+                for (int c = 0; c < W; c++)
+                    padded[k * W + c] = c < p->N ? block[(size_t)k * b_k + c] : 0.0f;
+            block = padded, b_k = (size_t)W;
+        }
+        int add = p->accumulate || k0 > 0;
+        const size_t a_row = p->a_row, a_k = p->a_k;
+        for (int i0 = 0; i0 < p->M; i0 += NARROW_ROWS) {
+            int rows = p->M - i0 < NARROW_ROWS ? p->M - i0 : NARROW_ROWS;
+            const float *a = p->A + (size_t)i0 * a_row + (size_t)k0 * a_k;  /* A[i0, k0] */
+            size_t r_step = a_row, k_step = a_k;
+            if (rows < NARROW_ROWS) {     /* the last rows: a sliver with zero rows after */
+                for (int k = 0; k < kc; k++)
+                    for (int r = 0; r < NARROW_ROWS; r++)
+                        sliver[k * NARROW_ROWS + r] = r < rows ? a[r * a_row + k * a_k] : 0.0f;
+                a = sliver, r_step = 1, k_step = NARROW_ROWS;
+            }
+            float acc[NARROW_ROWS][16] = {{0}};   /* fixed bounds: it stays in registers */
+            for (int k = 0; k < kc; k++) {
+                const float *b = block + (size_t)k * b_k;
+                for (int r = 0; r < NARROW_ROWS; r++) {
+                    float ark = a[r * r_step + k * k_step];
+                    #pragma omp simd
+                    for (int c = 0; c < W; c++) acc[r][c] += ark * b[c];
+                }
+            }
+            for (int r = 0; r < rows; r++) {
+                float *c = p->C + (size_t)(i0 + r) * p->N;
+                for (int q = 0; q < p->N; q++) c[q] = add ? c[q] + acc[r][q] : acc[r][q];
+            }
+        }
+    }
+}
+
+/* Whether p is narrow (above): at most 16 columns with B's rows in place,
+ * on one thread anyway (small, or called inside a parallel loop); if so,
+ * computes it. */
+static int narrow_product(const Product *p, int threads)
+{
+    if (threads != 1 || p->b_col != 1 || p->N > 16 || p->K == 0) return 0;
+    float padded[K_BLOCK * 16], sliver[K_BLOCK * NARROW_ROWS];
+    if (p->N <= 8) narrow_rows(p, 8, padded, sliver);
+    else narrow_rows(p, 16, padded, sliver);
+    return 1;
+}
+
 /* p: the operands, their strides, the sizes and accumulate; the rest of
  * p is filled here. */
 static int blocked_product(Product p)
@@ -444,6 +513,7 @@ static int blocked_product(Product p)
      * thread costs a system call. */
     int threads = (long)M * N * K >= PARALLEL_MIN && !omp_in_parallel() ? omp_get_max_threads()
                                                                          : 1;
+    if (narrow_product(&p, threads)) return 0;
     int max_kc = K < K_BLOCK ? K : K_BLOCK;
     int max_panels = ((N < N_BLOCK ? N : N_BLOCK) + TILE_COLS - 1) / TILE_COLS;
     long tiles = (long)((M + TILE_ROWS - 1) / TILE_ROWS) * max_panels;

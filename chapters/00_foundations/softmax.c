@@ -9,18 +9,49 @@
 int softmax_row(float *y, const float *x, int cols)
 {
     /* BEGIN SOLUTION */
-    float max = -INFINITY;
-    for (int c = 0; c < cols; c++) max = x[c] > max ? x[c] : max;   /* NaN: skipped */
+    /* Both reductions keep SOFTMAX_LANES partial results, element c going to
+     * lane c % SOFTMAX_LANES, and combine the lanes pairwise (lane l takes
+     * lane l + 8, then l + 4, l + 2, l + 1): an order fixed in the code, the
+     * same on every CPU, that the compiler runs as vector instructions (one
+     * running sum waits for the previous add at every element). `full` is
+     * where the last, shorter run of lanes starts. */
+    enum { LANES = SOFTMAX_LANES };
+    const int full = cols - cols % LANES, rest = cols - full;
+    /* The last, shorter run of lanes, padded with -inf: it changes no
+     * maximum, and its exponentials are 0, which add nothing. */
+    float tail[LANES];
+    for (int l = 0; l < LANES; l++) tail[l] = l < rest ? x[full + l] : -INFINITY;
+    float lane_max[LANES], lane_sum[LANES];
+    for (int l = 0; l < LANES; l++) lane_max[l] = tail[l], lane_sum[l] = 0.0f;
+    for (int c0 = 0; c0 < full; c0 += LANES)
+        for (int l = 0; l < LANES; l++)                               /* NaN: skipped */
+            lane_max[l] = x[c0 + l] > lane_max[l] ? x[c0 + l] : lane_max[l];
+    for (int half = LANES / 2; half > 0; half /= 2)     /* the lanes pairwise: 8, 4, 2, 1 */
+        for (int l = 0; l < half; l++)
+            lane_max[l] = lane_max[l + half] > lane_max[l] ? lane_max[l + half] : lane_max[l];
+    float max = lane_max[0];
     if (max == -INFINITY) {                       /* every entry masked: zeros, not NaN */
         for (int c = 0; c < cols; c++) y[c] = 0.0f;
         return 0;
     }
-    float sum = 0.0f;
-    for (int c = 0; c < cols; c++) {
-        y[c] = softmax_exp(x[c] - max);           /* exp(-inf) = 0 for masked entries */
-        sum += y[c];
+    for (int c0 = 0; c0 < full; c0 += LANES) {
+        #pragma omp simd            /* y may be x: each lane reads its element, then writes it */
+        for (int l = 0; l < LANES; l++) {
+            float e = softmax_exp(x[c0 + l] - max);       /* exp(-inf) = 0 when masked */
+            y[c0 + l] = e;
+            lane_sum[l] += e;
+        }
     }
+    for (int l = 0; l < LANES; l++) {
+        tail[l] = softmax_exp(tail[l] - max);
+        lane_sum[l] += tail[l];
+    }
+    for (int l = 0; l < rest; l++) y[full + l] = tail[l];
+    for (int half = LANES / 2; half > 0; half /= 2)
+        for (int l = 0; l < half; l++) lane_sum[l] += lane_sum[l + half];
+    float sum = lane_sum[0];
     float inv = 1.0f / sum;                       /* sum >= 1: the max entry gives exp(0) */
+    #pragma omp simd
     for (int c = 0; c < cols; c++) y[c] *= inv;
     return 0;
     /* END SOLUTION */
@@ -29,8 +60,17 @@ int softmax_row(float *y, const float *x, int cols)
 int softmax_row_backward(float *dx, const float *y, const float *dy, int cols)
 {
     /* BEGIN SOLUTION */
-    float dot = 0.0f;                             /* sum_c dy[c] * y[c] */
-    for (int c = 0; c < cols; c++) dot += dy[c] * y[c];
+    enum { LANES = SOFTMAX_LANES };               /* as in softmax_row */
+    const int full = cols - cols % LANES, rest = cols - full;
+    float lane_dot[LANES] = {0};                  /* sum_c dy[c] * y[c], in lanes */
+    for (int c0 = 0; c0 < full; c0 += LANES)
+        for (int l = 0; l < LANES; l++) lane_dot[l] += dy[c0 + l] * y[c0 + l];
+    for (int l = 0; l < LANES; l++)               /* the short run last, 0 past it */
+        lane_dot[l] += l < rest ? dy[full + l] * y[full + l] : 0.0f;
+    for (int half = LANES / 2; half > 0; half /= 2)
+        for (int l = 0; l < half; l++) lane_dot[l] += lane_dot[l + half];
+    float dot = lane_dot[0];
+    #pragma omp simd                              /* dx may be dy */
     for (int c = 0; c < cols; c++) dx[c] = y[c] * (dy[c] - dot);
     return 0;
     /* END SOLUTION */

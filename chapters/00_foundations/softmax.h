@@ -58,6 +58,11 @@ static inline float softmax_exp(float x)
     return x >= -87.0f ? p * two_n : x < -87.0f ? 0.0f : x;
 }
 
+/* The partial sums of a row's reductions (its max, its sum of exponentials,
+ * the backward's dot product): 16, a vector of AVX-512 (two of AVX2, four of
+ * NEON), and the same number on every CPU, so the same result. */
+#define SOFTMAX_LANES 16
+
 /* One row: y (C,) = softmax(x (C,)); y may be x. */
 int softmax_row(float *y, const float *x, int cols);
 /* One row: dx (C,) = the gradient through y = softmax(x); dx may be dy. */
