@@ -6,12 +6,33 @@
 #include <math.h>
 #include <stddef.h>
 
+/* The SOFTMAX_LANES partial results of a reduction, combined pairwise: lane
+ * l takes lane l + 8, then l + 4, l + 2, l + 1 (fixed bounds, so a few
+ * vector instructions). a is overwritten. */
+_Static_assert(SOFTMAX_LANES == 16, "lanes_sum and lanes_max combine 16 lanes");
+
+static inline float lanes_sum(float *a)
+{
+    for (int l = 0; l < 8; l++) a[l] += a[l + 8];
+    for (int l = 0; l < 4; l++) a[l] += a[l + 4];
+    for (int l = 0; l < 2; l++) a[l] += a[l + 2];
+    return a[0] + a[1];
+}
+
+static inline float lanes_max(float *a)
+{
+    for (int l = 0; l < 8; l++) a[l] = a[l + 8] > a[l] ? a[l + 8] : a[l];
+    for (int l = 0; l < 4; l++) a[l] = a[l + 4] > a[l] ? a[l + 4] : a[l];
+    for (int l = 0; l < 2; l++) a[l] = a[l + 2] > a[l] ? a[l + 2] : a[l];
+    return a[1] > a[0] ? a[1] : a[0];
+}
+
 int softmax_row(float *y, const float *x, int cols)
 {
     /* BEGIN SOLUTION */
     /* Both reductions keep SOFTMAX_LANES partial results, element c going to
-     * lane c % SOFTMAX_LANES, and combine the lanes pairwise (lane l takes
-     * lane l + 8, then l + 4, l + 2, l + 1): an order fixed in the code, the
+     * lane c % SOFTMAX_LANES, and combine the lanes pairwise (lanes_sum,
+     * lanes_max): an order fixed in the code, the
      * same on every CPU, that the compiler runs as vector instructions (one
      * running sum waits for the previous add at every element). `full` is
      * where the last, shorter run of lanes starts. */
@@ -26,10 +47,7 @@ int softmax_row(float *y, const float *x, int cols)
     for (int c0 = 0; c0 < full; c0 += LANES)
         for (int l = 0; l < LANES; l++)                               /* NaN: skipped */
             lane_max[l] = x[c0 + l] > lane_max[l] ? x[c0 + l] : lane_max[l];
-    for (int half = LANES / 2; half > 0; half /= 2)     /* the lanes pairwise: 8, 4, 2, 1 */
-        for (int l = 0; l < half; l++)
-            lane_max[l] = lane_max[l + half] > lane_max[l] ? lane_max[l + half] : lane_max[l];
-    float max = lane_max[0];
+    float max = lanes_max(lane_max);
     if (max == -INFINITY) {                       /* every entry masked: zeros, not NaN */
         for (int c = 0; c < cols; c++) y[c] = 0.0f;
         return 0;
@@ -47,9 +65,7 @@ int softmax_row(float *y, const float *x, int cols)
         lane_sum[l] += tail[l];
     }
     for (int l = 0; l < rest; l++) y[full + l] = tail[l];
-    for (int half = LANES / 2; half > 0; half /= 2)
-        for (int l = 0; l < half; l++) lane_sum[l] += lane_sum[l + half];
-    float sum = lane_sum[0];
+    float sum = lanes_sum(lane_sum);
     float inv = 1.0f / sum;                       /* sum >= 1: the max entry gives exp(0) */
     #pragma omp simd
     for (int c = 0; c < cols; c++) y[c] *= inv;
@@ -67,9 +83,7 @@ int softmax_row_backward(float *dx, const float *y, const float *dy, int cols)
         for (int l = 0; l < LANES; l++) lane_dot[l] += dy[c0 + l] * y[c0 + l];
     for (int l = 0; l < LANES; l++)               /* the short run last, 0 past it */
         lane_dot[l] += l < rest ? dy[full + l] * y[full + l] : 0.0f;
-    for (int half = LANES / 2; half > 0; half /= 2)
-        for (int l = 0; l < half; l++) lane_dot[l] += lane_dot[l + half];
-    float dot = lane_dot[0];
+    float dot = lanes_sum(lane_dot);
     #pragma omp simd                              /* dx may be dy */
     for (int c = 0; c < cols; c++) dx[c] = y[c] * (dy[c] - dot);
     return 0;

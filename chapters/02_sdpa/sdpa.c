@@ -99,16 +99,20 @@ int sdpa_forward(float *out, float *att, const float *q, const float *k, const f
             rc |= matmul_nt(ab, qb, kb, L, S, E, 0);
             for (int i = 0; i < L; i++) {
                 float *row = ab + (size_t)i * S;
-                for (int j = 0; j < S; j++) {
+                /* causal, top-left aligned: query i sees keys 0..i, the
+                 * first `seen` of the row; the others get weight 0 */
+                int seen = a->is_causal && i + 1 < S ? i + 1 : S;
+                for (int j = 0; j < seen; j++) {
                     row[j] *= a->scale;
                     if (biasb) row[j] += biasb[(size_t)i * S + j];
-                    /* causal, top-left aligned: query i sees keys 0..i */
-                    if (a->is_causal && j > i) row[j] = -INFINITY;
                 }
                 /* The row becomes a probability distribution over the keys,
                  * in place; a row that is -inf everywhere becomes zeros (the
-                 * fully-masked rule). */
-                rc |= softmax_row(row, row, S);
+                 * fully-masked rule). The keys a causal query cannot see
+                 * would be -inf, exp 0: they are left out of the softmax,
+                 * which makes the same sums without them. */
+                rc |= softmax_row(row, row, seen);
+                for (int j = seen; j < S; j++) row[j] = 0.0f;
             }
             /* out_i = sum_j att[i, j] v_j: a weighted average of the values,
              * or, in training with dropout, of the weights dropout keeps. */
