@@ -32,10 +32,10 @@ int softmax_row(float *y, const float *x, int cols)
     /* BEGIN SOLUTION */
     /* Both reductions keep SOFTMAX_LANES partial results, element c going to
      * lane c % SOFTMAX_LANES, and combine the lanes pairwise (lanes_sum,
-     * lanes_max): an order fixed in the code, the
-     * same on every CPU, that the compiler runs as vector instructions (one
-     * running sum waits for the previous add at every element). `full` is
-     * where the last, shorter run of lanes starts. */
+     * lanes_max): an order fixed in the code, the same on every CPU, that
+     * the compiler runs as vector instructions (one running sum waits for
+     * the previous add at every element). `full` is where the last, shorter
+     * run of lanes starts. */
     enum { LANES = SOFTMAX_LANES };
     const int full = cols - cols % LANES, rest = cols - full;
     /* The last, shorter run of lanes, padded with -inf: it changes no
