@@ -43,10 +43,12 @@ int softmax_row(float *y, const float *x, int cols)
     float tail[LANES];
     for (int l = 0; l < LANES; l++) tail[l] = l < rest ? x[full + l] : -INFINITY;
     float lane_max[LANES], lane_sum[LANES];
-    for (int l = 0; l < LANES; l++) lane_max[l] = tail[l], lane_sum[l] = 0.0f;
+    for (int l = 0; l < LANES; l++) lane_max[l] = -INFINITY, lane_sum[l] = 0.0f;
     for (int c0 = 0; c0 < full; c0 += LANES)
         for (int l = 0; l < LANES; l++)                               /* NaN: skipped */
             lane_max[l] = x[c0 + l] > lane_max[l] ? x[c0 + l] : lane_max[l];
+    for (int l = 0; l < LANES; l++)   /* NaN skipped here too: a NaN lane would hide others */
+        lane_max[l] = tail[l] > lane_max[l] ? tail[l] : lane_max[l];
     float max = lanes_max(lane_max);
     if (max == -INFINITY) {                       /* every entry masked: zeros, not NaN */
         for (int c = 0; c < cols; c++) y[c] = 0.0f;
