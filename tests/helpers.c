@@ -184,12 +184,10 @@ void assert_close_to_golden(const TensorFile *file, const char *name, const floa
                     (long long)tensor_numel(t), (long long)n);
         fail();
     }
-    char stem[128], label[192], what[96];
+    char stem[128], label[192];
     snprintf(label, sizeof label, "%s/%s", golden_case_name(file, stem, sizeof stem), name);
-    const char *op = tensorfile_meta(file, "op");
-    snprintf(what, sizeof what, "%s", op ? op : "");
     Extent x = t->ndim <= 8 ? (Extent){n, t->shape, t->ndim} : (Extent){n, &n, 1};
-    close_check(op ? what : NULL, label, actual, t->data, x, atol, rtol);
+    close_check(tensorfile_meta(file, "op"), label, actual, t->data, x, atol, rtol);
 }
 
 void assert_case_refused(CaseEval eval, const TensorFile *in, const char *expect)
