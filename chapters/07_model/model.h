@@ -24,9 +24,10 @@
  * ModelParams type for both, point into them. Every backward ADDS into
  * grads.
  *
- * Not here (runtime/): model_config.h checks a config, model_work.h
- * allocates the work buffers of a batch shape, model_file.h reads and
- * writes checkpoints (safetensors, the config in the metadata).
+ * Beside it in this chapter: model_config.h, the config's fields in one
+ * table and its checks; model_work.h, the work buffers of a batch shape.
+ * Not here: runtime/model_file.h reads and writes checkpoints
+ * (safetensors, the config in the metadata).
  *
  * Read next: model.c; decode.h turns a seq2seq model into a translator.
  * The int functions return 0, or -1 on failure.
