@@ -6,6 +6,7 @@
  * Mirrors:
  *   cuda_bias_forward / cuda_bias_backward   the bias steps of linear_forward
  *                                            and linear_backward (chapter 00)
+ *   cuda_dropout_mask                        dropout_mask (chapter 05 dropout.c)
  *   cuda_relu_forward, cuda_dropout_forward,
  *   cuda_relu_dropout_backward               the steps of ffn_forward and
  *                                            ffn_backward (chapter 05 ffn.c,
@@ -20,13 +21,18 @@
  *
  * Elementwise kernels are one thread per value; the bias gradient (a sum
  * over rows) is one thread per column with the rows in order, as in C.
- * Dropout takes its mask from the caller, like the C code: drawing it on
- * the GPU with the project's PCG32 stream is for the training issue.
+ * Dropout's mask is drawn on the GPU (cuda_dropout_mask): Philox gives
+ * element i from the mask's key and i alone (chapter 00's philox.h, the
+ * same inline code on both sides), so the GPU's mask is the CPU's.
  *
  * Read next: loss.cu.
  */
 #include "common.cuh"
 #include "kernels.h"
+
+extern "C" {
+#include "dropout.h"
+}
 
 /* out (M, N) += bias (N,) on every row. */
 __global__ void bias_forward_kernel(float *out, const float *bias, long long n, int N)
@@ -49,6 +55,17 @@ __global__ void relu_forward_kernel(float *hidden, const float *pre, int n)
 {
     int idx = blockIdx.x * blockDim.x + threadIdx.x;
     if (idx < n) hidden[idx] = pre[idx] > 0.0f ? pre[idx] : 0.0f;
+}
+
+/* chapter 05's dropout_mask on the GPU: one thread per block of four
+ * elements, each the same Philox call as the CPU's (philox.h). */
+__global__ void dropout_mask_kernel(uint8_t *mask, int n, float p, PhiloxKey key)
+{
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= n / 4 + (n % 4 != 0)) return;
+    float u[4];
+    philox_uniform4(u, key, (uint32_t)b);
+    for (int j = 0; j < 4 && 4 * b + j < n; j++) mask[4 * b + j] = u[j] >= p;
 }
 
 /* out = x * mask / (1 - p); scale is 1 / (1 - p), or 0 when p = 1. */
@@ -105,6 +122,15 @@ extern "C" int cuda_relu_forward(float *hidden, const float *pre, int n)
     if (n == 0) return 0;
     relu_forward_kernel<<<blocks_for(n, 256), 256>>>(hidden, pre, n);
     return LAUNCH_CHECK(relu_forward_kernel);
+}
+
+extern "C" int cuda_dropout_mask(uint8_t *mask, int n, float p, Rng *rng)
+{
+    PhiloxKey key = dropout_key(rng);
+    int blocks = n / 4 + (n % 4 != 0);
+    if (blocks == 0) return 0;
+    dropout_mask_kernel<<<blocks_for(blocks, 256), 256>>>(mask, n, p, key);
+    return LAUNCH_CHECK(dropout_mask_kernel);
 }
 
 extern "C" int cuda_dropout_forward(float *out, const float *x, const uint8_t *mask, int n,

@@ -42,14 +42,12 @@ typedef struct {
 } GpuModel;
 
 /* The activations of one batch shape: chapter 07's ModelWork with device
- * buffers, the batch's ids on the device, and a host buffer the dropout
- * masks are drawn into. */
+ * buffers, and the batch's ids on the device. */
 typedef struct {
     ModelWork w;                    /* every float and mask pointer a device pointer */
     int64_t *src_ids, *tgt_ids;     /* (N, S), (N, T) device copies of the batch's ids */
     void *block;                    /* the one cudaMalloc all buffers live in */
     size_t bytes;                   /* its size */
-    uint8_t *host_mask;             /* the largest mask, on the host (dropout > 0) */
 } GpuWork;
 
 /* Device memory of the model, its gradients and the table, and uploads the
@@ -65,9 +63,10 @@ int gpu_work_alloc(GpuWork *w, const GpuModel *g, int N, int S, int T, int backw
 void gpu_work_free(GpuWork *w);
 
 /* model_forward on the GPU: src (N, S) and tgt (N, T) are HOST ids, copied
- * up here (check them first: model_check_ids). rng: training mode; the
- * dropout masks are drawn from it on the CPU, in the C model's order, so a
- * GPU run draws the same masks as a CPU run with the same seed. The logits
+ * up here (check them first: model_check_ids). rng: training mode; each
+ * dropout mask's key is drawn from it in the C model's order and the mask
+ * on the GPU, so a GPU run drops the same units as a CPU run with the same
+ * seed. The logits
  * are w->w.logits (device). */
 int gpu_model_forward(GpuModel *g, GpuWork *w, const int64_t *src, const int64_t *tgt, Rng *rng,
                       Error *err);

@@ -39,6 +39,8 @@
 extern "C" {
 #endif
 
+#include "rng.h"   /* C declarations: inside the extern "C" block for nvcc */
+
 /* ---- matmul.cu: chapter 00's matmul.h ----------------------------------- */
 
 /* The readable tiled kernel. Same three forms and `accumulate` rule as
@@ -138,6 +140,9 @@ int cuda_positional_backward(float *dx, float *dtable, const float *dout, int N,
 int cuda_bias_forward(float *out, const float *bias, int M, int N);      /* out (M, N) += bias */
 int cuda_bias_backward(float *dbias, const float *dout, int M, int N);   /* dbias += column sums */
 int cuda_relu_forward(float *hidden, const float *pre, int n);
+/* dropout_mask on the GPU: the key from rng on the host (dropout_key),
+ * the mask drawn on the device, byte for byte the CPU's. */
+int cuda_dropout_mask(uint8_t *mask, int n, float p, Rng *rng);
 int cuda_dropout_forward(float *out, const float *x, const uint8_t *mask, int n, float p);
 /* dpre = dhidden * mask / (1 - p) * [pre > 0]; dpre may be dhidden. */
 int cuda_relu_dropout_backward(float *dpre, const float *dhidden, const float *pre,

@@ -21,11 +21,11 @@
  *   - Memory. All buffers of one batch shape are pieces of one cudaMalloc
  *     (layout_work runs twice: once to add up the sizes, once to hand out
  *     the pieces), so a work is one allocation and one free.
- *   - Dropout masks are drawn on the CPU from the same Rng, in the order the
- *     C model draws them, and copied up (draw_masks): the same seed gives the
- *     same masks on both sides, so a GPU run can be checked against a CPU
- *     run. (Drawing them on the GPU would need PCG32 streams per thread and
- *     would no longer match.)
+ *   - Dropout masks are drawn on the GPU (draw_masks), each from a key
+ *     the host takes from the same Rng in the order the C model draws its
+ *     masks: Philox makes element i from the key and i alone, so the same
+ *     seed drops the same units on both sides, and a GPU run can be checked
+ *     against a CPU run.
  *   - Matmuls run on cuBLAS (cuda_matmul_set_engine): the tiled kernel of
  *     matmul.cu is the one to read, cuBLAS the one to train with.
  *   - Sums over a batch (bias, LayerNorm and position gradients, the
@@ -652,12 +652,10 @@ static int padding_bias(const float **out, float *bias, const int64_t *key_ids_d
     return 0;
 }
 
-/* One mask of n values drawn on the host, then copied to its device buffer. */
-static int draw_mask(GpuWork *gw, uint8_t *mask, size_t n, float p, Rng *rng)
+/* One mask of n values, drawn into its device buffer. */
+static int draw_mask(uint8_t *mask, size_t n, float p, Rng *rng)
 {
-    if (dropout_mask(gw->host_mask, (int)n, p, rng) != 0) return -1;
-    return cuda_ok(cudaMemcpy(mask, gw->host_mask, n, cudaMemcpyHostToDevice),
-                   "copying a dropout mask");
+    return cuda_dropout_mask(mask, (int)n, p, rng);
 }
 
 /* Every dropout mask of one training forward, in the order model_forward
@@ -679,25 +677,25 @@ static int draw_masks(GpuWork *gw, const ModelConfig *c, Rng *rng)
     for (int k = 0; k < w->enc.num_layers; k++) w->enc.layers[k].masks_drawn = drawn;
     for (int l = 0; l < w->dec.num_layers; l++) w->dec.layers[l].masks_drawn = drawn;
     if (!drawn) return 0;
-    if (draw_mask(gw, w->src_drop, nsd, p, rng) != 0) return -1;
+    if (draw_mask(w->src_drop, nsd, p, rng) != 0) return -1;
     for (int k = 0; k < w->enc.num_layers; k++) {
         EncoderLayerCache *e = &w->enc.layers[k];
-        if (draw_mask(gw, e->mask1, nsd, p, rng) != 0 ||
-            draw_mask(gw, e->mask_ffn, nsf, p, rng) != 0 ||
-            draw_mask(gw, e->mask2, nsd, p, rng) != 0 ||
-            draw_mask(gw, e->mask_attn, nss, p, rng) != 0)
+        if (draw_mask(e->mask1, nsd, p, rng) != 0 ||
+            draw_mask(e->mask_ffn, nsf, p, rng) != 0 ||
+            draw_mask(e->mask2, nsd, p, rng) != 0 ||
+            draw_mask(e->mask_attn, nss, p, rng) != 0)
             return -1;
     }
     if (c->kind != MODEL_SEQ2SEQ) return 0;
-    if (draw_mask(gw, w->tgt_drop, ntd, p, rng) != 0) return -1;
+    if (draw_mask(w->tgt_drop, ntd, p, rng) != 0) return -1;
     for (int l = 0; l < w->dec.num_layers; l++) {
         DecoderLayerCache *d = &w->dec.layers[l];
-        if (draw_mask(gw, d->mask[0], ntd, p, rng) != 0 ||
-            draw_mask(gw, d->mask[1], ntd, p, rng) != 0 ||
-            draw_mask(gw, d->ffn_mask, ntf, p, rng) != 0 ||
-            draw_mask(gw, d->mask[2], ntd, p, rng) != 0 ||
-            draw_mask(gw, d->sa_mask, ntt, p, rng) != 0 ||
-            draw_mask(gw, d->ca_mask, nts, p, rng) != 0)
+        if (draw_mask(d->mask[0], ntd, p, rng) != 0 ||
+            draw_mask(d->mask[1], ntd, p, rng) != 0 ||
+            draw_mask(d->ffn_mask, ntf, p, rng) != 0 ||
+            draw_mask(d->mask[2], ntd, p, rng) != 0 ||
+            draw_mask(d->sa_mask, ntt, p, rng) != 0 ||
+            draw_mask(d->ca_mask, nts, p, rng) != 0)
             return -1;
     }
     return 0;
@@ -1014,13 +1012,7 @@ extern "C" int gpu_work_alloc(GpuWork *gw, const GpuModel *g, int N, int S, int 
     w->dec.num_layers = seq2seq ? c->num_decoder_layers : 0;
     w->dec.layers = (DecoderLayerCache *)calloc(
         (size_t)(w->dec.num_layers > 0 ? w->dec.num_layers : 1), sizeof *w->dec.layers);
-    /* the largest mask: an FFN's (N, len, F), a layer's (N, len, D) or the
-     * attention weights' (N, H, len, len) */
-    size_t len = S > T ? S : T;
-    size_t width = c->dim_feedforward > c->d_model ? c->dim_feedforward : c->d_model;
-    if (width < c->nhead * len) width = c->nhead * len;
-    if (c->dropout > 0) gw->host_mask = (uint8_t *)malloc(N * len * width);
-    if (!w->enc.layers || !w->dec.layers || (c->dropout > 0 && !gw->host_mask)) {
+    if (!w->enc.layers || !w->dec.layers) {
         gpu_work_free(gw);
         return error_set(err, "GPU work: out of host memory");
     }
@@ -1043,6 +1035,5 @@ extern "C" void gpu_work_free(GpuWork *gw)
     cudaFree(gw->block);
     free(gw->w.enc.layers);
     free(gw->w.dec.layers);
-    free(gw->host_mask);
     memset(gw, 0, sizeof *gw);
 }

@@ -32,6 +32,7 @@
 #include <string.h>
 
 extern "C" {
+#include "dropout.h"
 #include "embedding.h"
 #include "layernorm.h"
 #include "matmul.h"
@@ -1215,6 +1216,80 @@ static void check_cross_entropy(Report *rep, Rng *rng)
     free(logits);
 }
 
+/* Masks drawn on the GPU against dropout_mask on the CPU, byte for byte,
+ * from the same seed: lengths that are and are not multiples of four, one
+ * too long for one CUDA block, and p at 0, 1 and between. Both generators
+ * must also stand in the same place afterwards (two numbers taken). */
+static void check_dropout_masks(Report *rep)
+{
+    const char *label = "dropout_mask [philox] vs CPU";
+    const int lengths[] = {1, 3, 4, 5, 1023, 33000, (1 << 22) + 3};
+    const float ps[] = {0.0f, 0.1f, 0.5f, 1.0f};
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++)
+        for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {
+            int n = lengths[li];
+            float p = ps[pi];
+            Rng cpu, gpu;
+            rng_seed(&cpu, 1000 + li, 4), rng_seed(&gpu, 1000 + li, 4);
+            uint8_t *want = (uint8_t *)malloc(n), *got = (uint8_t *)malloc(n);
+            Dev d = {};
+            uint8_t *mask = (uint8_t *)dev_alloc(&d, n, 0xff);
+            int fail = !want || !got || !mask || dropout_mask(want, n, p, &cpu) != 0 ||
+                       cuda_dropout_mask(mask, n, p, &gpu) != 0 ||
+                       cudaMemcpy(got, mask, n, cudaMemcpyDeviceToHost) != cudaSuccess;
+            char what[64];
+            snprintf(what, sizeof what, "n %d p %g", n, p);
+            if (fail) {
+                record_failure(rep, label, what, d.error[0] ? d.error : "launch failed");
+            } else {
+                int64_t differ = 0, first = -1;
+                for (int i = 0; i < n; i++)
+                    if (got[i] != want[i]) differ++, first = first < 0 ? i : first;
+                int ok = differ == 0 && memcmp(&cpu, &gpu, sizeof cpu) == 0;
+                row_add(report_row(rep, label), ok, (double)differ, 0.0);
+                if (!ok)
+                    note(rep->failures, &rep->n_failures, "%s: %s: %lld bytes differ (first %lld)%s",
+                         label, what, (long long)differ, (long long)first,
+                         differ ? "" : ", the generators stand apart");
+            }
+            free(want), free(got);
+            dev_free(&d);
+        }
+}
+
+/* dropout_rng cases: the mask reference/rng.py draws, drawn on the GPU. */
+static void eval_dropout_rng(Report *rep, const TensorFile *in, const char *op)
+{
+    Dev d = {};
+    Error err;
+    long long seed, stream;
+    double p;
+    const Tensor *want = input(&d, in, "mask", DTYPE_BOOL, -1);
+    if (!want || tensorfile_meta_int(in, "rng_seed", -1, &seed, &err) != 0 ||
+        tensorfile_meta_int(in, "rng_stream", -1, &stream, &err) != 0 ||
+        tensorfile_meta_double(in, "dropout", NAN, &p, &err) != 0) {
+        record_failure(rep, op, in->path, d.error[0] ? d.error : err.msg);
+        return;
+    }
+    int n = as_int(tensor_numel(want));
+    Rng rng;
+    rng_seed(&rng, (uint64_t)seed, (uint64_t)stream);
+    uint8_t *mask = (uint8_t *)dev_alloc(&d, n, 0xff), *got = (uint8_t *)malloc(n ? n : 1);
+    if (!mask || !got || cuda_dropout_mask(mask, n, (float)p, &rng) != 0 ||
+        cudaMemcpy(got, mask, n, cudaMemcpyDeviceToHost) != cudaSuccess) {
+        record_failure(rep, op, in->path, d.error[0] ? d.error : "launch failed");
+    } else {
+        int differ = 0;
+        for (int i = 0; i < n; i++) differ += got[i] != ((const uint8_t *)want->data)[i];
+        row_add(report_row(rep, op), differ == 0, (double)differ, 0.0);
+        if (differ)
+            note(rep->failures, &rep->n_failures, "%s: %s: %d of %d mask bytes differ", op,
+                 in->path, differ, n);
+    }
+    free(got);
+    dev_free(&d);
+}
+
 /*
  * Adam and AdamW (no goldens until chapter 08) against hd_adam_update run
  * on the CPU: three steps on 10 000 parameters. The same formula in the same
@@ -1264,8 +1339,9 @@ static void check_adam(Report *rep, Rng *rng)
 /* Training with dropout, which no golden has (PyTorch's masks cannot be
  * replayed): 20 steps of the same model from the same weights, with the same
  * batches and the same dropout Rng, once with train_step on the CPU and once
- * with train.cu on the GPU. model.cu draws the masks on the CPU in the C
- * model's order, so both runs drop the same units and must agree up to the
+ * with train.cu on the GPU. model.cu draws the masks on the GPU from keys
+ * taken in the C model's order, so both runs drop the same units (given
+ * check_dropout_masks) and must agree up to the
  * order of float32 sums: losses to rtol 1e-5, the final weights to atol
  * 1e-5 + rtol 1e-4 (20 Adam steps of lr 1e-3 each move a weight by at most
  * 2e-2; a relative difference of 1e-5 in a gradient moves the update by
@@ -1396,6 +1472,7 @@ static EvalFn eval_for(const char *op)
         {"model", eval_model},
         {"model_backward", eval_model},
         {"train_parity", eval_parity},
+        {"dropout_rng", eval_dropout_rng},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(table[i].op, op) == 0) return table[i].fn;
@@ -1488,6 +1565,7 @@ int main(int argc, char **argv)
     check_long_attention(&rep, &rng);
     check_cross_entropy(&rep, &rng);
     check_adam(&rep, &rng);
+    check_dropout_masks(&rep);
     check_training_vs_cpu(&rep, &rng);
     cuda_blas_destroy(rep.blas);
 

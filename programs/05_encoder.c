@@ -161,7 +161,7 @@ static int demo(void)
     int rc = ones && out && mask ? 0 : -1;
     if (rc == 0) {
         for (int i = 0; i < N; i++) ones[i] = 1.0f;
-        printf("\nDropout on %d ones (PCG32, seed 42): fraction dropped and the mean of the "
+        printf("\nDropout on %d ones (Philox masks, seed 42): fraction dropped and the mean of the "
                "output\n", N);
         const float ps[] = {0.0f, 0.1f, 0.5f, 0.9f, 1.0f};
         Rng rng;

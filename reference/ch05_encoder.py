@@ -42,7 +42,7 @@ import torch
 import torch.nn as nn
 
 from reference.common import Case, case_meta, generator, measure_main, randn
-from reference.rng import Pcg32
+from reference.rng import Pcg32, check_philox, dropout_mask
 
 CHAPTER = "05_encoder"
 PROGRAM = "build/05_encoder"
@@ -265,14 +265,15 @@ def dropout_case(name, shape, p, seed, backward=False, training=True):
 
 
 def dropout_rng_case(name, shape, p, rng_seed, rng_stream=0):
-    """The mask C's dropout_mask() draws: one uniform per element, in order,
-    kept iff u >= p, from PCG32 (reference/rng.py is its Python twin)."""
+    """The mask C's dropout_mask() draws from Pcg32(rng_seed, rng_stream): a
+    Philox key from the stream, then one Philox uniform per element, kept iff
+    u >= p (reference/rng.py is the Python twin of both generators)."""
     p = as_f32(p)
     g = generator(rng_seed)
     x = f32(randn(g, *shape))
-    rng = Pcg32(rng_seed, rng_stream)
     n = x.numel()
-    mask = torch.tensor([rng.uniform() >= p for _ in range(n)], dtype=torch.bool).reshape(shape)
+    mask = torch.tensor(dropout_mask(n, p, Pcg32(rng_seed, rng_stream)),
+                        dtype=torch.bool).reshape(shape)
     y = x * mask / (1 - p) if p < 1 else torch.zeros_like(x)
     return Case(name, {"input": x, "mask": mask, "output": y},
                 case_meta("dropout_rng", rng_seed, outputs=["mask", "output"], dropout=p,
@@ -600,8 +601,11 @@ def golden_cases():
     cases.append(dropout_case("dropout_mask_backward_eval_p30_4x25", (4, 25), 0.3, 714,
                               backward=True, training=False))
     # The C RNG's mask, drawn in Python.
+    # (33, 1000) is long enough for C to draw it on several threads.
+    check_philox()
     for i, (shape, p, seed, stream) in enumerate([((8, 32), 0.1, 42, 0), ((1000,), 0.5, 7, 3),
-                                                  ((3, 4, 5), 0.0, 1, 0), ((3, 4, 5), 1.0, 1, 0)]):
+                                                  ((3, 4, 5), 0.0, 1, 0), ((3, 4, 5), 1.0, 1, 0),
+                                                  ((33, 1000), 0.3, 5, 4)]):
         tag = "x".join(map(str, shape))
         cases.append(dropout_rng_case(f"dropout_rng_{ptag(p)}_{tag}_seed{seed}", shape, p, seed,
                                         stream))

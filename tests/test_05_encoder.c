@@ -131,28 +131,27 @@ static void test_dropout_mask_case(void **state)
     tensorfile_free(&f);
 }
 
-/* The mask dropout_mask() draws equals the one reference/rng.py draws. */
-/* A mask large enough to be drawn by several threads, in blocks that jump
- * ahead in the stream, is exactly the serial one (element i takes the i-th
- * number), with one thread or two, and leaves the generator where n serial
- * draws leave it. */
-static void test_dropout_mask_is_the_serial_stream(void **state)
+/* A mask large enough to be drawn by several threads is the same with one
+ * thread or two, and every mask takes exactly two numbers from the stream
+ * (its key), whatever its length. */
+static void test_dropout_mask_thread_count_independent(void **state)
 {
+    (void)state;
     enum { n = 300007 };
-    uint8_t *serial = malloc(n), *mask = malloc(n);
-    Rng a, b;
-    rng_seed(&a, 11, 4);
-    for (int i = 0; i < n; i++) serial[i] = rng_uniform(&a) >= 0.3f;
+    uint8_t *one = malloc(n), *mask = malloc(n);
+    assert_non_null(one), assert_non_null(mask);
     int saved = omp_get_max_threads();
     for (int threads = 1; threads <= 2; threads++) {
+        Rng rng, ref;
         omp_set_num_threads(threads);
-        rng_seed(&b, 11, 4);
-        assert_ok(dropout_mask(mask, n, 0.3f, &b));
-        assert_memory_equal(mask, serial, n);
-        assert_same(a.state, b.state);
+        rng_seed(&rng, 11, 4), rng_seed(&ref, 11, 4);
+        assert_ok(dropout_mask(threads == 1 ? one : mask, n, 0.3f, &rng));
+        rng_u32(&ref), rng_u32(&ref);
+        assert_memory_equal(&rng, &ref, sizeof rng);
     }
     omp_set_num_threads(saved);
-    free(serial), free(mask);
+    assert_memory_equal(mask, one, n);
+    free(one), free(mask);
 }
 
 static void test_dropout_rng_case(void **state)
@@ -414,8 +413,9 @@ static void test_dropout_statistics(void **state)
     free(ones), free(out), free(mask);
 }
 
-/* The same seed draws the same mask; another seed or stream another. The
- * mask takes exactly n numbers from the stream, whatever p. */
+/* The same seed draws the same mask; another seed or stream another, and
+ * so does the next mask of the same stream (its own key). A mask takes
+ * exactly two numbers from the stream, whatever p. */
 static void test_dropout_deterministic(void **state)
 {
     enum { n = 1000 };
@@ -427,11 +427,13 @@ static void test_dropout_deterministic(void **state)
     assert_ok(dropout_mask(c, n, 0.4f, &r3));
     assert_memory_equal(a, b, n);
     assert_memory_not_equal(a, c, n);
+    assert_ok(dropout_mask(b, n, 0.4f, &r2));
+    assert_memory_not_equal(a, b, n);
     const float ps[] = {0.0f, 0.4f, 1.0f};
     for (size_t k = 0; k < 3; k++) {
         rng_seed(&r1, 9, 1), rng_seed(&ref, 9, 1);
         assert_ok(dropout_mask(a, n, ps[k], &r1));
-        for (int i = 0; i < n; i++) rng_uniform(&ref);
+        rng_u32(&ref), rng_u32(&ref);
         assert_memory_equal(&r1, &ref, sizeof r1);
     }
 }
@@ -1049,7 +1051,8 @@ int main(void)
         GOLDEN_TEST(test_dropout_rng_case, "dropout_rng_p10_8x32_seed42"),
         GOLDEN_TEST(test_dropout_rng_case, "dropout_rng_p50_1000_seed7"),
         GOLDEN_TEST(test_dropout_rng_case, "dropout_rng_p100_3x4x5_seed1"),
-        cmocka_unit_test(test_dropout_mask_is_the_serial_stream),
+        GOLDEN_TEST(test_dropout_rng_case, "dropout_rng_p30_33x1000_seed5"),
+        cmocka_unit_test(test_dropout_mask_thread_count_independent),
         cmocka_unit_test(test_dropout_statistics),
         cmocka_unit_test(test_dropout_deterministic),
         cmocka_unit_test(test_dropout_p0_and_p1),

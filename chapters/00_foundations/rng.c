@@ -24,26 +24,6 @@ uint32_t rng_u32(Rng *rng)
     return (xorshifted >> rot) | (xorshifted << ((-rot) & 31));
 }
 
-void rng_advance(Rng *rng, uint64_t delta)
-{
-    /* n steps of state -> a state + c compose to one affine map
-     * A state + C; square-and-multiply builds it in O(log n) steps (Brown,
-     * "Random number generation with arbitrary strides", 1994; the PCG
-     * reference implementation's pcg_advance_lcg_64). */
-    uint64_t acc_mult = 1, acc_plus = 0;
-    uint64_t cur_mult = PCG_MULTIPLIER, cur_plus = rng->inc;
-    while (delta > 0) {
-        if (delta & 1) {
-            acc_mult *= cur_mult;
-            acc_plus = acc_plus * cur_mult + cur_plus;
-        }
-        cur_plus = (cur_mult + 1) * cur_plus;
-        cur_mult *= cur_mult;
-        delta >>= 1;
-    }
-    rng->state = acc_mult * rng->state + acc_plus;
-}
-
 float rng_uniform(Rng *rng)
 {
     return (float)(rng_u32(rng) >> 8) * (1.0f / 16777216.0f);

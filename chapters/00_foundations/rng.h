@@ -1,8 +1,8 @@
 /*
  * rng.h - a small deterministic random number generator (PCG32).
  *
- * Everything random in the project (weight initialisation, dropout masks,
- * shuffling, the reverse-task data) draws from an Rng that main() seeds, so a
+ * Everything random in the project (weight initialisation, dropout masks'
+ * keys, shuffling, the reverse-task data) draws from an Rng that main() seeds, so a
  * run is reproducible from its seed, on any machine and with any number of
  * threads. C cannot reproduce PyTorch's generator, which is why golden cases
  * carry their inputs; reference/rng.py is a line-by-line Python twin of this
@@ -12,7 +12,7 @@
  * Statistically Good Algorithms"): a 64-bit linear congruential state and a
  * permuted 32-bit output (xorshift, then a rotation chosen by the top bits).
  *
- * Read next: threads.h.
+ * Read next: philox.h, the generator a dropout mask's key drives.
  */
 #ifndef RNG_H
 #define RNG_H
@@ -26,10 +26,6 @@ typedef struct {
 
 void rng_seed(Rng *rng, uint64_t seed, uint64_t stream);
 uint32_t rng_u32(Rng *rng);
-/* Skips delta numbers of the stream in O(log delta) steps: afterwards the
- * stream goes on exactly as after delta calls of rng_u32. So several threads
- * can each draw their own block of one stream. */
-void rng_advance(Rng *rng, uint64_t delta);
 /* Uniform in [0, 1), 24 random bits (every float32 of the form k / 2^24). */
 float rng_uniform(Rng *rng);
 /* Standard normal by the Box-Muller transform (uses two uniforms per call). */

@@ -11,7 +11,7 @@
  * Compute is float32 throughout. The integer and boolean dtypes exist because
  * case files carry token ids (I64) and attention masks (BOOL).
  *
- * Read next: matmul.h, softmax.h, rng.h, threads.h, error.h, safetensors.h
+ * Read next: matmul.h, softmax.h, rng.h, philox.h, threads.h, error.h, safetensors.h
  * (the order of the chapter's README).
  */
 #ifndef TENSOR_H

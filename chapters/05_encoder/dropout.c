@@ -8,33 +8,27 @@
 
 #include "error.h"   /* not_implemented(), used by the exercise stubs */
 
+PhiloxKey dropout_key(Rng *rng)
+{
+    PhiloxKey key;
+    key.k[0] = rng_u32(rng);   /* two statements: the order of the draws is fixed */
+    key.k[1] = rng_u32(rng);
+    return key;
+}
+
 int dropout_mask(uint8_t *mask, int n, float p, Rng *rng)
 {
     /* BEGIN SOLUTION */
-    /* Element i takes the i-th number of the stream, so the mask depends on
-     * the seed only, not on the thread count: the mask is cut into blocks,
-     * and each block's generator jumps ahead to its first element
-     * (rng_advance). Each thread draws four blocks in step: one PCG step
-     * waits for the previous one's multiply, four chains keep the core busy. */
-    enum { LANES = 4 };
-    const Rng start = *rng;
-    #pragma omp parallel if (n >= 1 << 16)
-    {
-        int lanes = omp_get_num_threads() * LANES, first = omp_get_thread_num() * LANES;
-        Rng r[LANES];
-        int64_t lo[LANES], hi[LANES], longest = 0;
-        for (int l = 0; l < LANES; l++) {
-            lo[l] = (int64_t)n * (first + l) / lanes;
-            hi[l] = (int64_t)n * (first + l + 1) / lanes;
-            r[l] = start;
-            rng_advance(&r[l], (uint64_t)lo[l]);
-            if (hi[l] - lo[l] > longest) longest = hi[l] - lo[l];
-        }
-        for (int64_t j = 0; j < longest; j++)
-            for (int l = 0; l < LANES; l++)
-                if (lo[l] + j < hi[l]) mask[lo[l] + j] = rng_uniform(&r[l]) >= p;
+    /* Element i depends on the key and i only, so the blocks of four can be
+     * shared out among the threads in any way. */
+    PhiloxKey key = dropout_key(rng);
+    int blocks = n / 4 + (n % 4 != 0);
+    #pragma omp parallel for schedule(static) if (n >= 1 << 15)
+    for (int b = 0; b < blocks; b++) {
+        float u[4];
+        philox_uniform4(u, key, (uint32_t)b);
+        for (int j = 0; j < 4 && 4 * b + j < n; j++) mask[4 * b + j] = u[j] >= p;
     }
-    rng_advance(rng, (uint64_t)n);
     return 0;
     /* END SOLUTION */
 }

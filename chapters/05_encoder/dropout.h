@@ -19,12 +19,20 @@
 
 #include <stdint.h>
 
+#include "philox.h"
 #include "rng.h"
 
-/* Draws the mask from rng: one rng_uniform() per element, in index order,
- * element i kept iff u_i >= p. Always takes exactly n numbers from the
- * stream, whatever p; element i gets the i-th number whatever the thread
- * count. */
+/* A mask's key: two rng_u32() of the stream, the first in k[0]. Every mask
+ * takes one key, so its bits depend on the seed, on the mask's place in the
+ * run (which step, which tensor) and on the element index only. The GPU
+ * draws its keys with this same function. */
+PhiloxKey dropout_key(Rng *rng);
+
+/* Draws the mask: one key from rng (dropout_key), then element i is kept
+ * iff u_i >= p, where u_i is number i of the key's Philox sequence
+ * (philox_uniform4 of block i / 4, element i % 4). Always takes exactly two
+ * numbers from rng, whatever p and n; element i is the same whatever the
+ * thread count, and the same on the GPU. */
 int dropout_mask(uint8_t *mask,            /* (n,) 1 = kept, 0 = dropped */
                  int n, float p, Rng *rng);
 
