@@ -108,6 +108,9 @@ static int check(TaskRun *r, Error *err)
         return error_set(err, "--min-accuracy: a language model has no accuracy; bound its "
                          "bits per byte with --max-bpb");
     if (!r->training) return 0;
+    if (r->o.no_test && max_bpb > 0)
+        return error_set(err, "--max-bpb bounds the test bits per byte, which --no-test does not "
+                         "measure");
     task_config(r, &c, &names);
     return options_check_config(&c, &names, err);
 }

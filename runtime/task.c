@@ -81,6 +81,8 @@ static int train_options(Option *opts, TaskRun *r, int *help)
          "exit 1 if the last validation loss is above this (0: off)"},
         {"--min-accuracy", OPT_DOUBLE, &o->min_accuracy,
          "exit 1 if the test accuracy (a fraction) is below this"},
+        {"--no-test", OPT_FLAG, &o->no_test, "measure nothing on the test sets at the end (a run "
+         "that chooses a recipe on the validation split; --eval measures the chosen model once)"},
         {"--help", OPT_FLAG, help, "this list"},
     };
     for (size_t i = 0; i < sizeof common / sizeof common[0]; i++) {
@@ -150,6 +152,9 @@ static int recipe(const RunOptions *o, TrainOptions *t, Error *err)
             return error_set(err, "%s: %d, need at least %d", ints[i].name, ints[i].value,
                              ints[i].least);
     if (!(t->max_norm >= 0)) return error_set(err, "--clip: %g is negative", t->max_norm);
+    if (o->no_test && o->min_accuracy > 0)
+        return error_set(err, "--min-accuracy bounds the test accuracy, which --no-test does not "
+                         "measure");
     if (!(o->mpi_timeout > 0 && o->mpi_timeout <= 1e6))
         return error_set(err, "--mpi-timeout: %g is not a number of seconds in (0, 1e6]",
                          o->mpi_timeout);
@@ -371,7 +376,7 @@ static uint64_t hash_recipe(uint64_t h, const TrainOptions *t, const RunOptions 
     const int64_t ints[] = {t->epochs, t->batch_size, t->adam.decoupled, t->schedule, t->warmup,
                             t->per_epoch, t->validate_every, t->bucket, t->stop_after, o->seed,
                             o->eval_every, o->d_model, o->heads, o->layers, o->ffn,
-                            o->norm_first};
+                            o->norm_first, o->no_test};
     const double reals[] = {t->adam.lr, t->adam.beta1, t->adam.beta2, t->adam.eps,
                             t->adam.weight_decay, t->max_norm, t->label_smoothing, o->dropout,
                             o->target_loss, o->min_accuracy, o->mpi_timeout};
@@ -521,7 +526,7 @@ int task_train(TaskRun *r, Error *err)
     }
     if (o->out && save_model(r, &m, o->out, err) != 0) goto done;
     double accuracy = 1.0;                      /* rank 0 reports */
-    if (r->rank == 0 && task->report(r, &m, &accuracy, err) != 0) goto done;
+    if (r->rank == 0 && !o->no_test && task->report(r, &m, &accuracy, err) != 0) goto done;
     rc = 0;
     if (o->target_loss > 0 && !finished && !(r->last_val.loss <= o->target_loss))
         rc = error_set(err, "the validation loss %.4f is above the target %.4f",

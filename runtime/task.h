@@ -45,6 +45,7 @@ typedef struct {
                                    --lr, --clip, ... write into it (train.adam.lr) */
     const char *optimizer, *schedule;   /* read into train.adam.decoupled, train.schedule */
     int seed, eval_every;
+    int no_test;                /* --no-test: the run measures nothing on the test sets */
     int d_model, heads, layers, ffn, norm_first;
     double dropout, target_loss, min_accuracy;
     double mpi_timeout;         /* seconds a rank waits for the others (--device mpi) */

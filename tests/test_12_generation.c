@@ -905,6 +905,17 @@ static void test_train_checks_the_stride_first(void **state)
     assert_non_null(strstr(out, "bits per byte"));
     for (int i = 0; i < 3; i++) assert_int_equal(access(outputs[i], F_OK), 0);
     for (int i = 0; i < 3; i++) unlink(outputs[i]);
+    /* --no-test trains and saves, and measures nothing on the test reviews;
+     * a bound on that measure is refused before any work */
+    snprintf(cmd, sizeof cmd, "%s --test-reviews 1 --context 32 --stride 32 --no-test", run);
+    assert_int_equal(run_command(cmd, out, sizeof out), 0);
+    assert_null(strstr(out, "bits per byte"));
+    for (int i = 0; i < 3; i++) assert_int_equal(access(outputs[i], F_OK), 0);
+    for (int i = 0; i < 3; i++) unlink(outputs[i]);
+    snprintf(cmd, sizeof cmd, "%s --context 32 --no-test --max-bpb 2", run);
+    assert_int_equal(run_command(cmd, out, sizeof out), 1);
+    assert_non_null(strstr(out, "--max-bpb bounds the test bits per byte, which --no-test"));
+    for (int i = 0; i < 3; i++) assert_int_equal(access(outputs[i], F_OK), -1);
     unlink("build/lm_tiny/imdb.tsv");
     rmdir("build/lm_tiny");
 }
