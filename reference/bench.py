@@ -41,8 +41,10 @@ gets would also count the Python parent's pages from before the exec).
 PyTorch's includes the interpreter and its libraries, so its resident
 memory just before the first step is printed as well.
 
-Both sides train with dropout 0: the C attention has no dropout on its
-weights (chapter 05), so a step with dropout would not be the same work.
+Both sides train with the model's dropout: 0 for the CPU rows, 0.1 for
+"imdb6", where it is every dropout of nn.TransformerEncoderLayer, the
+attention weights' included, on both sides (C draws its masks on the GPU,
+chapter 05's Philox).
 
 The GPU table follows when torch sees a CUDA device and the CUDA build of
 the program, build/cuda/08_training, exists (`make cuda`); otherwise one
@@ -51,8 +53,8 @@ model, the paper's base size ("base", GPU only: far too slow for a small
 CPU) included: the C program with --device cuda against PyTorch with the
 model and every input on "cuda", and prints
 
-    model, C GPU ms/step, PyTorch GPU ms/step, speed-up (PyTorch / C),
-    C GPU memory, PyTorch GPU memory
+    model, C GPU ms/step, PyTorch GPU ms/step (eager, then torch.compile),
+    speed-up against each, C GPU memory, PyTorch GPU memory (eager)
 
 Both sides compute in full float32: PyTorch's TF32 is switched off for
 matrix products and cuDNN, as the C code uses none. Both copy the loss back
@@ -123,6 +125,13 @@ MODELS = {
                              num_decoder_layers=6, max_len=64, learned_pos=False,
                              scale_embedding=1, final_norm=True, pad_id=0),
                  batch=32, src_len=64, tgt_len=64, steps=5, repeats=5, gpu_only=True),
+    # The IMDb classifier at the notebook's size (seed 003: 6 layers,
+    # d_model 256, 8 heads, FFN 1024, 512 tokens) with dropout 0.1, over
+    # chapter 10's 8192 BPE ids: gpu_only.
+    "imdb6": dict(config=dict(kind="classifier", src_vocab=8192, tgt_vocab=2, d_model=256,
+                              nhead=8, dim_feedforward=1024, num_encoder_layers=6, max_len=512,
+                              learned_pos=True, pad_id=0, dropout=0.1),
+                  batch=32, src_len=512, tgt_len=0, steps=5, repeats=5, gpu_only=True),
 }
 WARMUP_STEPS = 3
 SPEED_UP_AIM = 3.0      # the CPU step's aim against eager PyTorch (issue 26)
@@ -164,6 +173,8 @@ def step_flops(spec):
                  + attention(T, S))
         flops += c["num_decoder_layers"] * (self_block(N * T, T) + cross)
         flops += linear(N * T, D, c["tgt_vocab"])
+    elif c["kind"] == "classifier":
+        flops += linear(N, D, c["tgt_vocab"])
     else:
         flops += linear(N * S, D, c["tgt_vocab"])
     return flops
@@ -214,7 +225,8 @@ def torch_worker(name, threads, device="cpu", compiled=False):
         tgt = torch.randint(low, cfg["tgt_vocab"], (N, T + 1), device=device)
         tgt_in, target = tgt[:, :-1], tgt[:, 1:]
     else:
-        tgt_in, target = None, torch.randint(0, cfg["tgt_vocab"], (N, S), device=device)
+        out_len = (N,) if cfg["kind"] == "classifier" else (N, S)
+        tgt_in, target = None, torch.randint(0, cfg["tgt_vocab"], out_len, device=device)
     ignore = cfg["pad_id"] if cfg["pad_id"] >= 0 else -100
 
     def step():
@@ -477,7 +489,7 @@ def busy_table(names, threads, single):
 
 def gpu_table(names, threads, written):
     header = (f"{'model':<9} {'C GPU ms':>9} {'torch GPU ms':>12} {'speed-up':>9} "
-              f"{'C GPU MB':>9} {'torch GPU MB':>12}")
+              f"{'compiled ms':>11} {'speed-up':>9} {'C GPU MB':>9} {'torch GPU MB':>12}")
     for i, name in enumerate(names):
         if name not in written:
             write_checkpoint(name)
@@ -486,6 +498,9 @@ def gpu_table(names, threads, written):
                     keys=("ms_per_step", "gpu_mb"))
         t = measure(torch_command(name, threads, "cuda"), threads,
                     keys=("ms_per_step", "gpu_mb", "device"))
+        tc, _ = measure_or_why(torch_command(name, threads, "cuda", compiled=True), threads)
+        compiled = (f"{tc:>11.2f} {tc / c['ms_per_step']:>8.2f}x"
+                    if tc is not None else f"{'n/a':>11} {'n/a':>9}")
         if i == 0:          # the title names the GPU, which only the worker asks torch for
             print(f"make bench: the same step on the GPU ({t['device']}), full float32 "
                   f"(TF32 off), the loss copied back every step, median of "
@@ -493,7 +508,7 @@ def gpu_table(names, threads, written):
             print(header)
             print("-" * len(header))
         print(f"{name:<9} {c['ms_per_step']:>9.2f} {t['ms_per_step']:>12.2f} "
-              f"{t['ms_per_step'] / c['ms_per_step']:>8.2f}x {c['gpu_mb']:>9.1f} "
+              f"{t['ms_per_step'] / c['ms_per_step']:>8.2f}x {compiled} {c['gpu_mb']:>9.1f} "
               f"{t['gpu_mb']:>12.1f}", flush=True)
 
 

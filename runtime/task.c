@@ -608,13 +608,15 @@ typedef struct {
 } BenchOptions;
 
 /* Random ids for a batch of the model's: clear of <pad>, <sos> and <eos>
- * when the model has a pad id. */
+ * when the model has a pad id; a classifier's targets are its classes,
+ * every one of them. */
 static int bench_batch(const Model *m, const BenchOptions *b, int64_t *src, int64_t *tgt_in,
                        int64_t *target, int out_len, const char *path, Error *err)
 {
     Rng rng;
     int low = m->cfg.pad_id >= 0 ? 3 : 0;
-    if (m->cfg.src_vocab <= low || m->cfg.tgt_vocab <= low)
+    int classes = m->cfg.kind == MODEL_CLASSIFIER;
+    if (m->cfg.src_vocab <= low || (!classes && m->cfg.tgt_vocab <= low))
         return error_set(err, "%s: vocabularies of %d and %d ids leave none past <pad>, <sos>, "
                          "<eos>", path, m->cfg.src_vocab, m->cfg.tgt_vocab);
     rng_seed(&rng, 0, 5);
@@ -622,8 +624,9 @@ static int bench_batch(const Model *m, const BenchOptions *b, int64_t *src, int6
         src[i] = low + rng_below(&rng, (uint32_t)(m->cfg.src_vocab - low));
     for (int64_t i = 0; tgt_in && i < (int64_t)b->N * b->T; i++)
         tgt_in[i] = low + rng_below(&rng, (uint32_t)(m->cfg.tgt_vocab - low));
+    int target_low = classes ? 0 : low;
     for (int64_t i = 0; i < (int64_t)b->N * out_len; i++)
-        target[i] = low + rng_below(&rng, (uint32_t)(m->cfg.tgt_vocab - low));
+        target[i] = target_low + rng_below(&rng, (uint32_t)(m->cfg.tgt_vocab - target_low));
     return 0;
 }
 
@@ -664,7 +667,10 @@ static int run_bench(const char *path, const BenchOptions *b, Error *err)
     if (device_open(b->device, &device, &m, &opt, (BatchSize){b->N, b->S, b->T}, 300, err) != 0)
         goto done;
     if (!device.ctx && step_work_alloc(&s, &m, b->N, b->S, b->T, 1, err) != 0) goto done;
-    StepConfig step = {adam_default_config(0), 1e-3f, 0.0f, 0.0f, NULL};
+    Rng dropout_rng;    /* the model's dropout, as in training (none at p = 0) */
+    rng_seed(&dropout_rng, 0, 4);
+    StepConfig step = {adam_default_config(0), 1e-3f, 0.0f, 0.0f,
+                       m.cfg.dropout > 0 ? &dropout_rng : NULL};
     step.lr = step.adam.lr;
     Batch batch = {b->N, b->S, b->T, src, tgt_in, target, NULL};
     for (int k = -1; k < b->repeats; k++) {
