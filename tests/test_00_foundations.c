@@ -357,8 +357,6 @@ static void test_rng_case(void **state)
     tensorfile_free(&f);
 }
 
-/* 100 000 draws: the moments of uniform and normal are where they belong
- * (bounds are about 5 standard errors wide). */
 /* Philox 4x32-10 gives Random123's published known answers (its
  * tests/kat_vectors: zeros, all ones, and the digits of pi); the uniforms
  * are the top 24 bits of each word. */
@@ -385,6 +383,8 @@ static void test_philox_known_answers(void **state)
     for (int j = 0; j < 4; j++) assert_same(u[j], (float)(kat[0].out[j] >> 8) / 16777216.0f);
 }
 
+/* 100 000 draws: the moments of uniform and normal are where they belong
+ * (bounds are about 5 standard errors wide). */
 static void test_rng_statistics(void **state)
 {
     Rng rng;
