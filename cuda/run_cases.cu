@@ -1216,6 +1216,17 @@ static void check_cross_entropy(Report *rep, Rng *rng)
     free(logits);
 }
 
+/* How many of n mask bytes differ; *first is the first such index, or -1. */
+static int64_t mask_differences(const uint8_t *got, const uint8_t *want, int64_t n,
+                                int64_t *first)
+{
+    int64_t differ = 0;
+    *first = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (got[i] != want[i]) differ++, *first = *first < 0 ? i : *first;
+    return differ;
+}
+
 /* Masks drawn on the GPU against dropout_mask on the CPU, byte for byte,
  * from the same seed: lengths that are and are not multiples of four, one
  * too long for one CUDA block, and p at 0, 1 and between. Both generators
@@ -1242,9 +1253,7 @@ static void check_dropout_masks(Report *rep)
             if (fail) {
                 record_failure(rep, label, what, d.error[0] ? d.error : "launch failed");
             } else {
-                int64_t differ = 0, first = -1;
-                for (int i = 0; i < n; i++)
-                    if (got[i] != want[i]) differ++, first = first < 0 ? i : first;
+                int64_t first, differ = mask_differences(got, want, n, &first);
                 int ok = differ == 0 && memcmp(&cpu, &gpu, sizeof cpu) == 0;
                 row_add(report_row(rep, label), ok, (double)differ, 0.0);
                 if (!ok)
@@ -1279,12 +1288,11 @@ static void eval_dropout_rng(Report *rep, const TensorFile *in, const char *op)
         cudaMemcpy(got, mask, n, cudaMemcpyDeviceToHost) != cudaSuccess) {
         record_failure(rep, op, in->path, d.error[0] ? d.error : "launch failed");
     } else {
-        int differ = 0;
-        for (int i = 0; i < n; i++) differ += got[i] != ((const uint8_t *)want->data)[i];
+        int64_t first, differ = mask_differences(got, (const uint8_t *)want->data, n, &first);
         row_add(report_row(rep, op), differ == 0, (double)differ, 0.0);
         if (differ)
-            note(rep->failures, &rep->n_failures, "%s: %s: %d of %d mask bytes differ", op,
-                 in->path, differ, n);
+            note(rep->failures, &rep->n_failures, "%s: %s: %lld of %d mask bytes differ (first %lld)",
+                 op, in->path, (long long)differ, n, (long long)first);
     }
     free(got);
     dev_free(&d);
