@@ -600,9 +600,9 @@ def golden_cases():
                                   backward=True))
     cases.append(dropout_case("dropout_mask_backward_eval_p30_4x25", (4, 25), 0.3, 714,
                               backward=True, training=False))
-    # The C RNG's mask, drawn in Python.
-    # (33, 1000) is long enough for C to draw it on several threads.
+    # The C mask rule run in Python, its Philox first checked against the known answers.
     check_philox()
+    # (33, 1000) is long enough for C to draw it on several threads.
     for i, (shape, p, seed, stream) in enumerate([((8, 32), 0.1, 42, 0), ((1000,), 0.5, 7, 3),
                                                   ((3, 4, 5), 0.0, 1, 0), ((3, 4, 5), 1.0, 1, 0),
                                                   ((33, 1000), 0.3, 5, 4)]):
