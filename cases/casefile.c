@@ -409,6 +409,7 @@ int run_case_file(const char *prog, const char *in_path, const char *out_path, C
 
 int case_main(int argc, char **argv, const char *usage, int (*demo)(void), CaseEval eval)
 {
+    flush_subnormals();                           /* tensor.h */
     if (argc == 2 && strcmp(argv[1], "--demo") == 0) return demo() == 0 ? 0 : 1;
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         printf("%s", usage);

@@ -206,6 +206,10 @@ def torch_worker(name, threads, device="cpu", compiled=False):
 
     from reference.ch07_model import load_checkpoint
 
+    # Subnormals flushed to zero, as the C programs do (tensor.h's
+    # flush_subnormals): both sides compute the same way, at the same cost.
+    # Set before the threads start, which take the setting with them.
+    torch.set_flush_denormal(True)
     torch.set_num_threads(threads)
     cuda = device == "cuda"
     if cuda:
@@ -276,6 +280,7 @@ def torch_matmul_worker(threads, shapes):
     about 20 ms; one JSON line per shape, as build/00_foundations --bench."""
     import torch
 
+    torch.set_flush_denormal(True)                 # as in torch_worker
     torch.set_num_threads(threads)
     gen = torch.Generator().manual_seed(0)
     for form, M, N, K in shapes:

@@ -752,6 +752,7 @@ int task_main(const Task *task, int argc, char **argv)
     const char *cmd = argc >= 2 ? argv[1] : "";
     Error err;
     int help = 0, rc;
+    flush_subnormals();                           /* tensor.h */
     if (task->n_data_options + task->n_train_options + task->n_eval_options >
         MAX_OPTIONS - COMMON_OPTIONS) {
         fprintf(stderr, "%s: the task has more options than task.c makes room for (%d)\n",

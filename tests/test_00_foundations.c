@@ -275,7 +275,10 @@ static void test_softmax_exp_accuracy(void **state)
     for (int i = 0; i <= 1000000; i++) {
         float x = -87.0f * (float)i / 1000000.0f;
         double exact = exp((double)x);
-        float ulp = nextafterf((float)exact, INFINITY) - (float)exact;
+        /* the unit in the last place of the float nearest exact, in double:
+         * every e^x here is a normal float, but its ulp may be a subnormal
+         * one, which float arithmetic would flush to 0 (tensor.h) */
+        double ulp = ldexp(1.0, ilogbf((float)exact) - 23);
         double err = fabs((double)softmax_exp(x) - exact) / ulp;
         if (err > worst) worst = err, worst_x = x;
     }
@@ -285,6 +288,32 @@ static void test_softmax_exp_accuracy(void **state)
     assert_true(softmax_exp(-87.5f) == 0.0f);
     assert_true(softmax_exp(-1e30f) == 0.0f);
     assert_true(softmax_exp(-INFINITY) == 0.0f);
+}
+
+/* flush_subnormals (run_tests_selected called it, as every program's main
+ * does): half the smallest normal float is 0, as a result and as an input,
+ * on the calling thread and on every thread of a parallel region started
+ * after it. volatile keeps the compiler from doing the arithmetic itself. */
+static void test_flush_subnormals(void **state)
+{
+    (void)state;
+#if defined(__x86_64__) || defined(_M_X64) || defined(__aarch64__)
+    int flushed = 0, threads = 0;
+    #pragma omp parallel reduction(+:flushed, threads)
+    {
+        volatile float smallest = 1.17549435e-38f, half = 0.5f;
+        volatile float subnormal_bits = 0.0f;
+        uint32_t bits = 0x00400000;                 /* 2^-127, a subnormal */
+        memcpy((void *)&subnormal_bits, &bits, sizeof bits);
+        float made = smallest * half;               /* a subnormal result */
+        float taken = subnormal_bits * 4.0f;        /* a subnormal input: 2^-125 if kept */
+        flushed += made == 0.0f && taken == 0.0f;
+        threads += 1;
+    }
+    assert_int_equal(flushed, threads);
+#else
+    skip();                                          /* no flush on this CPU */
+#endif
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1176,6 +1205,7 @@ int main(void)
         cmocka_unit_test(test_matmul_blocks_of_k_thread_count_independent),
         cmocka_unit_test(test_linear_backward_thread_count_independent),
         cmocka_unit_test(test_softmax_exp_accuracy),
+        cmocka_unit_test(test_flush_subnormals),
 
         GOLDEN_TEST(test_softmax_case, "softmax_normal_4x7"),
         GOLDEN_TEST(test_softmax_case, "softmax_normal_1x1"),

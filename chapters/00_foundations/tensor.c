@@ -5,6 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__x86_64__) || defined(_M_X64)
+#include <xmmintrin.h>
+#endif
+
 static const struct {
     DType dtype;
     const char *name;
@@ -141,4 +145,15 @@ void matrix_print(const char *title, const float *m, int rows, int cols)
         for (int c = 0; c < cols; c++) printf(" %8.4f", m[(size_t)r * cols + c]);
         printf("\n");
     }
+}
+
+void flush_subnormals(void)
+{
+#if defined(__x86_64__) || defined(_M_X64)
+    _mm_setcsr(_mm_getcsr() | 0x8040);            /* FTZ (bit 15) and DAZ (bit 6) */
+#elif defined(__aarch64__)
+    uint64_t fpcr;
+    __asm__ volatile("mrs %0, fpcr" : "=r"(fpcr));
+    __asm__ volatile("msr fpcr, %0" : : "r"(fpcr | (UINT64_C(1) << 24)));   /* FZ */
+#endif
 }

@@ -96,6 +96,19 @@ void floats_copy(float *dst, const float *src, size_t n);
 int sum_blocks(int rows);
 void partial_sums_add(float *out, const float *partial, int blocks, int n);
 
+/* Subnormal floats (nonzero, below 2^-126 = 1.2e-38 in size) become 0, as
+ * inputs and as results, in this thread and in every thread it starts
+ * later: MXCSR's flush-to-zero and denormals-are-zero bits on x86-64, FPCR's
+ * FZ bit on 64-bit ARM; elsewhere nothing changes. Every program calls it
+ * first thing (case_main, task_main, the tests' main), before OpenMP starts
+ * its threads, which inherit the setting. Why: a product that makes or takes
+ * a subnormal costs a microcode assist, a hundred cycles or more on x86,
+ * and training makes many (a tiny attention weight times a small gradient);
+ * the chapter's README measures it. A result moves by under 1.2e-38, far
+ * inside every tolerance. PyTorch does the same after
+ * torch.set_flush_denormal(True). */
+void flush_subnormals(void);
+
 /* Prints a (rows, cols) float matrix under a title, 4 decimals: for demos. */
 void matrix_print(const char *title, const float *m, int rows, int cols);
 
