@@ -301,12 +301,10 @@ static void test_flush_subnormals(void **state)
     int flushed = 0, threads = 0;
     #pragma omp parallel reduction(+:flushed, threads)
     {
-        volatile float smallest = 1.17549435e-38f, half = 0.5f;
-        volatile float subnormal_bits = 0.0f;
-        uint32_t bits = 0x00400000;                 /* 2^-127, a subnormal */
-        memcpy((void *)&subnormal_bits, &bits, sizeof bits);
+        volatile float smallest = 1.17549435e-38f, half = 0.5f;   /* 2^-126, 2^-1 */
+        volatile float subnormal = 5.87747175e-39f;               /* 2^-127 */
         float made = smallest * half;               /* a subnormal result */
-        float taken = subnormal_bits * 4.0f;        /* a subnormal input: 2^-125 if kept */
+        float taken = subnormal * 4.0f;             /* a subnormal input: 2^-125 if kept */
         flushed += made == 0.0f && taken == 0.0f;
         threads += 1;
     }

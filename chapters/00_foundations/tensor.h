@@ -102,7 +102,7 @@ void partial_sums_add(float *out, const float *partial, int blocks, int n);
  * FZ bit on 64-bit ARM; elsewhere nothing changes. Every program calls it
  * first thing (case_main, task_main, the tests' main), before OpenMP starts
  * its threads, which inherit the setting. Why: a product that makes or takes
- * a subnormal costs a microcode assist, a hundred cycles or more on x86,
+ * a subnormal costs a microcode assist, about a hundred cycles on x86,
  * and training makes many (a tiny attention weight times a small gradient);
  * the chapter's README measures it. A result moves by under 1.2e-38, far
  * inside every tolerance. PyTorch does the same after
