@@ -298,6 +298,14 @@ static void test_flush_subnormals(void **state)
 {
     (void)state;
 #if defined(__x86_64__) || defined(_M_X64) || defined(__aarch64__)
+    /* valgrind runs the program on a simulated CPU that keeps subnormals
+     * whatever MXCSR says (CI's valgrind step); it is known by the library
+     * it preloads. */
+    const char *preload = getenv("LD_PRELOAD");
+    if (preload && strstr(preload, "vgpreload")) {
+        printf("  under valgrind, which does not flush subnormals: skipped\n");
+        skip();
+    }
     int flushed = 0, threads = 0;
     #pragma omp parallel reduction(+:flushed, threads)
     {
