@@ -106,7 +106,13 @@ void partial_sums_add(float *out, const float *partial, int blocks, int n);
  * and training makes many (a tiny attention weight times a small gradient);
  * the chapter's README measures it. A result moves by under 1.2e-38, far
  * inside every tolerance. PyTorch does the same after
- * torch.set_flush_denormal(True). */
+ * torch.set_flush_denormal(True). FLUSHES_SUBNORMALS says whether this CPU
+ * is one it acts on. */
+#if defined(__x86_64__) || defined(_M_X64) || defined(__aarch64__)
+#define FLUSHES_SUBNORMALS 1
+#else
+#define FLUSHES_SUBNORMALS 0
+#endif
 void flush_subnormals(void);
 
 /* Prints a (rows, cols) float matrix under a title, 4 decimals: for demos. */
